@@ -1,0 +1,68 @@
+//! The whole `ctxgc.toml`: one table per concern, every field defaulted.
+
+use serde::{Deserialize, Serialize};
+
+use crate::tokens::TokenSettings;
+use crate::trim::{ConfigError, TrimConfig};
+
+/// The effective configuration (built-in defaults overlaid with the user's file).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Token counting.
+    pub tokens: TokenSettings,
+    /// Insertion-time trimming.
+    pub trim: TrimConfig,
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The TOML does not parse or has unknown keys.
+    #[error("invalid configuration: {0}")]
+    Toml(#[from] toml::de::Error),
+    /// A value is out of range.
+    #[error("invalid configuration: {0}")]
+    Invalid(#[from] ConfigError),
+}
+
+impl Config {
+    /// Parses a `ctxgc.toml` text; absent keys take their defaults.
+    pub fn from_toml(text: &str) -> Result<Config, LoadError> {
+        let config: Config = toml::from_str(text)?;
+        config.trim.validate()?;
+        Ok(config)
+    }
+
+    /// The configuration as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_round_trip_through_toml() {
+        let c = Config::default();
+        assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
+        assert_eq!(Config::from_toml("").unwrap(), c);
+    }
+
+    #[test]
+    fn partial_files_override_only_what_they_name() {
+        let c = Config::from_toml("[trim]\nhard_cap_bytes = 50000\n").unwrap();
+        assert_eq!(c.trim.hard_cap_bytes, 50_000);
+        assert_eq!(c.trim.profiles, TrimConfig::default().profiles);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let err = Config::from_toml("[trim]\nhard_cap = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("hard_cap"), "{err}");
+    }
+}

@@ -1,0 +1,20 @@
+//! ctxgc-core: the pure heart of ctxgc.
+//!
+//! - [`transcript`]: the provider-neutral conversation model;
+//! - [`tokens`]: real BPE token counts with an incremental cache;
+//! - [`trim`]: insertion-time trimming of tool output (head + salient middle + tail, JSON,
+//!   search results), streaming in bounded memory;
+//! - [`content_id`]: stable ids of originals, for recall.
+//!
+//! This crate does no I/O, spawns nothing and has no async: every function is a pure function
+//! of its inputs, so replays are deterministic and the proxy, the CLI and the replay lab share
+//! one behaviour.
+
+pub mod config;
+pub mod content_id;
+pub mod tokens;
+pub mod transcript;
+pub mod trim;
+
+pub use content_id::ContentId;
+pub use transcript::{Block, Message, RecordedUsage, Role, ToolCall, ToolResult, Transcript};

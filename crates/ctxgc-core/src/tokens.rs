@@ -1,0 +1,352 @@
+//! Real BPE token counts, with per-message overhead and an incremental cache.
+//!
+//! Counts come from tiktoken-rs with its embedded `o200k_base` / `cl100k_base` vocabularies:
+//! nothing is downloaded at run time. Claude models (3 and later) have no public tokenizer, so
+//! for them the o200k count is multiplied by a documented, configurable correction factor.
+//!
+//! A conversation is counted message by message and each message's count is cached under a hash
+//! of its content, so recounting a long conversation after one new message costs one message of
+//! BPE work plus a hash pass (the proxy recounts whole histories on every request).
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+use tiktoken_rs::CoreBPE;
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::transcript::{Block, Message, Role};
+
+/// The BPE vocabulary used for counting.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Encoding {
+    /// GPT-4o / GPT-5 family (default; also the base for Claude estimates).
+    #[default]
+    O200kBase,
+    /// GPT-4 / GPT-3.5 family.
+    Cl100kBase,
+}
+
+impl Encoding {
+    fn bpe(self) -> &'static CoreBPE {
+        static O200K: OnceLock<CoreBPE> = OnceLock::new();
+        static CL100K: OnceLock<CoreBPE> = OnceLock::new();
+        match self {
+            Encoding::O200kBase => O200K.get_or_init(|| {
+                tiktoken_rs::o200k_base().expect("the embedded o200k_base vocabulary parses")
+            }),
+            Encoding::Cl100kBase => CL100K.get_or_init(|| {
+                tiktoken_rs::cl100k_base().expect("the embedded cl100k_base vocabulary parses")
+            }),
+        }
+    }
+
+    /// The number of BPE tokens in `text`, special-token strings counted as plain text (that is
+    /// how user content reaches the model).
+    pub fn count(self, text: &str) -> usize {
+        if text.is_empty() {
+            return 0;
+        }
+        self.bpe().encode_ordinary(text).len()
+    }
+}
+
+/// How a provider frames messages, which decides the per-message overhead.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderFamily {
+    /// OpenAI (Chat Completions and Responses) and OpenAI-compatible servers.
+    #[default]
+    Openai,
+    /// Anthropic Messages (Claude): counted with o200k times the Claude correction factor.
+    Anthropic,
+}
+
+/// Token counting settings (the `[tokens]` table of `ctxgc.toml`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TokenSettings {
+    /// Vocabulary for OpenAI-family counts.
+    pub encoding: Encoding,
+    /// Multiplier applied to o200k counts for Claude models. Anthropic publishes no tokenizer
+    /// for Claude 3+; its tokenizer yields more tokens than o200k for the same English and code
+    /// text. 1.20 is a conservative middle of what users report; calibrate it from the
+    /// `input_tokens` the API returns (the proxy does this per session).
+    pub claude_correction: f64,
+    /// Tokens charged per image when its size is unknown (OpenAI high detail 1024x1024 is 765,
+    /// Anthropic about 1,600 for a 1.15 MP image).
+    pub image_tokens: usize,
+}
+
+impl Default for TokenSettings {
+    fn default() -> Self {
+        TokenSettings {
+            encoding: Encoding::O200kBase,
+            claude_correction: 1.20,
+            image_tokens: 1_000,
+        }
+    }
+}
+
+/// Per-message framing tokens. OpenAI's published rule for chat models: every message costs 3
+/// tokens of framing (`<|start|>role ... <|end|>`), a name 1 more, and the reply is primed with
+/// 3. Tool calls are framed like a small message of their own. Anthropic does not publish its
+/// framing; the same figures are used and absorbed by the calibration factor.
+const TOKENS_PER_MESSAGE: usize = 3;
+const TOKENS_PER_TOOL_CALL: usize = 3;
+const REPLY_PRIMING: usize = 3;
+
+/// Counts tokens of messages, caching each message's count under a hash of its content.
+pub struct TokenCounter {
+    settings: TokenSettings,
+    family: ProviderFamily,
+    cache: HashMap<u64, usize>,
+}
+
+impl TokenCounter {
+    /// A counter for `family` with the given settings.
+    pub fn new(family: ProviderFamily, settings: TokenSettings) -> TokenCounter {
+        TokenCounter {
+            settings,
+            family,
+            cache: HashMap::new(),
+        }
+    }
+
+    /// A counter for OpenAI models with default settings (o200k_base).
+    pub fn openai() -> TokenCounter {
+        TokenCounter::new(ProviderFamily::Openai, TokenSettings::default())
+    }
+
+    fn encoding(&self) -> Encoding {
+        match self.family {
+            ProviderFamily::Openai => self.settings.encoding,
+            ProviderFamily::Anthropic => Encoding::O200kBase,
+        }
+    }
+
+    fn corrected(&self, raw: usize) -> usize {
+        match self.family {
+            ProviderFamily::Openai => raw,
+            ProviderFamily::Anthropic => {
+                (raw as f64 * self.settings.claude_correction).ceil() as usize
+            }
+        }
+    }
+
+    /// Tokens in a bare text, corrected for the provider family.
+    pub fn count_text(&self, text: &str) -> usize {
+        self.corrected(self.encoding().count(text))
+    }
+
+    /// Tokens of one message, framing included. Cached by content hash.
+    pub fn count_message(&mut self, message: &Message) -> usize {
+        let key = message_hash(message);
+        if let Some(&n) = self.cache.get(&key) {
+            return n;
+        }
+        let n = self.corrected(self.raw_message_tokens(message));
+        self.cache.insert(key, n);
+        n
+    }
+
+    /// Tokens of a whole prompt: every message plus the reply priming.
+    pub fn count_messages<'a>(&mut self, messages: impl IntoIterator<Item = &'a Message>) -> usize {
+        messages
+            .into_iter()
+            .map(|m| self.count_message(m))
+            .sum::<usize>()
+            + REPLY_PRIMING
+    }
+
+    /// Tokens of tool definitions (their JSON text, as the provider renders them into the
+    /// prompt on every request).
+    pub fn count_tools(&self, tools: &[serde_json::Value]) -> usize {
+        tools
+            .iter()
+            .map(|tool| self.count_text(&tool.to_string()) + TOKENS_PER_TOOL_CALL)
+            .sum()
+    }
+
+    /// Number of distinct messages in the cache.
+    pub fn cached_messages(&self) -> usize {
+        self.cache.len()
+    }
+
+    fn raw_message_tokens(&self, message: &Message) -> usize {
+        let enc = self.encoding();
+        let mut n = TOKENS_PER_MESSAGE;
+        for block in &message.content {
+            n += self.raw_block_tokens(enc, block);
+        }
+        n
+    }
+
+    fn raw_block_tokens(&self, enc: Encoding, block: &Block) -> usize {
+        match block {
+            Block::Text { text } => enc.count(text),
+            Block::ToolCall(call) if call.implicit => 0,
+            Block::ToolCall(call) => {
+                TOKENS_PER_TOOL_CALL + enc.count(&call.name) + enc.count(&call.arguments)
+            }
+            Block::ToolResult(result) => result
+                .content
+                .iter()
+                .map(|b| self.raw_block_tokens(enc, b))
+                .sum(),
+            Block::Image { .. } => self.settings.image_tokens,
+            // Encrypted or signed reasoning is not re-tokenised as text by providers; only
+            // visible reasoning text is counted.
+            Block::Thinking { text, .. } => text.as_deref().map_or(0, |t| enc.count(t)),
+        }
+    }
+}
+
+/// A hash of everything in a message that affects its token count.
+pub fn message_hash(message: &Message) -> u64 {
+    let mut h = Xxh3::new();
+    h.update(&[role_tag(message.role)]);
+    for block in &message.content {
+        hash_block(&mut h, block);
+    }
+    h.digest()
+}
+
+fn role_tag(role: Role) -> u8 {
+    match role {
+        Role::System => 1,
+        Role::User => 2,
+        Role::Assistant => 3,
+        Role::Tool => 4,
+    }
+}
+
+fn hash_block(h: &mut Xxh3, block: &Block) {
+    // Each field is length-prefixed so that moving bytes between fields changes the hash.
+    fn field(h: &mut Xxh3, bytes: &[u8]) {
+        h.update(&(bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    }
+    match block {
+        Block::Text { text } => {
+            h.update(b"T");
+            field(h, text.as_bytes());
+        }
+        Block::ToolCall(call) => {
+            h.update(if call.implicit { b"c" } else { b"C" });
+            field(h, call.id.as_bytes());
+            field(h, call.name.as_bytes());
+            field(h, call.arguments.as_bytes());
+        }
+        Block::ToolResult(result) => {
+            h.update(if result.is_error { b"E" } else { b"R" });
+            field(h, result.call_id.as_bytes());
+            h.update(&(result.content.len() as u64).to_le_bytes());
+            for part in &result.content {
+                hash_block(h, part);
+            }
+        }
+        Block::Image { source } => {
+            h.update(b"I");
+            hash_json(h, source);
+        }
+        Block::Thinking { text, raw } => {
+            h.update(b"K");
+            field(h, text.as_deref().unwrap_or("").as_bytes());
+            hash_json(h, raw);
+        }
+    }
+}
+
+fn hash_json(h: &mut Xxh3, value: &serde_json::Value) {
+    struct HashWriter<'a>(&'a mut Xxh3);
+    impl io::Write for HashWriter<'_> {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    // Writing into a hasher cannot fail.
+    let _ = serde_json::to_writer(HashWriter(h), value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::ToolCall;
+
+    #[test]
+    fn counts_match_known_tiktoken_values() {
+        // Reference values from OpenAI's tiktoken for the same strings.
+        assert_eq!(Encoding::O200kBase.count("hello world"), 2);
+        assert_eq!(Encoding::Cl100kBase.count("hello world"), 2);
+        assert_eq!(
+            Encoding::Cl100kBase.count("tiktoken is great!"),
+            6,
+            "cl100k reference from the tiktoken README"
+        );
+        assert_eq!(Encoding::O200kBase.count(""), 0);
+    }
+
+    #[test]
+    fn message_overhead_follows_openai_rule() {
+        let mut counter = TokenCounter::openai();
+        let m = Message::text(Role::User, "hello world");
+        assert_eq!(counter.count_message(&m), 2 + TOKENS_PER_MESSAGE);
+        assert_eq!(
+            counter.count_messages([&m, &m]),
+            2 * (2 + TOKENS_PER_MESSAGE) + REPLY_PRIMING
+        );
+    }
+
+    #[test]
+    fn claude_counts_apply_the_correction_factor() {
+        let settings = TokenSettings {
+            claude_correction: 1.5,
+            ..TokenSettings::default()
+        };
+        let counter = TokenCounter::new(ProviderFamily::Anthropic, settings);
+        let text = "The quick brown fox jumps over the lazy dog.";
+        let raw = Encoding::O200kBase.count(text);
+        assert_eq!(counter.count_text(text), (raw as f64 * 1.5).ceil() as usize);
+    }
+
+    #[test]
+    fn cache_is_keyed_by_content() {
+        let mut counter = TokenCounter::openai();
+        let a = Message::text(Role::User, "same text");
+        let b = Message::text(Role::User, "same text");
+        let c = Message::text(Role::Assistant, "same text");
+        counter.count_message(&a);
+        counter.count_message(&b);
+        assert_eq!(counter.cached_messages(), 1);
+        counter.count_message(&c);
+        assert_eq!(counter.cached_messages(), 2, "role is part of the key");
+    }
+
+    #[test]
+    fn implicit_tool_calls_cost_nothing_extra() {
+        let mut counter = TokenCounter::openai();
+        let call = |implicit| Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::text("run ls"),
+                Block::ToolCall(ToolCall {
+                    id: "c1".into(),
+                    name: "bash".into(),
+                    arguments: r#"{"command":"ls"}"#.into(),
+                    implicit,
+                }),
+            ],
+            usage: None,
+        };
+        let plain = counter.count_message(&Message::text(Role::Assistant, "run ls"));
+        assert_eq!(counter.count_message(&call(true)), plain);
+        assert!(counter.count_message(&call(false)) > plain);
+    }
+}

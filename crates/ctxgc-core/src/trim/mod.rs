@@ -1,0 +1,200 @@
+//! Insertion-time trimming of tool output.
+//!
+//! A tool result is trimmed once, when it enters the history, and never again: the result is a
+//! pure function of the output bytes, the tool's profile and the context window, so the prefix
+//! a provider cached stays valid. Output at or under the soft limit is returned byte for byte.
+//! Above it:
+//! - line-oriented output keeps a head, the salient middle lines and a tail around one marker;
+//! - JSON stays valid JSON ([`json`]);
+//! - grep-like search output keeps matches spread across files ([`search`]).
+//!
+//! The marker names the content id of the original, so it can be recalled whole later.
+
+pub mod json;
+pub mod lines;
+pub mod profile;
+pub(crate) mod salient;
+pub mod search;
+
+use serde_json::Value;
+
+use crate::content_id::ContentId;
+pub use lines::{LineBudget, LineTrimmer, TrimStats, marker_line};
+pub use profile::{ConfigError, Mode, Profile, TrimConfig};
+
+/// The structure the trimmer recognised and used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Head + salient middle + tail.
+    Lines,
+    /// Structural JSON.
+    Json,
+    /// Search results spread across files.
+    Search,
+}
+
+/// A trimmed tool output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trimmed {
+    /// What enters the history.
+    pub text: String,
+    /// Whether it differs from the original.
+    pub trimmed: bool,
+    /// The id of the original (recall key).
+    pub id: ContentId,
+    /// Size of the original, in bytes.
+    pub original_bytes: usize,
+    /// How it was trimmed.
+    pub shape: Shape,
+    /// The soft limit that applied, in bytes.
+    pub limit: usize,
+}
+
+/// One tool output of an assistant turn.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolOutput<'a> {
+    /// The tool's name (decides the profile).
+    pub tool: &'a str,
+    /// The output text.
+    pub text: &'a str,
+}
+
+/// Trims one tool output for a model with a `window`-token context.
+pub fn trim_output(config: &TrimConfig, tool: &str, window: u64, text: &str) -> Trimmed {
+    let profile = config.profile_for(tool);
+    trim_with_limit(config, profile, config.soft_limit(profile, window), text)
+}
+
+/// Trims all outputs of one assistant turn: each gets its profile's limit, and when together
+/// they exceed the turn budget the largest are cut down first (to a common level) until the
+/// total fits.
+pub fn trim_turn(config: &TrimConfig, window: u64, outputs: &[ToolOutput<'_>]) -> Vec<Trimmed> {
+    let profiles: Vec<&Profile> = outputs.iter().map(|o| config.profile_for(o.tool)).collect();
+    let own: Vec<usize> = profiles
+        .iter()
+        .map(|p| config.soft_limit(p, window))
+        .collect();
+    let sizes: Vec<usize> = outputs
+        .iter()
+        .zip(&own)
+        .map(|(o, &limit)| o.text.len().min(limit))
+        .collect();
+    let level = water_level(&sizes, config.turn_budget(window));
+    outputs
+        .iter()
+        .zip(profiles)
+        .zip(own)
+        .map(|((o, profile), limit)| {
+            let limit = match level {
+                Some(level) if profile.mode != Mode::Never => {
+                    limit.min(level.max(config.min_limit_bytes))
+                }
+                _ => limit,
+            };
+            trim_with_limit(config, profile, limit, o.text)
+        })
+        .collect()
+}
+
+/// The largest cap `c` such that `sum(min(size, c)) <= budget`, or `None` when all fit.
+fn water_level(sizes: &[usize], budget: usize) -> Option<usize> {
+    if sizes.iter().sum::<usize>() <= budget {
+        return None;
+    }
+    let mut sorted = sizes.to_vec();
+    sorted.sort_unstable();
+    let mut remaining = budget;
+    let mut left = sorted.len();
+    for size in sorted {
+        let share = remaining / left;
+        if size > share {
+            return Some(share);
+        }
+        remaining -= size;
+        left -= 1;
+    }
+    None
+}
+
+/// Trims `text` with an explicit soft limit in bytes.
+pub fn trim_with_limit(
+    config: &TrimConfig,
+    profile: &Profile,
+    limit: usize,
+    text: &str,
+) -> Trimmed {
+    let limit = limit.min(config.hard_cap_bytes);
+    if text.len() <= limit {
+        return Trimmed {
+            text: text.to_owned(),
+            trimmed: false,
+            id: ContentId::of(text.as_bytes()),
+            original_bytes: text.len(),
+            shape: Shape::Lines,
+            limit,
+        };
+    }
+    let id = ContentId::of(text.as_bytes());
+    let label = profile.name.as_str();
+    let structured = text.len() <= config.structured_max_bytes;
+    let (out, shape) = match profile.mode {
+        Mode::Json | Mode::Auto if structured => {
+            match try_json(text, limit, id).map(|t| (t, Shape::Json)) {
+                Some(done) => done,
+                None if profile.mode == Mode::Auto => try_search(config, text, limit, label, id)
+                    .map(|t| (t, Shape::Search))
+                    .unwrap_or_else(|| (trim_lines(config, profile, limit, text), Shape::Lines)),
+                None => (trim_lines(config, profile, limit, text), Shape::Lines),
+            }
+        }
+        Mode::Search if structured => try_search(config, text, limit, label, id)
+            .map(|t| (t, Shape::Search))
+            .unwrap_or_else(|| (trim_lines(config, profile, limit, text), Shape::Lines)),
+        _ => (trim_lines(config, profile, limit, text), Shape::Lines),
+    };
+    Trimmed {
+        trimmed: true,
+        text: out,
+        id,
+        original_bytes: text.len(),
+        shape,
+        limit,
+    }
+}
+
+fn trim_lines(config: &TrimConfig, profile: &Profile, limit: usize, text: &str) -> String {
+    let budget = config.line_budget(profile, limit);
+    let (out, _) = LineTrimmer::trim_all(budget, &profile.name, text.as_bytes());
+    // The trimmer cuts only at char boundaries of valid UTF-8 input.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// True when the text starts like a JSON object or array.
+pub fn looks_like_json(text: &str) -> bool {
+    matches!(text.trim_start().as_bytes().first(), Some(b'{' | b'['))
+}
+
+fn try_json(text: &str, limit: usize, id: ContentId) -> Option<String> {
+    if !looks_like_json(text) {
+        return None;
+    }
+    let value: Value = serde_json::from_str(text).ok()?;
+    let pretty = text.trim().contains('\n');
+    json::trim_json(&value, limit, pretty, id)
+}
+
+fn try_search(
+    config: &TrimConfig,
+    text: &str,
+    limit: usize,
+    label: &str,
+    id: ContentId,
+) -> Option<String> {
+    if !search::looks_like_search(text) {
+        return None;
+    }
+    search::trim_search(text, limit, config.line_max_bytes, label, id).map(|(out, _)| out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,404 @@
+//! Per-tool trimming profiles and the `[trim]` configuration.
+//!
+//! A profile says how a tool's output is trimmed: its soft limit (a share of the model's context
+//! window, so a 32K model gets less than a 1M model), how the kept bytes are split between head,
+//! tail and salient middle lines, and which structure-aware mode applies. Tools are matched by
+//! name or glob, first matching profile wins. A hard cap applies to every tool, including those
+//! whose profile says never to trim.
+
+use serde::{Deserialize, Serialize};
+
+use crate::trim::lines::{LineBudget, MARKER_RESERVE};
+
+/// How a profile trims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Detect: JSON is trimmed structurally, grep-like output as search results, the rest as lines.
+    Auto,
+    /// Head + salient middle + tail, by lines.
+    Lines,
+    /// Grep-like `path:line:text` output: matches spread across files.
+    Search,
+    /// Structural JSON trimming (falls back to lines when the text is not JSON).
+    Json,
+    /// Never trimmed below the hard cap (memory, todo lists, questions to the user).
+    Never,
+}
+
+/// One tool profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Profile name; also the label in markers ("trimmed from terminal output").
+    pub name: String,
+    /// Tool names or globs (`*`, `?`), matched case-insensitively.
+    pub tools: Vec<String>,
+    /// How to trim.
+    pub mode: Mode,
+    /// Soft limit as a share of the context window (in tokens; converted to bytes).
+    pub window_share: f64,
+    /// Share of the kept bytes for the head.
+    pub head: f64,
+    /// Share of the kept bytes for the tail.
+    pub tail: f64,
+    /// Share of the kept bytes for salient middle lines (0 disables them: in code, "error" is a word).
+    pub salient: f64,
+}
+
+/// The `[trim]` table of `ctxgc.toml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrimConfig {
+    /// Context window (tokens) assumed when the caller does not give one.
+    pub default_window: u64,
+    /// Bytes per token used to turn window shares into byte limits (4 is typical of English
+    /// text and code with o200k; logs and JSON run a little lower).
+    pub bytes_per_token: f64,
+    /// Smallest soft limit, in bytes.
+    pub min_limit_bytes: usize,
+    /// No tool output is ever longer than this, in bytes, whatever its profile.
+    pub hard_cap_bytes: usize,
+    /// All results of one assistant turn (parallel calls) together get at most this share of
+    /// the window; the largest are trimmed first.
+    pub turn_window_share: f64,
+    /// Longest salient or search line shown, in bytes.
+    pub line_max_bytes: usize,
+    /// JSON and search output up to this size is parsed in memory; larger input (a streamed
+    /// `ctxgc trim`) is trimmed as lines so memory stays bounded.
+    pub structured_max_bytes: usize,
+    /// Profiles, first match wins; a profile matching `*` should come last.
+    pub profiles: Vec<Profile>,
+}
+
+impl Default for TrimConfig {
+    fn default() -> Self {
+        TrimConfig {
+            default_window: 200_000,
+            bytes_per_token: 4.0,
+            min_limit_bytes: 2_048,
+            hard_cap_bytes: 128 * 1024,
+            turn_window_share: 0.10,
+            line_max_bytes: 240,
+            structured_max_bytes: 4 * 1024 * 1024,
+            profiles: default_profiles(),
+        }
+    }
+}
+
+fn profile(name: &str, tools: &[&str], mode: Mode, share: f64, split: [f64; 3]) -> Profile {
+    Profile {
+        name: name.to_owned(),
+        tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+        mode,
+        window_share: share,
+        head: split[0],
+        tail: split[1],
+        salient: split[2],
+    }
+}
+
+/// The built-in profiles. Names cover the common agents: Claude Code (`Bash`, `Read`, `Grep`),
+/// Codex (`exec_command`, `shell`), SWE-agent (`open`, `search_dir`), mini-swe-agent (`bash`),
+/// MCP servers (`read_file`, `search_files`), opencode and Hermes (`terminal`, `web_extract`).
+pub fn default_profiles() -> Vec<Profile> {
+    vec![
+        profile(
+            "never",
+            &[
+                "memory*",
+                "*_memory",
+                "todo*",
+                "*todo*",
+                "clarify",
+                "update_plan",
+                "request_user_input",
+                "ask_user*",
+                "AskUserQuestion",
+                "get_goal",
+                "*_goal",
+                "recall_tool_result",
+                "trim_tool_result",
+            ],
+            Mode::Never,
+            1.0,
+            [0.5, 0.5, 0.0],
+        ),
+        profile(
+            "search",
+            &[
+                "grep",
+                "rg",
+                "ripgrep",
+                "search*",
+                "*_search",
+                "*search_*",
+                "glob",
+                "find_file*",
+                "codebase_search",
+                "list_dir*",
+                "ls",
+            ],
+            Mode::Search,
+            0.03,
+            [0.5, 0.35, 0.15],
+        ),
+        profile(
+            "file read",
+            &[
+                "read*",
+                "*_read*",
+                "view",
+                "view_file",
+                "open",
+                "goto",
+                "scroll_*",
+                "cat",
+                "edit",
+                "create",
+                "get_file*",
+                "str_replace_editor",
+                "str_replace_based_edit_tool",
+                "*_file",
+                "notebook*",
+            ],
+            Mode::Lines,
+            0.05,
+            [0.85, 0.15, 0.0],
+        ),
+        profile(
+            "web",
+            &[
+                "web*", "fetch*", "browse*", "browser*", "http*", "curl", "*_url", "scrape*",
+            ],
+            Mode::Auto,
+            0.03,
+            [0.8, 0.2, 0.0],
+        ),
+        profile(
+            "terminal",
+            &[
+                "bash",
+                "shell",
+                "sh",
+                "terminal",
+                "exec*",
+                "run*",
+                "*_command",
+                "command",
+                "local_shell",
+                "container.exec",
+                "python",
+                "execute*",
+                "process",
+            ],
+            Mode::Auto,
+            0.04,
+            [0.3, 0.55, 0.15],
+        ),
+        profile("tool", &["*"], Mode::Auto, 0.03, [0.45, 0.4, 0.15]),
+    ]
+}
+
+/// Matches `name` against a glob of `*` and `?`, ignoring ASCII case.
+pub fn glob_matches(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().map(|c| c.to_ascii_lowercase()).collect();
+    let n: Vec<char> = name.chars().map(|c| c.to_ascii_lowercase()).collect();
+    // Iterative matcher with one backtrack point for the last `*`.
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// Errors in a trim configuration.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ConfigError {
+    /// A share is negative, not finite or above 1.
+    #[error("profile '{profile}': {field} must be between 0 and 1, got {value}")]
+    BadShare {
+        /// Profile name.
+        profile: String,
+        /// Field name.
+        field: &'static str,
+        /// The value given.
+        value: f64,
+    },
+    /// No profile has a tool pattern.
+    #[error("profile '{0}' matches no tool: give it at least one name or glob in `tools`")]
+    NoTools(String),
+    /// A numeric setting is out of range.
+    #[error("trim.{field}: {why}")]
+    BadSetting {
+        /// Field name.
+        field: &'static str,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+impl TrimConfig {
+    /// Checks ranges; call after loading a user's file.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.min_limit_bytes < MARKER_RESERVE * 2 {
+            return Err(ConfigError::BadSetting {
+                field: "min_limit_bytes",
+                why: format!("must be at least {} bytes", MARKER_RESERVE * 2),
+            });
+        }
+        if self.hard_cap_bytes < self.min_limit_bytes {
+            return Err(ConfigError::BadSetting {
+                field: "hard_cap_bytes",
+                why: "must not be below min_limit_bytes".into(),
+            });
+        }
+        if !(self.bytes_per_token.is_finite() && self.bytes_per_token > 0.0) {
+            return Err(ConfigError::BadSetting {
+                field: "bytes_per_token",
+                why: "must be a positive number".into(),
+            });
+        }
+        for p in &self.profiles {
+            if p.tools.is_empty() {
+                return Err(ConfigError::NoTools(p.name.clone()));
+            }
+            for (field, value) in [
+                ("window_share", p.window_share),
+                ("head", p.head),
+                ("tail", p.tail),
+                ("salient", p.salient),
+            ] {
+                if !(0.0..=1.0).contains(&value) || !value.is_finite() {
+                    return Err(ConfigError::BadShare {
+                        profile: p.name.clone(),
+                        field,
+                        value,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The profile for a tool name (the last profile when none matches, or a built-in default).
+    pub fn profile_for(&self, tool: &str) -> &Profile {
+        self.profiles
+            .iter()
+            .find(|p| p.tools.iter().any(|g| glob_matches(g, tool)))
+            .or(self.profiles.last())
+            .unwrap_or_else(|| fallback_profile())
+    }
+
+    /// Soft limit in bytes for a profile at a context window (in tokens).
+    pub fn soft_limit(&self, profile: &Profile, window: u64) -> usize {
+        if profile.mode == Mode::Never {
+            return self.hard_cap_bytes;
+        }
+        let bytes = window as f64 * profile.window_share * self.bytes_per_token;
+        (bytes as usize).clamp(self.min_limit_bytes, self.hard_cap_bytes)
+    }
+
+    /// Bytes all results of one assistant turn may take together.
+    pub fn turn_budget(&self, window: u64) -> usize {
+        let bytes = window as f64 * self.turn_window_share * self.bytes_per_token;
+        (bytes as usize).max(self.min_limit_bytes)
+    }
+
+    /// The line budget for `profile` with a given soft limit.
+    pub fn line_budget(&self, profile: &Profile, limit: usize) -> LineBudget {
+        let (head, tail, salient) = if profile.mode == Mode::Never {
+            (0.5, 0.5, 0.0)
+        } else {
+            (profile.head, profile.tail, profile.salient)
+        };
+        LineBudget::from_shares(limit, head, tail, salient, self.line_max_bytes)
+    }
+}
+
+fn fallback_profile() -> &'static Profile {
+    use std::sync::OnceLock;
+    static P: OnceLock<Profile> = OnceLock::new();
+    P.get_or_init(|| profile("tool", &["*"], Mode::Auto, 0.03, [0.45, 0.4, 0.15]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_matches("read*", "Read"));
+        assert!(glob_matches("read*", "read_file"));
+        assert!(glob_matches("*_search", "web_search"));
+        assert!(glob_matches("scroll_?p", "scroll_up"));
+        assert!(glob_matches("*", ""));
+        assert!(!glob_matches("read*", "bread"));
+        assert!(glob_matches("*todo*", "TodoWrite"));
+        assert!(glob_matches("a*b*c", "aXXbYYbZc"));
+        assert!(!glob_matches("a*b*c", "aXXbYYbZ"));
+    }
+
+    #[test]
+    fn tools_of_common_agents_get_the_expected_profile() {
+        let c = TrimConfig::default();
+        for (tool, profile) in [
+            ("Bash", "terminal"),
+            ("exec_command", "terminal"),
+            ("bash", "terminal"),
+            ("Read", "file read"),
+            ("read_file", "file read"),
+            ("open", "file read"),
+            ("Grep", "search"),
+            ("search_dir", "search"),
+            ("web_search", "search"),
+            ("WebFetch", "web"),
+            ("TodoWrite", "never"),
+            ("memory", "never"),
+            ("frobnicate", "tool"),
+        ] {
+            assert_eq!(c.profile_for(tool).name, profile, "{tool}");
+        }
+    }
+
+    #[test]
+    fn limits_scale_with_the_window_and_respect_the_caps() {
+        let c = TrimConfig::default();
+        let terminal = c.profile_for("bash").clone();
+        let small = c.soft_limit(&terminal, 32_000);
+        let large = c.soft_limit(&terminal, 200_000);
+        let huge = c.soft_limit(&terminal, 10_000_000);
+        assert!(small < large, "{small} < {large}");
+        assert_eq!(huge, c.hard_cap_bytes);
+        assert_eq!(c.soft_limit(&terminal, 1), c.min_limit_bytes);
+        let never = c.profile_for("memory").clone();
+        assert_eq!(c.soft_limit(&never, 32_000), c.hard_cap_bytes);
+    }
+
+    #[test]
+    fn default_config_is_valid_and_bad_values_are_named() {
+        TrimConfig::default().validate().unwrap();
+        let mut c = TrimConfig::default();
+        c.profiles[1].head = 1.5;
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "profile 'search': head must be between 0 and 1, got 1.5"
+        );
+    }
+}

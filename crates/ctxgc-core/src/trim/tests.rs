@@ -1,0 +1,219 @@
+//! Invariants of insertion-time trimming, over random inputs.
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn config() -> TrimConfig {
+    TrimConfig::default()
+}
+
+/// Text made of lines of mixed ASCII, multi-byte chars and salient words.
+fn text_strategy() -> impl Strategy<Value = String> {
+    let line = prop_oneof![
+        "[a-z ]{0,60}",
+        "[é€😀a-z]{0,40}",
+        Just("error: something failed".to_owned()),
+        Just("warning: unused variable".to_owned()),
+        "[a-z]{200,3000}",
+    ];
+    prop::collection::vec(line, 0..400).prop_map(|lines| {
+        let mut s = lines.join("\n");
+        if s.len() % 3 == 0 {
+            s.push('\n');
+        }
+        s
+    })
+}
+
+fn tool_strategy() -> impl Strategy<Value = &'static str> {
+    prop_oneof![
+        Just("bash"),
+        Just("read_file"),
+        Just("grep"),
+        Just("web_fetch"),
+        Just("mystery")
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn output_is_valid_bounded_idempotent_and_deterministic(
+        text in text_strategy(),
+        tool in tool_strategy(),
+        window in 2_000u64..300_000,
+    ) {
+        let c = config();
+        let once = trim_output(&c, tool, window, &text);
+        // Bounded: never longer than the soft limit (the marker is inside the budget).
+        if once.trimmed {
+            prop_assert!(once.text.len() <= once.limit, "{} > {}", once.text.len(), once.limit);
+        } else {
+            prop_assert_eq!(&once.text, &text, "under the limit: unchanged byte for byte");
+        }
+        // Idempotent: trimming trimmed text changes nothing.
+        let twice = trim_output(&c, tool, window, &once.text);
+        prop_assert!(!twice.trimmed);
+        prop_assert_eq!(&twice.text, &once.text);
+        // Deterministic.
+        prop_assert_eq!(trim_output(&c, tool, window, &text), once);
+    }
+
+    #[test]
+    fn streaming_in_any_chunks_gives_the_same_bytes(
+        text in text_strategy(),
+        limit in 600usize..20_000,
+        chunk in 1usize..5000,
+    ) {
+        let budget = LineBudget::from_shares(limit, 0.3, 0.5, 0.2, 120);
+        let (whole, whole_stats) = LineTrimmer::trim_all(budget.clone(), "terminal", text.as_bytes());
+        let mut trimmer = LineTrimmer::new(budget, "terminal");
+        let mut out = Vec::new();
+        for piece in text.as_bytes().chunks(chunk) {
+            trimmer.push(piece, &mut out);
+        }
+        let stats = trimmer.finish(&mut out);
+        prop_assert_eq!(&out, &whole);
+        prop_assert_eq!(stats, whole_stats);
+        // Never splits a UTF-8 char.
+        prop_assert!(std::str::from_utf8(&whole).is_ok());
+        prop_assert!(whole.len() <= limit.max(text.len().min(limit)));
+    }
+}
+
+#[test]
+fn json_output_stays_json_and_bounded() {
+    let rows: Vec<serde_json::Value> = (0..5000)
+        .map(|i| serde_json::json!({"id": i, "path": format!("src/file_{i}.rs"), "ok": i % 7 != 0}))
+        .collect();
+    let text = serde_json::to_string(&rows).unwrap();
+    let out = trim_output(&config(), "api_call", 32_000, &text);
+    assert_eq!(out.shape, Shape::Json);
+    assert!(out.text.len() <= out.limit);
+    let back: serde_json::Value = serde_json::from_str(&out.text).unwrap();
+    assert_eq!(back[0]["id"], 0);
+    assert_eq!(back.as_array().unwrap().last().unwrap()["id"], 4999);
+}
+
+#[test]
+fn file_reads_get_no_salient_lines() {
+    let code: String = (0..3000)
+        .map(|i| {
+            if i == 1500 {
+                "    return Err(Error::new(\"error: bad\"));\n".to_owned()
+            } else {
+                format!("    let value_{i} = compute({i});\n")
+            }
+        })
+        .collect();
+    let out = trim_output(&config(), "read_file", 32_000, &code);
+    assert!(out.trimmed);
+    assert!(
+        !out.text.contains("Error::new"),
+        "code is not scanned for 'error'"
+    );
+    assert!(out.text.contains("trimmed from file read output"));
+    // Head-heavy: more kept lines come from the start than from the end.
+    let marker_at = out.text.find("[... ").unwrap();
+    assert!(marker_at > out.text.len() / 2);
+}
+
+#[test]
+fn terminal_failure_in_the_middle_of_50k_is_visible() {
+    let mut log = String::new();
+    for i in 0..1200 {
+        log.push_str(&format!("   Compiling crate_{i} v0.1.{i}\n"));
+        if i == 611 {
+            log.push_str("error[E0308]: mismatched types --> src/engine.rs:88:17\n");
+        }
+    }
+    log.push_str("exit status: 101\n");
+    assert!(log.len() > 30_000);
+    let out = trim_output(&config(), "bash", 32_000, &log);
+    assert!(
+        out.text
+            .contains("error[E0308]: mismatched types --> src/engine.rs:88:17")
+    );
+    assert!(
+        out.text.ends_with("exit status: 101\n"),
+        "the end (exit code) is kept"
+    );
+    insta::assert_snapshot!("terminal_failure", out.text);
+}
+
+#[test]
+fn search_results_are_spread_across_files() {
+    let mut grep = String::new();
+    for f in 0..40 {
+        for m in 0..30 {
+            grep.push_str(&format!(
+                "crates/c{f}/src/lib.rs:{}:pub fn parse_{m}() {{}}\n",
+                m + 1
+            ));
+        }
+    }
+    let out = trim_output(&config(), "grep", 32_000, &grep);
+    assert_eq!(out.shape, Shape::Search);
+    assert!(out.text.len() <= out.limit);
+    for f in 0..40 {
+        assert!(
+            out.text.contains(&format!("crates/c{f}/src/lib.rs:1:")),
+            "file {f}"
+        );
+    }
+}
+
+#[test]
+fn parallel_results_share_a_turn_budget_largest_first() {
+    let c = config();
+    let big = "x\n".repeat(40_000);
+    let medium = "y\n".repeat(4_000);
+    let small = "z\n".repeat(100);
+    let outputs = [
+        ToolOutput {
+            tool: "bash",
+            text: &big,
+        },
+        ToolOutput {
+            tool: "bash",
+            text: &medium,
+        },
+        ToolOutput {
+            tool: "bash",
+            text: &small,
+        },
+    ];
+    let window = 32_000;
+    let trimmed = trim_turn(&c, window, &outputs);
+    let total: usize = trimmed.iter().map(|t| t.text.len()).sum();
+    assert!(
+        total <= c.turn_budget(window) + 3 * lines::MARKER_RESERVE,
+        "{total}"
+    );
+    assert!(!trimmed[2].trimmed, "the small one is untouched");
+    assert!(trimmed[0].trimmed);
+    // Alone, each result would get its own (larger) limit.
+    let alone = trim_output(&c, "bash", window, &big);
+    assert!(alone.text.len() >= trimmed[0].text.len());
+}
+
+#[test]
+fn water_level_caps_the_largest() {
+    assert_eq!(water_level(&[10, 20, 30], 100), None);
+    assert_eq!(water_level(&[10, 50, 100], 90), Some(40));
+    assert_eq!(water_level(&[100, 100], 100), Some(50));
+}
+
+#[test]
+fn never_tools_are_only_hard_capped() {
+    let c = config();
+    let notes = "remember this\n".repeat(1000);
+    let out = trim_output(&c, "memory", 8_000, &notes);
+    assert!(!out.trimmed, "{} bytes is under the hard cap", notes.len());
+    let huge = "remember this\n".repeat(20_000);
+    let out = trim_output(&c, "memory", 8_000, &huge);
+    assert!(out.trimmed);
+    assert!(out.text.len() <= c.hard_cap_bytes);
+}
