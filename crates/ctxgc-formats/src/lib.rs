@@ -1,1 +1,63 @@
-pub fn x() {}
+//! ctxgc-formats: provider wire formats and real agent transcripts <-> the ctxgc core model.
+//!
+//! - [`request`]: OpenAI Chat Completions, OpenAI Responses and Anthropic Messages request
+//!   bodies, kept as order-preserving JSON documents (lossless: unknown fields and key order
+//!   survive), with a provider-neutral [`Transcript`] view;
+//! - [`chat`], [`anthropic`], [`responses`]: the per-API mappings;
+//! - [`import`]: importers for mini-swe-agent and SWE-agent trajectories and the canonical JSONL.
+
+pub mod anthropic;
+pub mod chat;
+pub mod import;
+pub mod request;
+pub mod responses;
+
+use ctxgc_core::{Block, Transcript};
+
+pub use request::{Api, ApiRequest};
+
+/// A body or file that does not have the expected shape.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FormatError {
+    /// Not JSON at all.
+    #[error("invalid JSON: {0}")]
+    Json(String),
+    /// JSON, but not the expected shape; `at` is a path like `messages[3].content`.
+    #[error("{at}: {why}")]
+    Shape {
+        /// Where in the document.
+        at: String,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+impl FormatError {
+    pub(crate) fn shape(at: &str, why: impl Into<String>) -> FormatError {
+        FormatError::Shape {
+            at: at.to_owned(),
+            why: why.into(),
+        }
+    }
+}
+
+/// Fills in each tool result's tool name from the call it answers, where the wire format
+/// leaves it out (OpenAI tool messages, Anthropic tool_result blocks).
+pub fn resolve_tool_names(t: &mut Transcript) {
+    let mut names: Vec<(String, String)> = Vec::new();
+    for message in &mut t.messages {
+        for block in &mut message.content {
+            match block {
+                Block::ToolCall(call) => names.push((call.id.clone(), call.name.clone())),
+                Block::ToolResult(result) if result.tool_name.is_none() => {
+                    result.tool_name = names
+                        .iter()
+                        .rev()
+                        .find(|(id, _)| *id == result.call_id)
+                        .map(|(_, name)| name.clone());
+                }
+                _ => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! Importing real agent transcripts, with automatic format detection.
+//!
+//! Recognised inputs:
+//! - mini-swe-agent `*.traj.json` (`mini-swe-agent-1` text protocol, `mini-swe-agent-1.1`
+//!   native tool calls);
+//! - SWE-agent `*.traj` (a `history` array);
+//! - request bodies of the three APIs (also wrapped as `{"path": ..., "body": ...}`);
+//! - a bare JSON array of Chat Completions messages;
+//! - the canonical JSONL that `ctxgc import --out` writes (one Chat message per line).
+
+pub mod mini_swe;
+pub mod swe_agent;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use ctxgc_core::Transcript;
+use serde_json::Value;
+
+use crate::FormatError;
+use crate::chat::{message_from_chat, message_to_chat};
+use crate::request::{ApiRequest, detect};
+
+/// The format a file was recognised as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceFormat {
+    /// mini-swe-agent 1 (text protocol).
+    MiniSweAgent1,
+    /// mini-swe-agent 1.1 (native tool calls).
+    MiniSweAgent11,
+    /// SWE-agent `.traj`.
+    SweAgent,
+    /// An API request body.
+    Request(crate::Api),
+    /// A JSON array of Chat messages.
+    ChatMessages,
+    /// ctxgc's canonical JSONL.
+    CanonicalJsonl,
+}
+
+impl fmt::Display for SourceFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SourceFormat::MiniSweAgent1 => f.write_str("mini-swe-agent-1"),
+            SourceFormat::MiniSweAgent11 => f.write_str("mini-swe-agent-1.1"),
+            SourceFormat::SweAgent => f.write_str("swe-agent"),
+            SourceFormat::Request(api) => write!(f, "{} request", api.name()),
+            SourceFormat::ChatMessages => f.write_str("chat messages"),
+            SourceFormat::CanonicalJsonl => f.write_str("ctxgc jsonl"),
+        }
+    }
+}
+
+/// One imported session.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    /// Where it came from.
+    pub path: PathBuf,
+    /// The recognised format.
+    pub format: SourceFormat,
+    /// The conversation.
+    pub transcript: Transcript,
+}
+
+/// A file that could not be imported, with the reason.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {why}", path.display())]
+pub struct ImportError {
+    /// The file.
+    pub path: PathBuf,
+    /// Why it is not a transcript.
+    pub why: String,
+}
+
+/// The session id of a file: its name without the transcript extensions.
+pub fn session_id(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for ext in [".traj.json", ".traj", ".jsonl", ".json"] {
+        if let Some(stem) = name.strip_suffix(ext) {
+            return stem.to_owned();
+        }
+    }
+    name
+}
+
+/// Imports the bytes of one file.
+pub fn import_bytes(path: &Path, bytes: &[u8]) -> Result<Imported, ImportError> {
+    let fail = |why: String| ImportError {
+        path: path.to_owned(),
+        why,
+    };
+    let id = session_id(path);
+    let is_jsonl = path.extension().is_some_and(|e| e == "jsonl");
+    let (format, mut transcript) = if is_jsonl {
+        let text = std::str::from_utf8(bytes).map_err(|e| fail(format!("not UTF-8 text: {e}")))?;
+        (
+            SourceFormat::CanonicalJsonl,
+            read_jsonl(text).map_err(|e| fail(e.to_string()))?,
+        )
+    } else {
+        let doc: Value = serde_json::from_slice(bytes)
+            .map_err(|e| fail(format!("not a transcript: invalid JSON ({e})")))?;
+        detect_and_import(&doc, &id).map_err(|e| fail(e.to_string()))?
+    };
+    transcript.id = id;
+    Ok(Imported {
+        path: path.to_owned(),
+        format,
+        transcript,
+    })
+}
+
+fn detect_and_import(doc: &Value, id: &str) -> Result<(SourceFormat, Transcript), FormatError> {
+    if let Value::Array(items) = doc {
+        let mut t = Transcript::default();
+        for (i, m) in items.iter().enumerate() {
+            t.messages.push(message_from_chat(m, &format!("[{i}]"))?);
+        }
+        crate::resolve_tool_names(&mut t);
+        return Ok((SourceFormat::ChatMessages, t));
+    }
+    let Some(obj) = doc.as_object() else {
+        return Err(FormatError::shape(
+            "file",
+            "not a transcript: expected a JSON object or array",
+        ));
+    };
+    if let Some(format) = obj.get("trajectory_format").and_then(Value::as_str) {
+        if format.starts_with("mini-swe-agent") {
+            let (t, protocol) = mini_swe::import(doc, id)?;
+            let format = match protocol {
+                mini_swe::Protocol::Text => SourceFormat::MiniSweAgent1,
+                mini_swe::Protocol::Native => SourceFormat::MiniSweAgent11,
+            };
+            return Ok((format, t));
+        }
+        return Err(FormatError::shape(
+            "trajectory_format",
+            format!("not a transcript ctxgc knows: trajectory_format '{format}'"),
+        ));
+    }
+    if obj.contains_key("history") {
+        return Ok((SourceFormat::SweAgent, swe_agent::import(doc, id)?));
+    }
+    if let (Some(body), Some(_)) = (obj.get("body"), obj.get("path")) {
+        return detect_and_import(body, id);
+    }
+    if let Some(api) = detect(doc) {
+        let request = ApiRequest {
+            api,
+            body: doc.clone(),
+        };
+        return Ok((SourceFormat::Request(api), request.transcript()?));
+    }
+    let keys: Vec<&str> = obj.keys().map(String::as_str).take(8).collect();
+    Err(FormatError::shape(
+        "file",
+        format!(
+            "not a transcript: a JSON object with none of `messages`, `history`, `input` (its keys: {})",
+            keys.join(", ")
+        ),
+    ))
+}
+
+/// Imports files and directories (recursively, in name order). Every file of a directory is
+/// expected to be a transcript, except `README*` and hidden files.
+pub fn import_paths(paths: &[PathBuf]) -> Vec<Result<Imported, ImportError>> {
+    let mut files = Vec::new();
+    for path in paths {
+        collect_files(path, &mut files);
+    }
+    files
+        .into_iter()
+        .map(|file| match file {
+            Ok(path) => match std::fs::read(&path) {
+                Ok(bytes) => import_bytes(&path, &bytes),
+                Err(e) => Err(ImportError {
+                    why: format!("cannot read: {e}"),
+                    path,
+                }),
+            },
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
+fn collect_files(path: &Path, out: &mut Vec<Result<PathBuf, ImportError>>) {
+    if !path.is_dir() {
+        out.push(if path.exists() {
+            Ok(path.to_owned())
+        } else {
+            Err(ImportError {
+                path: path.to_owned(),
+                why: "no such file or directory".into(),
+            })
+        });
+        return;
+    }
+    let mut entries: Vec<PathBuf> = match std::fs::read_dir(path) {
+        Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
+        Err(e) => {
+            out.push(Err(ImportError {
+                path: path.to_owned(),
+                why: format!("cannot list: {e}"),
+            }));
+            return;
+        }
+    };
+    entries.sort();
+    for entry in entries {
+        let name = entry
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if name.starts_with('.') || name.starts_with("README") {
+            continue;
+        }
+        collect_files(&entry, out);
+    }
+}
+
+/// Writes a transcript as canonical JSONL: one Chat Completions message per line.
+pub fn write_jsonl(t: &Transcript) -> String {
+    let mut out = String::new();
+    for m in &t.messages {
+        out.push_str(&message_to_chat(m).to_string());
+        out.push('\n');
+    }
+    out
+}
+
+/// Reads canonical JSONL (blank lines ignored).
+pub fn read_jsonl(text: &str) -> Result<Transcript, FormatError> {
+    let mut t = Transcript::default();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = format!("line {}", n + 1);
+        let value: Value = serde_json::from_str(line)
+            .map_err(|e| FormatError::shape(&at, format!("invalid JSON: {e}")))?;
+        t.messages.push(message_from_chat(&value, &at)?);
+    }
+    crate::resolve_tool_names(&mut t);
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_transcripts_are_named_with_a_reason() {
+        let err = import_bytes(
+            Path::new("data/notes.json"),
+            br#"{"name": "x", "rows": []}"#,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "data/notes.json: file: not a transcript: a JSON object with none of `messages`, `history`, `input` (its keys: name, rows)"
+        );
+        let err = import_bytes(Path::new("a.json"), b"hello").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("a.json: not a transcript: invalid JSON"),
+            "{err}"
+        );
+        let err = import_bytes(
+            Path::new("b.jsonl"),
+            b"{\"role\":\"user\",\"content\":\"x\"}\n{oops}\n",
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().starts_with("b.jsonl: line 2: invalid JSON"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn session_ids_drop_transcript_extensions() {
+        assert_eq!(
+            session_id(Path::new("x/astropy__astropy-12907.traj.json")),
+            "astropy__astropy-12907"
+        );
+        assert_eq!(session_id(Path::new("rev__rock.traj")), "rev__rock");
+    }
+}
