@@ -1,1 +1,56 @@
-fn main() {}
+//! `ctxgc`: a thin command-line front end over the ctxgc libraries.
+
+mod commands;
+mod settings;
+mod stream;
+mod table;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// ctxgc: context management for LLM agents.
+#[derive(Debug, Parser)]
+#[command(name = "ctxgc", version, about, long_about = None)]
+struct Cli {
+    /// Configuration file (default: ./ctxgc.toml when present, else built-in defaults).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Trim tool output read from stdin and write it to stdout (streaming, bounded memory).
+    Trim(commands::trim::TrimArgs),
+    /// Run a command, merge its stdout and stderr, trim them, print `exit status: N` and exit
+    /// with the command's own code.
+    Run(commands::run::RunArgs),
+    /// Import agent transcripts (mini-swe-agent, SWE-agent, API request bodies, ctxgc JSONL),
+    /// print a summary table and optionally write canonical JSONL.
+    Import(commands::import::ImportArgs),
+    /// Print the effective configuration as TOML.
+    Config,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = settings::load(cli.config.as_deref()).and_then(|config| match cli.command {
+        Command::Trim(args) => commands::trim::run(&config, args),
+        Command::Run(args) => commands::run::run(&config, args),
+        Command::Import(args) => commands::import::run(&config, args),
+        Command::Config => {
+            print!("{}", config.to_toml());
+            Ok(ExitCode::SUCCESS)
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("ctxgc: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

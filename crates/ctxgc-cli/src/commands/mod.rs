@@ -1,0 +1,3 @@
+pub mod import;
+pub mod run;
+pub mod trim;

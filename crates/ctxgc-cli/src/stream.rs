@@ -1,0 +1,210 @@
+//! Trimming a byte stream (stdin, a child's output) into a writer, in bounded memory.
+//!
+//! Line-oriented output streams through [`LineTrimmer`]: its head is written as soon as it is
+//! known and memory stays at about the soft limit plus one read buffer. Output that starts like
+//! JSON or grep results is buffered up to `structured_max_bytes` so it can be trimmed
+//! structurally; past that it falls back to streaming line trimming.
+
+use std::io::{self, Read, Write};
+
+use ctxgc_core::trim::search::looks_like_search;
+use ctxgc_core::trim::{self, LineBudget, LineTrimmer, Mode, Profile, TrimConfig, looks_like_json};
+
+const CHUNK: usize = 256 * 1024;
+
+/// How to trim a stream.
+pub struct StreamSpec<'a> {
+    pub config: &'a TrimConfig,
+    pub profile: &'a Profile,
+    /// Soft limit in bytes.
+    pub limit: usize,
+    /// `--head N` / `--tail N` line counts, which replace the profile's byte split.
+    pub head_lines: Option<u64>,
+    pub tail_lines: Option<u64>,
+}
+
+impl StreamSpec<'_> {
+    fn line_budget(&self) -> LineBudget {
+        let mut budget = self.config.line_budget(self.profile, self.limit);
+        if self.head_lines.is_some() || self.tail_lines.is_some() {
+            let head = self.head_lines.unwrap_or(0);
+            let tail = self.tail_lines.unwrap_or(0);
+            // Explicit line counts: trim when there are more lines than shown, and let the hard
+            // cap bound the bytes.
+            budget = LineBudget::from_shares(
+                self.config.hard_cap_bytes,
+                0.5,
+                0.4,
+                0.1,
+                self.config.line_max_bytes,
+            );
+            budget.trigger_lines = Some(head + tail);
+            budget.head_lines = Some(head);
+            budget.tail_lines = Some(tail);
+        }
+        budget
+    }
+
+    fn wants_structure(&self) -> bool {
+        self.head_lines.is_none()
+            && self.tail_lines.is_none()
+            && matches!(self.profile.mode, Mode::Auto | Mode::Json | Mode::Search)
+    }
+}
+
+/// What happened to a stream.
+#[derive(Debug, Default)]
+pub struct StreamReport {
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub trimmed: bool,
+}
+
+/// Reads `input` to its end and writes the trimmed output; `original` receives every input byte.
+pub fn trim_stream(
+    spec: &StreamSpec<'_>,
+    mut input: impl Read,
+    output: &mut impl Write,
+    mut original: Option<&mut dyn Write>,
+) -> io::Result<StreamReport> {
+    let mut report = StreamReport::default();
+    let mut buf = vec![0u8; CHUNK];
+    let mut prefix: Vec<u8> = Vec::new();
+
+    // Decide the shape from the first bytes; buffer structured output while it stays small.
+    let structured_max = spec.config.structured_max_bytes.max(spec.limit);
+    let mut eof = false;
+    let mut structured = spec.wants_structure();
+    while structured {
+        let n = read_some(&mut input, &mut buf)?;
+        if n == 0 {
+            eof = true;
+            break;
+        }
+        if let Some(w) = original.as_deref_mut() {
+            w.write_all(&buf[..n])?;
+        }
+        prefix.extend_from_slice(&buf[..n]);
+        report.bytes_in += n as u64;
+        if prefix.len() > structured_max || !could_be_structured(spec.profile.mode, &prefix) {
+            structured = false;
+        }
+    }
+    if structured && eof {
+        if let Ok(text) = std::str::from_utf8(&prefix) {
+            let trimmed = trim::trim_with_limit(spec.config, spec.profile, spec.limit, text);
+            output.write_all(trimmed.text.as_bytes())?;
+            report.bytes_out = trimmed.text.len() as u64;
+            report.trimmed = trimmed.trimmed;
+            return Ok(report);
+        }
+    }
+
+    let mut trimmer = LineTrimmer::new(spec.line_budget(), spec.profile.name.clone());
+    let mut out = Vec::with_capacity(CHUNK);
+    trimmer.push(&prefix, &mut out);
+    drop(prefix);
+    flush(output, &mut out, &mut report)?;
+    while !eof {
+        let n = read_some(&mut input, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if let Some(w) = original.as_deref_mut() {
+            w.write_all(&buf[..n])?;
+        }
+        report.bytes_in += n as u64;
+        trimmer.push(&buf[..n], &mut out);
+        if !out.is_empty() {
+            flush(output, &mut out, &mut report)?;
+        }
+    }
+    let stats = trimmer.finish(&mut out);
+    report.trimmed = stats.trimmed;
+    flush(output, &mut out, &mut report)?;
+    Ok(report)
+}
+
+/// Whether a prefix may still turn out to be JSON or search results.
+fn could_be_structured(mode: Mode, prefix: &[u8]) -> bool {
+    let head = &prefix[..prefix.len().min(64 * 1024)];
+    let text = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        // A multi-byte char cut at the end of the window is fine.
+        Err(e) if e.error_len().is_none() => {
+            std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or("")
+        }
+        Err(_) => return false,
+    };
+    let json = matches!(mode, Mode::Auto | Mode::Json) && looks_like_json(text);
+    // Judge search output on complete lines only.
+    let complete = text.rfind('\n').map_or("", |i| &text[..i]);
+    let search = matches!(mode, Mode::Auto | Mode::Search)
+        && (complete.is_empty() || looks_like_search(complete));
+    json || search
+}
+
+fn read_some(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match input.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+fn flush(output: &mut impl Write, out: &mut Vec<u8>, report: &mut StreamReport) -> io::Result<()> {
+    output.write_all(out)?;
+    report.bytes_out += out.len() as u64;
+    out.clear();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec<'a>(config: &'a TrimConfig, tool: &str, limit: usize) -> StreamSpec<'a> {
+        StreamSpec {
+            config,
+            profile: config.profile_for(tool),
+            limit,
+            head_lines: None,
+            tail_lines: None,
+        }
+    }
+
+    #[test]
+    fn streaming_matches_the_library_for_lines_json_and_search() {
+        let config = TrimConfig::default();
+        let log: String = (0..5000).map(|i| format!("step {i} ok\n")).collect();
+        let json = serde_json::to_string(&(0..3000).collect::<Vec<u32>>()).unwrap();
+        let grep: String = (0..2000)
+            .map(|i| format!("src/f{}.rs:{}:hit\n", i % 37, i))
+            .collect();
+        for text in [log, json, grep] {
+            let mut out = Vec::new();
+            let s = spec(&config, "bash", 4000);
+            trim_stream(&s, text.as_bytes(), &mut out, None).unwrap();
+            let expected = trim::trim_with_limit(&config, s.profile, 4000, &text);
+            assert_eq!(String::from_utf8(out).unwrap(), expected.text);
+        }
+    }
+
+    #[test]
+    fn original_is_saved_whole() {
+        let config = TrimConfig::default();
+        let text: String = (0..50_000).map(|i| format!("{i}\n")).collect();
+        let (mut out, mut saved) = (Vec::new(), Vec::new());
+        let report = trim_stream(
+            &spec(&config, "bash", 3000),
+            text.as_bytes(),
+            &mut out,
+            Some(&mut saved),
+        )
+        .unwrap();
+        assert_eq!(saved, text.as_bytes());
+        assert!(report.trimmed);
+        assert_eq!(report.bytes_in, text.len() as u64);
+    }
+}

@@ -1,0 +1,177 @@
+//! The `ctxgc` binary, driven as a user would.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn ctxgc(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxgc"))
+        .args(args)
+        .current_dir(env!("CARGO_TARGET_TMPDIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = input.write_all(&data);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
+fn build_log(lines: usize, error_at: usize) -> String {
+    let mut log = String::new();
+    for i in 0..lines {
+        log.push_str(&format!("[{i:06}] building target {i} ... ok\n"));
+        if i == error_at {
+            log.push_str("error: linking with `cc` failed: exit status: 1\n");
+        }
+    }
+    log
+}
+
+#[test]
+fn trim_keeps_head_error_and_tail_and_saves_the_original() {
+    let log = build_log(20_000, 9_000);
+    let saved = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("saved.log");
+    let out = ctxgc(
+        &[
+            "trim",
+            "--window",
+            "32000",
+            "--save-original",
+            saved.to_str().unwrap(),
+        ],
+        log.as_bytes(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("[000000] building target 0 ... ok\n"));
+    assert!(text.ends_with("[019999] building target 19999 ... ok\n"));
+    assert!(text.contains("] error: linking with `cc` failed: exit status: 1\n"));
+    assert!(text.contains("trimmed from terminal output"));
+    assert!(text.len() < 8_000, "{}", text.len());
+    assert_eq!(std::fs::read_to_string(&saved).unwrap(), log);
+}
+
+#[test]
+fn trim_is_identity_below_the_limit_and_idempotent_above() {
+    let small = "hello\nworld\n";
+    assert_eq!(ctxgc(&["trim"], small.as_bytes()).stdout, small.as_bytes());
+    let log = build_log(5_000, 100);
+    let once = ctxgc(&["trim", "--window", "32000"], log.as_bytes()).stdout;
+    let twice = ctxgc(&["trim", "--window", "32000"], &once).stdout;
+    assert_eq!(once, twice);
+}
+
+#[test]
+fn run_merges_streams_trims_and_passes_the_exit_code_on() {
+    let out = ctxgc(
+        &[
+            "run",
+            "--window",
+            "32000",
+            "--",
+            "sh",
+            "-c",
+            "seq 1 50000; echo 'Traceback (most recent call last):' >&2; seq 1 50000; exit 7",
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(7));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("Traceback (most recent call last):"),
+        "stderr merged and kept"
+    );
+    assert!(
+        text.ends_with("50000\nexit status: 7\n"),
+        "{}",
+        &text[text.len() - 60..]
+    );
+}
+
+#[test]
+fn run_reports_a_missing_command_clearly() {
+    let out = ctxgc(&["run", "--", "definitely-not-a-command-xyz"], b"");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("cannot run `definitely-not-a-command-xyz`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn head_and_tail_flags_count_lines() {
+    let input: String = (1..=100).map(|i| format!("{i}\n")).collect();
+    let out = ctxgc(&["trim", "--head", "3", "--tail", "2"], input.as_bytes());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[..3], ["1", "2", "3"]);
+    assert_eq!(lines[lines.len() - 2..], ["99", "100"]);
+    assert!(
+        lines[3].starts_with("[... ") && lines[3].contains("(95 lines, 4-98)"),
+        "{}",
+        lines[3]
+    );
+}
+
+#[test]
+fn config_prints_toml_and_bad_config_is_named() {
+    let out = ctxgc(&["config"], b"");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("[trim]") && text.contains("hard_cap_bytes"),
+        "{text}"
+    );
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[trim]\nhead_share = 2\n").unwrap();
+    let out = ctxgc(&["--config", bad.to_str().unwrap(), "config"], b"");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("bad.toml") && err.contains("head_share"),
+        "{err}"
+    );
+}
+
+#[test]
+fn import_writes_jsonl_and_names_bad_files() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("import-test");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    std::fs::write(
+        dir.join("in/s1.json"),
+        r#"[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"bash","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"out"}]"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("in/notes.json"), r#"{"title":"not a transcript"}"#).unwrap();
+    let out = ctxgc(
+        &[
+            "import",
+            dir.join("in").to_str().unwrap(),
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1), "one bad file");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("notes.json") && err.contains("not a transcript"),
+        "{err}"
+    );
+    let jsonl = std::fs::read_to_string(dir.join("out/s1.jsonl")).unwrap();
+    assert_eq!(jsonl.lines().count(), 3);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("tool results"), "{table}");
+}
