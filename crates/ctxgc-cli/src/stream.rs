@@ -90,14 +90,15 @@ pub fn trim_stream(
             structured = false;
         }
     }
-    if structured && eof {
-        if let Ok(text) = std::str::from_utf8(&prefix) {
-            let trimmed = trim::trim_with_limit(spec.config, spec.profile, spec.limit, text);
-            output.write_all(trimmed.text.as_bytes())?;
-            report.bytes_out = trimmed.text.len() as u64;
-            report.trimmed = trimmed.trimmed;
-            return Ok(report);
-        }
+    if structured
+        && eof
+        && let Ok(text) = std::str::from_utf8(&prefix)
+    {
+        let trimmed = trim::trim_with_limit(spec.config, spec.profile, spec.limit, text);
+        output.write_all(trimmed.text.as_bytes())?;
+        report.bytes_out = trimmed.text.len() as u64;
+        report.trimmed = trimmed.trimmed;
+        return Ok(report);
     }
 
     let mut trimmer = LineTrimmer::new(spec.line_budget(), spec.profile.name.clone());
@@ -108,7 +109,8 @@ pub fn trim_stream(
     while !eof {
         let n = read_some(&mut input, &mut buf)?;
         if n == 0 {
-            break;
+            eof = true;
+            continue;
         }
         if let Some(w) = original.as_deref_mut() {
             w.write_all(&buf[..n])?;

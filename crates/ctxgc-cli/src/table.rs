@@ -6,7 +6,7 @@ use comfy_table::{Cell, CellAlignment, Table, presets};
 pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut table = Table::new();
     table.load_preset(presets::ASCII_MARKDOWN);
-    table.set_header(header.iter().map(|h| Cell::new(h)));
+    table.set_header(header.iter().map(Cell::new));
     for row in rows {
         table.add_row(row.iter().map(|v| {
             let cell = Cell::new(v);

@@ -1,1 +1,101 @@
-fn main() {}
+//! Benchmarks of the hot paths: token counting, incremental counting of a long conversation,
+//! and insertion-time trimming. Run with `cargo bench -p ctxgc-core`.
+
+use ctxgc_core::tokens::{Encoding, TokenCounter};
+use ctxgc_core::transcript::{Message, Role};
+use ctxgc_core::trim::{TrimConfig, trim_output};
+use divan::{Bencher, black_box, counter::BytesCount};
+
+fn main() {
+    divan::main();
+}
+
+/// Deterministic text shaped like agent traffic: code, build output and prose.
+fn sample_text(bytes: usize) -> String {
+    let pieces = [
+        "fn parse_header(input: &[u8]) -> Result<Header, ParseError> {\n    let (name, rest) = split_once(input, b':')?;\n",
+        "   Compiling serde_json v1.0.154\n   Compiling ctxgc-core v0.1.0 (/home/dev/ctxgc/crates/ctxgc-core)\n",
+        "error[E0308]: mismatched types\n --> src/trim/lines.rs:212:17\n  |\n212 |     let x: u64 = total;\n",
+        "The proxy rewrites only what the agent sends, so the provider's cache keeps serving the prefix.\n",
+        "test trim::tests::output_is_valid_bounded_idempotent_and_deterministic ... ok\n",
+        "{\"id\": 4812, \"path\": \"src/lib.rs\", \"matches\": [12, 48, 301], \"ok\": true}\n",
+    ];
+    let mut out = String::with_capacity(bytes + 200);
+    let mut i = 0usize;
+    while out.len() < bytes {
+        out.push_str(pieces[i % pieces.len()]);
+        out.push_str(&format!("// {i}\n"));
+        i += 1;
+    }
+    out
+}
+
+#[divan::bench(args = [Encoding::O200kBase, Encoding::Cl100kBase])]
+fn count_tokens(bencher: Bencher, encoding: Encoding) {
+    let text = sample_text(1 << 20);
+    encoding.count("warm up the vocabulary");
+    bencher
+        .counter(BytesCount::of_str(&text))
+        .bench(|| encoding.count(black_box(&text)));
+}
+
+/// A conversation of about one million o200k tokens (2,000 messages of ~2 KB).
+fn million_token_conversation() -> Vec<Message> {
+    (0..2_000)
+        .map(|i| {
+            let role = if i % 2 == 0 {
+                Role::Tool
+            } else {
+                Role::Assistant
+            };
+            let mut text = sample_text(2_100);
+            text.push_str(&format!("message {i}\n"));
+            Message::text(role, text)
+        })
+        .collect()
+}
+
+#[divan::bench(sample_count = 3, sample_size = 1)]
+fn count_conversation_cold(bencher: Bencher) {
+    let messages = million_token_conversation();
+    let tokens = TokenCounter::openai().count_messages(&messages);
+    assert!(tokens > 900_000, "{tokens}");
+    bencher.bench(|| TokenCounter::openai().count_messages(black_box(&messages)));
+}
+
+#[divan::bench(sample_count = 20, sample_size = 1)]
+fn count_conversation_after_one_new_message(bencher: Bencher) {
+    let mut messages = million_token_conversation();
+    bencher
+        .with_inputs(|| {
+            let mut counter = TokenCounter::openai();
+            counter.count_messages(&messages[..messages.len() - 1]);
+            counter
+        })
+        .bench_local_refs(|counter| {
+            // The newest message is new to the counter; all others hit the cache.
+            counter.count_messages(black_box(&messages))
+        });
+    messages.clear();
+}
+
+#[divan::bench(args = [50_000, 1_000_000])]
+fn trim_terminal_output(bencher: Bencher, size: usize) {
+    let config = TrimConfig::default();
+    let text = sample_text(size);
+    bencher
+        .counter(BytesCount::of_str(&text))
+        .bench(|| trim_output(&config, "bash", 32_000, black_box(&text)));
+}
+
+#[divan::bench]
+fn trim_json_output(bencher: Bencher) {
+    let config = TrimConfig::default();
+    let rows: Vec<serde_json::Value> = (0..5_000)
+        .map(|i| serde_json::json!({"id": i, "path": format!("src/file_{i}.rs"), "score": i as f64 / 7.0}))
+        .collect();
+    let text = serde_json::to_string(&rows).unwrap();
+    bencher
+        .counter(BytesCount::of_str(&text))
+        .bench(|| trim_output(&config, "api", 32_000, black_box(&text)));
+}

@@ -185,19 +185,19 @@ pub fn usage_from_value(value: &Value) -> Option<RecordedUsage> {
 /// extensions).
 pub fn message_to_chat(message: &Message) -> Value {
     let mut obj = Map::new();
-    if message.role == Role::Tool {
-        if let Some(result) = message.tool_results().next() {
-            obj.insert("role".into(), json!("tool"));
-            obj.insert("tool_call_id".into(), json!(result.call_id));
-            if let Some(name) = &result.tool_name {
-                obj.insert("name".into(), json!(name));
-            }
-            obj.insert("content".into(), content_to_chat(&result.content));
-            if result.is_error {
-                obj.insert("is_error".into(), json!(true));
-            }
-            return Value::Object(obj);
+    if message.role == Role::Tool
+        && let Some(result) = message.tool_results().next()
+    {
+        obj.insert("role".into(), json!("tool"));
+        obj.insert("tool_call_id".into(), json!(result.call_id));
+        if let Some(name) = &result.tool_name {
+            obj.insert("name".into(), json!(name));
         }
+        obj.insert("content".into(), content_to_chat(&result.content));
+        if result.is_error {
+            obj.insert("is_error".into(), json!(true));
+        }
+        return Value::Object(obj);
     }
     obj.insert("role".into(), json!(message.role.as_str()));
     let parts: Vec<Block> = message

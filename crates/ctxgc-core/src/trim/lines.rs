@@ -121,7 +121,7 @@ pub fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -380,7 +380,7 @@ impl LineTrimmer {
         let newlines_before_start = self.total_newlines - tail_newlines;
         let byte_before_start_is_newline = if start > head_end {
             tail.get((start - r0 - 1) as usize)
-                .map_or(true, |&b| b == b'\n')
+                .is_none_or(|&b| b == b'\n')
         } else {
             head_ends_line
         };
