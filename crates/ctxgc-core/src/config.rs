@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::Policy;
 use crate::tokens::TokenSettings;
 use crate::trim::{ConfigError, TrimConfig};
 
@@ -13,6 +14,8 @@ pub struct Config {
     pub tokens: TokenSettings,
     /// Insertion-time trimming.
     pub trim: TrimConfig,
+    /// Pruning and compaction.
+    pub engine: Policy,
 }
 
 /// A configuration that cannot be used.

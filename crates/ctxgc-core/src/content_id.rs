@@ -39,6 +39,20 @@ impl fmt::Display for ContentId {
     }
 }
 
+impl serde::Serialize for ContentId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ContentId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        ContentId::parse(&text)
+            .ok_or_else(|| serde::de::Error::custom(format!("not a content id: {text:?}")))
+    }
+}
+
 /// Computes a [`ContentId`] over data that arrives in pieces (streaming trimming).
 #[derive(Clone)]
 pub struct ContentIdHasher(Xxh3);

@@ -4,14 +4,20 @@
 //! - [`tokens`]: real BPE token counts with an incremental cache;
 //! - [`trim`]: insertion-time trimming of tool output (head + salient middle + tail, JSON,
 //!   search results), streaming in bounded memory;
+//! - [`engine`]: prune-first, then structured compaction, one cache break per event;
+//! - [`recall`], [`store`], [`agent_tools`]: nothing is lost, and the model can get it back;
 //! - [`content_id`]: stable ids of originals, for recall.
 //!
 //! This crate does no I/O, spawns nothing and has no async: every function is a pure function
 //! of its inputs, so replays are deterministic and the proxy, the CLI and the replay lab share
 //! one behaviour.
 
+pub mod agent_tools;
 pub mod config;
 pub mod content_id;
+pub mod engine;
+pub mod recall;
+pub mod store;
 pub mod tokens;
 pub mod transcript;
 pub mod trim;

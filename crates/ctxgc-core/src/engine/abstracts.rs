@@ -1,0 +1,190 @@
+//! One-line abstracts of pruned tool outputs, made per tool from the call and the original
+//! output (no LLM):
+//!
+//! ```text
+//! [bash] ran `cargo test -p core` -> exit 101, 847 lines, first error: error[E0308]...; id r-...
+//! [read_file] src/lib.rs, 400 lines (12,004 chars); id r-...
+//! [grep] "fn parse" -> 37 matches in 9 files; id r-...
+//! [deploy] {"env":"prod"} (2,113 chars); id r-...
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use crate::content_id::ContentId;
+use crate::engine::facts;
+use crate::transcript::ToolCall;
+use crate::trim::lines::group;
+use crate::trim::search::looks_like_search;
+
+/// What the engine remembers about an original tool output, computed once at insertion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResultMeta {
+    /// The original's id (recall key).
+    pub id: ContentId,
+    /// Lines of the original.
+    pub lines: u64,
+    /// Chars of the original.
+    pub chars: u64,
+    /// The exit code it reports, if any.
+    pub exit_code: Option<i64>,
+    /// Its first error line, for terminal-like output.
+    pub first_error: Option<String>,
+    /// Matches and files, for grep-like output.
+    pub search: Option<(u64, u64)>,
+}
+
+impl ResultMeta {
+    /// Computes the facts of an original output.
+    pub fn of(original: &str) -> ResultMeta {
+        ResultMeta {
+            id: ContentId::of(original.as_bytes()),
+            lines: original.lines().count() as u64,
+            chars: original.chars().count() as u64,
+            exit_code: facts::exit_code(original),
+            first_error: facts::first_error(original, 120),
+            search: looks_like_search(original).then(|| search_counts(original)),
+        }
+    }
+}
+
+fn search_counts(text: &str) -> (u64, u64) {
+    let mut files: Vec<&str> = Vec::new();
+    let mut matches = 0;
+    for line in text.lines() {
+        if let Some((path, rest)) = line.split_once(':')
+            && rest
+                .split(':')
+                .next()
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        {
+            matches += 1;
+            if !files.contains(&path) {
+                files.push(path);
+            }
+        }
+    }
+    (matches, files.len() as u64)
+}
+
+/// Clips to `max` chars on a char boundary, one line, with an ellipsis when cut.
+pub fn clip_one_line(text: &str, max: usize) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let multi = text.trim().lines().count() > 1;
+    if line.chars().count() <= max && !multi {
+        return line.to_owned();
+    }
+    let clipped: String = line.chars().take(max).collect();
+    format!("{clipped}…")
+}
+
+/// The abstract of a pruned output.
+pub fn abstract_line(tool: &str, call: Option<&ToolCall>, meta: &ResultMeta) -> String {
+    let name = if tool.is_empty() { "tool" } else { tool };
+    let id = meta.id;
+    let size = format!("{} chars", group(meta.chars));
+    if let Some(call) = call {
+        if let Some((matches, files)) = meta.search {
+            let pattern = facts::search_pattern(call)
+                .map(|p| format!("\"{}\" ", clip_one_line(&p, 60)))
+                .unwrap_or_default();
+            return format!(
+                "[{name}] {pattern}-> {} matches in {} files; id {id}",
+                group(matches),
+                group(files)
+            );
+        }
+        let accesses = facts::file_accesses(call);
+        let command = facts::command_of(call);
+        let read_path = match (accesses.as_slice(), &command) {
+            ([facts::FileAccess::Read(path)], None) => Some(path),
+            ([facts::FileAccess::Read(path)], Some(_)) if is_plain_read(call) => Some(path),
+            _ => None,
+        };
+        if let Some(path) = read_path {
+            let verb = if command.is_some() { "read " } else { "" };
+            return format!(
+                "[{name}] {verb}{path}, {} ({size}); id {id}",
+                lines(meta.lines)
+            );
+        }
+        if let Some(command) = command {
+            let mut out = format!("[{name}] ran `{}` ->", clip_one_line(&command, 80));
+            if let Some(code) = meta.exit_code {
+                out.push_str(&format!(" exit {code},"));
+            }
+            out.push_str(&format!(" {}", lines(meta.lines)));
+            if let Some(error) = &meta.first_error {
+                out.push_str(&format!(", first error: {}", clip_one_line(error, 100)));
+            }
+            out.push_str(&format!("; id {id}"));
+            return out;
+        }
+        let args = clip_one_line(&call.arguments, 80);
+        return format!("[{name}] {args} ({size}); id {id}");
+    }
+    format!("[{name}] ({size}); id {id}")
+}
+
+fn lines(n: u64) -> String {
+    format!("{} {}", group(n), if n == 1 { "line" } else { "lines" })
+}
+
+/// A shell command that only displays a file (`cat f`, `sed -n 1,80p f`, `head f`).
+fn is_plain_read(call: &ToolCall) -> bool {
+    facts::command_of(call).is_some_and(|c| {
+        let program = c.split_whitespace().next().unwrap_or_default();
+        matches!(
+            program,
+            "cat" | "sed" | "head" | "tail" | "nl" | "open" | "view"
+        ) && !c.contains("&&")
+            && !c.contains('|')
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(name: &str, args: serde_json::Value) -> ToolCall {
+        ToolCall {
+            id: "c".into(),
+            name: name.into(),
+            arguments: args.to_string(),
+            implicit: false,
+        }
+    }
+
+    #[test]
+    fn abstracts_per_tool() {
+        let log = "   Compiling a\nerror[E0308]: mismatched types\n  --> src/x.rs:3:5\nexit status: 101\n";
+        let meta = ResultMeta::of(log);
+        insta::assert_snapshot!(
+            [
+                abstract_line("bash", Some(&call("bash", json!({"command": "cargo test -p core"}))), &meta),
+                abstract_line("read_file", Some(&call("read_file", json!({"path": "src/lib.rs"}))), &ResultMeta::of(&"x\n".repeat(400))),
+                abstract_line("bash", Some(&call("bash", json!({"command": "sed -n '1,80p' a/b.py"}))), &ResultMeta::of("l\n")),
+                abstract_line(
+                    "grep",
+                    Some(&call("grep", json!({"pattern": "fn parse"}))),
+                    &ResultMeta::of("a.rs:1:fn parse\na.rs:9:fn parse2\nb.rs:3:fn parse\n")
+                ),
+                abstract_line("deploy", Some(&call("deploy", json!({"env": "prod"}))), &ResultMeta::of("ok")),
+                abstract_line("mystery", None, &ResultMeta::of("ok")),
+            ]
+            .join("\n"),
+            @r#"
+        [bash] ran `cargo test -p core` -> exit 101, 4 lines, first error: error[E0308]: mismatched types; id r-b141c818b2c7ad5a
+        [read_file] src/lib.rs, 400 lines (800 chars); id r-e07791a136765ef9
+        [bash] read a/b.py, 1 line (2 chars); id r-4fdf79fb6f0c4eb5
+        [grep] "fn parse" -> 3 matches in 2 files; id r-e9f3c7650a6aa45a
+        [deploy] {"env":"prod"} (2 chars); id r-38af4cfed25a8222
+        [mystery] (2 chars); id r-38af4cfed25a8222
+        "#
+        );
+    }
+}

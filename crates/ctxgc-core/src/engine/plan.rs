@@ -1,0 +1,376 @@
+//! Planning an event: a pure function of the prompt, its token counts, the window and the
+//! policy. Applying a plan (with a summarizer) is a separate step, so plans can be tested and
+//! replayed without an LLM.
+//!
+//! Phase 1 prunes the middle with no LLM call: superseded file reads, older copies of identical
+//! outputs, old outputs beyond the protected budget of recent tool output (one-line abstracts),
+//! and huge tool-call arguments. Pruning is accepted alone only when it reclaims a real amount
+//! and lands the prompt at least the runway under the threshold; otherwise the same event goes
+//! on to phase 2 and compacts the middle into one summary.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::engine::abstracts::{ResultMeta, abstract_line};
+use crate::engine::facts::{self, FileAccess};
+use crate::engine::policy::Policy;
+use crate::engine::segments;
+use crate::tokens::TokenCounter;
+use crate::transcript::{Block, Message, Role, ToolCall};
+use crate::trim::json::trim_json;
+
+/// Framing tokens of a message (see `tokens`), for estimates of replaced messages.
+const FRAMING: usize = 3;
+
+/// What planning looks at.
+pub struct PlanInput<'a> {
+    /// The prompt as the model sees it now.
+    pub messages: &'a [Message],
+    /// Tokens of each message.
+    pub tokens: &'a [usize],
+    /// Tokens sent on every request besides messages (tool definitions, reply priming).
+    pub fixed_tokens: usize,
+    /// Facts of tool outputs, by call id.
+    pub metas: &'a BTreeMap<String, ResultMeta>,
+    /// The model's context window.
+    pub window: u64,
+}
+
+/// Assistant turns over which growth per turn is measured.
+const GROWTH_TURNS: usize = 8;
+
+impl PlanInput<'_> {
+    /// Tokens of the whole prompt.
+    pub fn total(&self) -> usize {
+        self.tokens.iter().sum::<usize>() + self.fixed_tokens
+    }
+
+    /// Mean tokens a turn added recently: the messages since the `GROWTH_TURNS`-th last
+    /// assistant message, divided by the assistant turns among them.
+    pub fn growth_per_turn(&self) -> usize {
+        let turns: Vec<usize> = self
+            .messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.role == Role::Assistant)
+            .map(|(i, _)| i)
+            .collect();
+        if turns.len() < 2 {
+            return 0;
+        }
+        let from = turns[turns.len().saturating_sub(GROWTH_TURNS)];
+        let count = turns.len() - turns.len().saturating_sub(GROWTH_TURNS);
+        self.tokens[from..].iter().sum::<usize>() / count
+    }
+}
+
+/// The kind of event a plan makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlanKind {
+    /// Phase 1 alone.
+    PruneOnly,
+    /// Phase 2: the middle becomes a summary.
+    Compaction,
+}
+
+/// Why a message is pruned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PruneReason {
+    /// A file read later edited or re-read.
+    Superseded,
+    /// An older copy of an identical output.
+    Duplicate,
+    /// Beyond the protected budget of recent tool output.
+    Old,
+    /// Tool-call arguments over the size limit.
+    HugeArguments,
+}
+
+/// A change to one message.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PruneEdit {
+    /// The message.
+    pub index: usize,
+    /// Why.
+    pub reason: PruneReason,
+    /// For results: the new text. For arguments: the call id and its new arguments.
+    pub replacement: Replacement,
+    /// Tokens before and after (estimates used for the runway rule).
+    pub tokens_before: usize,
+    /// See `tokens_before`.
+    pub tokens_after: usize,
+}
+
+/// The new content of a pruned part.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub enum Replacement {
+    /// The tool result's whole text.
+    Result(String),
+    /// One call's arguments.
+    Arguments {
+        /// The call.
+        call_id: String,
+        /// New arguments (valid JSON).
+        arguments: String,
+    },
+}
+
+/// An event to apply.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Plan {
+    /// Prune-only or compaction.
+    pub kind: PlanKind,
+    /// Prompt tokens now.
+    pub tokens_before: usize,
+    /// Expected prompt tokens after the event.
+    pub estimated_after: usize,
+    /// End of the head.
+    pub head_end: usize,
+    /// Start of the tail.
+    pub tail_start: usize,
+    /// Phase-1 edits (prune-only plans).
+    pub edits: Vec<PruneEdit>,
+    /// Target summary size (compaction plans).
+    pub summary_budget: usize,
+}
+
+/// Plans the event that is due, if any.
+pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> Option<Plan> {
+    let total = input.total();
+    let threshold = policy.threshold(input.window);
+    if total < threshold {
+        return None;
+    }
+    let messages = input.messages;
+    let head_end = segments::head_end(messages, policy.head_exchanges);
+    let tail_start = segments::tail_start(
+        messages,
+        input.tokens,
+        policy.tail_budget(input.window),
+        policy.tail_ceiling,
+        policy.tail_min_messages,
+        head_end,
+    );
+    let edits = prune_edits(input, policy, counter, head_end, tail_start);
+    let reclaimed: usize = edits
+        .iter()
+        .map(|e| e.tokens_before.saturating_sub(e.tokens_after))
+        .sum();
+    let target = threshold.saturating_sub(policy.runway(input.window, input.growth_per_turn()));
+    if reclaimed >= policy.min_reclaim(input.window) && total - reclaimed <= target {
+        return Some(Plan {
+            kind: PlanKind::PruneOnly,
+            tokens_before: total,
+            estimated_after: total - reclaimed,
+            head_end,
+            tail_start,
+            edits,
+            summary_budget: 0,
+        });
+    }
+    let middle: usize = input.tokens[head_end..tail_start].iter().sum();
+    let budget = policy.summary_budget(middle, input.window);
+    if tail_start > head_end && middle > budget + FRAMING {
+        return Some(Plan {
+            kind: PlanKind::Compaction,
+            tokens_before: total,
+            estimated_after: total - middle + budget + FRAMING,
+            head_end,
+            tail_start,
+            edits: Vec::new(),
+            summary_budget: budget,
+        });
+    }
+    // Nothing to compact: pruning alone is better than nothing if it reclaims a real amount.
+    (reclaimed >= policy.min_reclaim(input.window)).then(|| Plan {
+        kind: PlanKind::PruneOnly,
+        tokens_before: total,
+        estimated_after: total - reclaimed,
+        head_end,
+        tail_start,
+        edits,
+        summary_budget: 0,
+    })
+}
+
+fn prune_edits(
+    input: &PlanInput<'_>,
+    policy: &Policy,
+    counter: &TokenCounter,
+    head_end: usize,
+    tail_start: usize,
+) -> Vec<PruneEdit> {
+    let messages = input.messages;
+    let calls: BTreeMap<&str, (usize, &ToolCall)> = messages
+        .iter()
+        .enumerate()
+        .flat_map(|(i, m)| m.tool_calls().map(move |c| (c.id.as_str(), (i, c))))
+        .collect();
+
+    // Protected: the newest tool outputs, up to the budget.
+    let mut protected = vec![false; messages.len()];
+    let mut used = 0usize;
+    let budget = policy.protected_tool_tokens(input.window);
+    for (i, m) in messages.iter().enumerate().rev() {
+        if m.role == Role::Tool && used < budget {
+            protected[i] = true;
+            used += input.tokens[i];
+        }
+    }
+
+    // Files touched after each message: for superseded reads.
+    let mut newest_for_id: BTreeMap<crate::content_id::ContentId, usize> = BTreeMap::new();
+    for (i, m) in messages.iter().enumerate() {
+        for r in m.tool_results() {
+            if let Some(meta) = input.metas.get(&r.call_id) {
+                newest_for_id.insert(meta.id, i);
+            }
+        }
+    }
+    let accesses: Vec<(usize, FileAccess)> = messages
+        .iter()
+        .enumerate()
+        .flat_map(|(i, m)| {
+            m.tool_calls()
+                .flat_map(move |c| facts::file_accesses(c).into_iter().map(move |a| (i, a)))
+        })
+        .collect();
+
+    let mut edits = Vec::new();
+    for index in head_end..tail_start {
+        let m = &messages[index];
+        if m.role == Role::Assistant {
+            edits.extend(huge_argument_edits(m, index, policy, counter));
+            continue;
+        }
+        let Some(result) = m.tool_results().next() else {
+            continue;
+        };
+        let tool = result.tool_name.as_deref().unwrap_or("tool");
+        if policy.is_protected_tool(tool) {
+            continue;
+        }
+        let call = calls.get(result.call_id.as_str()).map(|(_, c)| *c);
+        let call_index = calls
+            .get(result.call_id.as_str())
+            .map(|(i, _)| *i)
+            .unwrap_or(index);
+        let visible = result.text();
+        let meta = input
+            .metas
+            .get(&result.call_id)
+            .cloned()
+            .unwrap_or_else(|| ResultMeta::of(&visible));
+        let read_path = call.and_then(|c| match facts::file_accesses(c).as_slice() {
+            [FileAccess::Read(p)] => Some(p.clone()),
+            _ => None,
+        });
+        let superseded = read_path.as_ref().is_some_and(|path| {
+            accesses
+                .iter()
+                .any(|(i, a)| *i > call_index && a.path() == path)
+        });
+        let newest = newest_for_id.get(&meta.id).copied().unwrap_or(index);
+        let (reason, text) = if newest > index {
+            let later = messages[newest]
+                .tool_results()
+                .next()
+                .map(|r| r.call_id.clone())
+                .unwrap_or_default();
+            (
+                PruneReason::Duplicate,
+                format!(
+                    "[same output as the later result of {later} (id {})]",
+                    meta.id
+                ),
+            )
+        } else if superseded {
+            let abstract_text = abstract_line(tool, call, &meta);
+            (
+                PruneReason::Superseded,
+                format!("{abstract_text} (stale: the file was edited or read again later)"),
+            )
+        } else if !protected[index] {
+            (PruneReason::Old, abstract_line(tool, call, &meta))
+        } else {
+            continue;
+        };
+        let before = input.tokens[index];
+        let after = FRAMING + counter.count_text(&text);
+        if after < before {
+            edits.push(PruneEdit {
+                index,
+                reason,
+                replacement: Replacement::Result(text),
+                tokens_before: before,
+                tokens_after: after,
+            });
+        }
+    }
+    edits
+}
+
+fn huge_argument_edits(
+    m: &Message,
+    index: usize,
+    policy: &Policy,
+    counter: &TokenCounter,
+) -> Vec<PruneEdit> {
+    let mut edits = Vec::new();
+    for call in m
+        .tool_calls()
+        .filter(|c| !c.implicit && c.arguments.len() > policy.huge_arguments_bytes)
+    {
+        let Ok(value) = serde_json::from_str::<Value>(&call.arguments) else {
+            continue;
+        };
+        let limit = policy.huge_arguments_bytes / 4;
+        let id = crate::content_id::ContentId::of(call.arguments.as_bytes());
+        let Some(arguments) = trim_json(&value, limit.max(256), false, id) else {
+            continue;
+        };
+        let before = counter.count_text(&call.arguments);
+        let after = counter.count_text(&arguments);
+        if after < before {
+            edits.push(PruneEdit {
+                index,
+                reason: PruneReason::HugeArguments,
+                replacement: Replacement::Arguments {
+                    call_id: call.id.clone(),
+                    arguments,
+                },
+                tokens_before: before,
+                tokens_after: after,
+            });
+        }
+    }
+    edits
+}
+
+/// Applies phase-1 edits to messages (used by the session; exposed for replays).
+pub fn apply_edits(messages: &mut [Message], edits: &[PruneEdit]) {
+    for edit in edits {
+        let message = &mut messages[edit.index];
+        match &edit.replacement {
+            Replacement::Result(text) => {
+                for block in &mut message.content {
+                    if let Block::ToolResult(result) = block {
+                        result.content = vec![Block::text(text.clone())];
+                    }
+                }
+            }
+            Replacement::Arguments { call_id, arguments } => {
+                for block in &mut message.content {
+                    if let Block::ToolCall(call) = block
+                        && call.id == *call_id
+                    {
+                        call.arguments = arguments.clone();
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The engine's parameters (the `[engine]` table of `ctxgc.toml`), each with its reason.
+
+use serde::{Deserialize, Serialize};
+
+/// When events happen and how much each may rewrite.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Policy {
+    /// An event is due when the prompt reaches this share of the context window (the threshold).
+    pub trigger_share: f64,
+    /// Exchanges after the system prompt that are never rewritten (the first user message, the
+    /// assistant's answer and its tool results).
+    pub head_exchanges: usize,
+    /// Tail budget as a share of the threshold: the most recent messages that are never rewritten.
+    pub tail_share: f64,
+    /// The tail may grow to this multiple of its budget to reach the last user message or to
+    /// avoid splitting a tool call from its results.
+    pub tail_ceiling: f64,
+    /// The tail keeps at least this many messages.
+    pub tail_min_messages: usize,
+    /// The most recent tool output tokens protected from pruning, as a share of the window,
+    /// clamped to [`protected_min`, `protected_max`] (about 10K for 32K windows, 100K for 1M).
+    pub protected_share: f64,
+    /// Lower clamp of the protected tool-output budget, in tokens.
+    pub protected_min: usize,
+    /// Upper clamp of the protected tool-output budget, in tokens.
+    pub protected_max: usize,
+    /// Pruning is worth an event only when it reclaims at least max(this, window × share).
+    pub min_reclaim_tokens: usize,
+    /// See `min_reclaim_tokens`.
+    pub min_reclaim_share: f64,
+    /// Prune-only is accepted only when the prompt lands this far under the threshold:
+    /// runway = max(runway_min_tokens, runway_share × threshold). Otherwise the same event
+    /// compacts. Without this rule pruning fires again a few turns later and each firing breaks
+    /// the cache (measured: up to +41% cost on our transcripts).
+    pub runway_share: f64,
+    /// See `runway_share`.
+    pub runway_min_tokens: usize,
+    /// The runway also covers this many turns at the session's recent growth per turn, so the
+    /// next event is that many turns away whatever the turn size.
+    pub runway_turns: usize,
+    /// The runway never exceeds this share of the threshold (a target must stay reachable).
+    pub runway_max_share: f64,
+    /// Tool-call arguments longer than this (bytes) in the middle are shortened when pruning.
+    pub huge_arguments_bytes: usize,
+    /// Tools whose outputs are never pruned (globs, case-insensitive).
+    pub protected_tools: Vec<String>,
+    /// Summary budget: this share of the compacted tokens, clamped to
+    /// [`summary_min_tokens`, min(`summary_window_share` × window, `summary_max_tokens`)].
+    pub summary_share: f64,
+    /// See `summary_share`.
+    pub summary_min_tokens: usize,
+    /// See `summary_share`.
+    pub summary_max_tokens: usize,
+    /// See `summary_share`.
+    pub summary_window_share: f64,
+    /// After this many ineffective events in a row, automatic events stop (and say why).
+    pub max_ineffective_events: usize,
+    /// Seconds to wait before trying the LLM summarizer again after it failed.
+    pub llm_cooldown_secs: u64,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            trigger_share: 0.80,
+            head_exchanges: 1,
+            tail_share: 0.20,
+            tail_ceiling: 1.5,
+            tail_min_messages: 3,
+            protected_share: 0.10,
+            protected_min: 10_000,
+            protected_max: 100_000,
+            min_reclaim_tokens: 5_000,
+            min_reclaim_share: 0.05,
+            runway_share: 0.15,
+            runway_min_tokens: 2_000,
+            runway_turns: 5,
+            runway_max_share: 0.5,
+            huge_arguments_bytes: 4_000,
+            protected_tools: vec![
+                "recall_tool_result".into(),
+                "trim_tool_result".into(),
+                "memory*".into(),
+                "todo*".into(),
+                "update_plan".into(),
+            ],
+            summary_share: 0.20,
+            summary_min_tokens: 2_000,
+            summary_max_tokens: 10_000,
+            summary_window_share: 0.05,
+            max_ineffective_events: 2,
+            llm_cooldown_secs: 300,
+        }
+    }
+}
+
+impl Policy {
+    /// Prompt tokens at which an event is due.
+    pub fn threshold(&self, window: u64) -> usize {
+        (window as f64 * self.trigger_share) as usize
+    }
+
+    /// How far under the threshold an event must land, given the recent growth per turn.
+    pub fn runway(&self, window: u64, growth_per_turn: usize) -> usize {
+        let threshold = self.threshold(window) as f64;
+        let base = (threshold * self.runway_share).max(self.runway_min_tokens as f64);
+        let growth = (self.runway_turns * growth_per_turn) as f64;
+        base.max(growth.min(threshold * self.runway_max_share)) as usize
+    }
+
+    /// Tokens of the most recent tool outputs that pruning leaves alone.
+    pub fn protected_tool_tokens(&self, window: u64) -> usize {
+        ((window as f64 * self.protected_share) as usize).clamp(
+            self.protected_min,
+            self.protected_max.max(self.protected_min),
+        )
+    }
+
+    /// The least a prune must reclaim to be worth an event.
+    pub fn min_reclaim(&self, window: u64) -> usize {
+        self.min_reclaim_tokens
+            .max((window as f64 * self.min_reclaim_share) as usize)
+    }
+
+    /// Tail budget in tokens.
+    pub fn tail_budget(&self, window: u64) -> usize {
+        (self.threshold(window) as f64 * self.tail_share) as usize
+    }
+
+    /// Summary budget for `compacted` tokens. For small windows the window cap wins over the
+    /// 2K floor (a 32K window gets at most 1.6K of summary).
+    pub fn summary_budget(&self, compacted: usize, window: u64) -> usize {
+        let upper =
+            ((window as f64 * self.summary_window_share) as usize).min(self.summary_max_tokens);
+        let lower = self.summary_min_tokens.min(upper);
+        ((compacted as f64 * self.summary_share) as usize).clamp(lower, upper)
+    }
+
+    /// Whether a tool's outputs are protected from pruning.
+    pub fn is_protected_tool(&self, tool: &str) -> bool {
+        self.protected_tools
+            .iter()
+            .any(|g| crate::trim::profile::glob_matches(g, tool))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_scale_with_the_window() {
+        let p = Policy::default();
+        assert_eq!(p.protected_tool_tokens(32_000), 10_000);
+        assert_eq!(p.protected_tool_tokens(200_000), 20_000);
+        assert_eq!(p.protected_tool_tokens(1_000_000), 100_000);
+        assert_eq!(p.min_reclaim(32_000), 5_000);
+        assert_eq!(p.min_reclaim(1_000_000), 50_000);
+        assert_eq!(p.runway(200_000, 0), 24_000);
+        assert_eq!(p.runway(200_000, 10_000), 50_000);
+        assert_eq!(
+            p.runway(200_000, 40_000),
+            80_000,
+            "capped at half the threshold"
+        );
+        assert_eq!(p.summary_budget(100_000, 32_000), 1_600);
+        assert_eq!(p.summary_budget(5_000, 200_000), 2_000);
+        assert_eq!(p.summary_budget(100_000, 200_000), 10_000);
+        assert!(p.is_protected_tool("TodoWrite"));
+    }
+}

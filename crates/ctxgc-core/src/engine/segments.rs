@@ -1,0 +1,123 @@
+//! Head, middle and tail: what an event may rewrite.
+//!
+//! The head (system prompt and first exchange) and the tail (the most recent turns, by token
+//! budget) are never rewritten; the middle is. Boundaries never fall between a tool call and
+//! its results: a tool message always stays in the segment of the assistant message that called.
+
+use crate::transcript::{Message, Role};
+
+/// End (exclusive) of the head: leading system messages, then `exchanges` times a user turn
+/// and the assistant turn that answers it with its tool results.
+pub fn head_end(messages: &[Message], exchanges: usize) -> usize {
+    let mut i = 0;
+    while i < messages.len() && messages[i].role == Role::System {
+        i += 1;
+    }
+    for _ in 0..exchanges {
+        while i < messages.len() && messages[i].role == Role::User {
+            i += 1;
+        }
+        if i < messages.len() && messages[i].role == Role::Assistant {
+            i += 1;
+        }
+        while i < messages.len() && messages[i].role == Role::Tool {
+            i += 1;
+        }
+    }
+    i
+}
+
+/// Start of the tail: the most recent messages whose tokens fit `budget` (at least
+/// `min_messages`), moved so it does not begin with a tool result, and extended back to the last
+/// user message when that stays within `ceiling` times the budget.
+pub fn tail_start(
+    messages: &[Message],
+    tokens: &[usize],
+    budget: usize,
+    ceiling: f64,
+    min_messages: usize,
+    head_end: usize,
+) -> usize {
+    let n = messages.len();
+    let hard = (budget as f64 * ceiling) as usize;
+    let mut start = n;
+    let mut used = 0usize;
+    while start > head_end {
+        let next = tokens[start - 1];
+        if used + next > budget && n - start >= min_messages {
+            break;
+        }
+        used += next;
+        start -= 1;
+    }
+    let sum = |from: usize| tokens[from..].iter().sum::<usize>();
+    if start < n && messages[start].role == Role::Tool {
+        // Walk back to the calling assistant message if the ceiling allows, else forward past
+        // the results.
+        let mut back = start;
+        while back > head_end && messages[back].role == Role::Tool {
+            back -= 1;
+        }
+        if messages[back].role != Role::Tool && sum(back) <= hard.max(used) {
+            start = back;
+        } else {
+            while start < n && messages[start].role == Role::Tool {
+                start += 1;
+            }
+        }
+    }
+    if let Some(last_user) = messages.iter().rposition(|m| m.role == Role::User)
+        && last_user >= head_end
+        && last_user < start
+        && sum(last_user) <= hard
+    {
+        start = last_user;
+    }
+    start.max(head_end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::Message;
+
+    fn convo(roles: &str) -> Vec<Message> {
+        roles
+            .chars()
+            .map(|c| match c {
+                's' => Message::text(Role::System, "s"),
+                'u' => Message::text(Role::User, "u"),
+                'a' => Message::text(Role::Assistant, "a"),
+                _ => Message::tool_result("c", None, "t", false),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn head_covers_system_and_first_exchange_with_its_results() {
+        assert_eq!(head_end(&convo("suattauat"), 1), 5);
+        assert_eq!(head_end(&convo("suattauat"), 0), 1);
+        assert_eq!(head_end(&convo("uaua"), 2), 4);
+    }
+
+    #[test]
+    fn tail_never_starts_with_a_tool_result() {
+        let m = convo("suatatatatatat");
+        let tokens = vec![10; m.len()];
+        let start = tail_start(&m, &tokens, 35, 1.5, 3, 3);
+        assert_eq!(m[start].role, Role::Assistant);
+        assert!(m.len() - start >= 3);
+    }
+
+    #[test]
+    fn tail_reaches_back_to_the_last_user_message_within_the_ceiling() {
+        let m = convo("suatatuatatat");
+        let tokens = vec![10; m.len()];
+        assert_eq!(tail_start(&m, &tokens, 50, 1.5, 3, 3), 6);
+        assert_eq!(
+            tail_start(&m, &tokens, 30, 1.5, 3, 3),
+            9,
+            "too far back: not extended"
+        );
+    }
+}

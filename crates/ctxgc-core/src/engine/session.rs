@@ -1,0 +1,619 @@
+//! A conversation under management: the prompt as the model sees it plus an event log.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::content_id::ContentId;
+use crate::engine::abstracts::ResultMeta;
+use crate::engine::integrity::{self, IntegrityError};
+use crate::engine::plan::{self, Plan, PlanInput, PlanKind};
+use crate::engine::repeats::{self, Earlier};
+use crate::engine::summary::{self, SummaryInput};
+use crate::recall::{self, RecallError, RecallQuery};
+use crate::store::{OriginalStore, StoreError};
+use crate::tokens::{ProviderFamily, TokenCounter};
+use crate::transcript::{Block, Message, Role};
+use crate::trim::{self, ToolOutput, TrimConfig};
+
+use super::policy::Policy;
+
+/// Kinds of events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    /// A tool result was trimmed (or pointed to a repeat) as it entered: no cache break.
+    InsertTrim,
+    /// The model replaced the latest tool result with its summary.
+    AgentTrim,
+    /// Phase 1 alone.
+    PruneOnly,
+    /// Phase 2 with the configured summarizer.
+    Compaction,
+    /// Phase 2 with the extractive summarizer because the LLM failed or is cooling down.
+    Fallback,
+}
+
+impl EventKind {
+    /// Whether the event rewrote history that was already sent (a cache break).
+    pub fn rewrites_history(self) -> bool {
+        !matches!(self, EventKind::InsertTrim)
+    }
+}
+
+/// One entry of the event log.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EventRecord {
+    /// What happened.
+    pub kind: EventKind,
+    /// Assistant turns so far.
+    pub turn: usize,
+    /// Prompt tokens before (for insert-trims: the original output's tokens).
+    pub tokens_before: usize,
+    /// Prompt tokens after (for insert-trims: the inserted text's tokens).
+    pub tokens_after: usize,
+    /// Index of the earliest message the event changed (where the cached prefix ends).
+    pub earliest_changed: usize,
+    /// Summarizer input tokens.
+    pub summarizer_tokens_in: usize,
+    /// Summarizer output tokens.
+    pub summarizer_tokens_out: usize,
+    /// Wall time of planning and applying, in microseconds (telemetry only; not in prompts).
+    pub duration_us: u64,
+    /// Why, when something is worth saying (fallback reason, automatic events stopped...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl EventRecord {
+    /// Tokens the event reclaimed.
+    pub fn reclaimed(&self) -> usize {
+        self.tokens_before.saturating_sub(self.tokens_after)
+    }
+}
+
+/// Engine errors.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The original store failed; nothing was changed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The event would leave an invalid prompt; nothing was changed.
+    #[error("event not applied: {0}")]
+    Integrity(#[from] IntegrityError),
+    /// An agent trim with no tool result to trim.
+    #[error("trim_tool_result: there is no tool result since the last user message to replace")]
+    NothingToTrim,
+    /// A recall of an unknown id.
+    #[error("recall_tool_result: no original with id {0} in this session")]
+    UnknownId(String),
+    /// A recall query that cannot be answered.
+    #[error("recall_tool_result: {0}")]
+    Recall(#[from] RecallError),
+}
+
+/// An external summarizer (an LLM behind HTTP, usually).
+pub trait Summarizer {
+    /// A short name for logs.
+    fn name(&self) -> &str;
+    /// Writes the model sections of a summary for the request's last instruction.
+    fn summarize(&mut self, request: &SummaryRequest) -> Result<SummaryReply, String>;
+}
+
+/// What an external summarizer is asked.
+#[derive(Debug, Clone)]
+pub struct SummaryRequest {
+    /// The current prompt with the summarisation instruction appended (cache-friendly).
+    pub messages: Vec<Message>,
+    /// The tool definitions the conversation sends (kept so the prefix stays identical).
+    pub tools: Vec<Value>,
+    /// Target size in tokens (asked for in the prompt, never enforced with max_tokens).
+    pub budget: usize,
+}
+
+/// A summarizer's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryReply {
+    /// The model sections.
+    pub body: String,
+    /// Input tokens as reported.
+    pub tokens_in: usize,
+    /// Output tokens as reported.
+    pub tokens_out: usize,
+}
+
+/// Aggregates of a session's event log.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SessionReport {
+    /// Assistant turns.
+    pub turns: usize,
+    /// History-rewriting events (prune-only, compaction, fallback, agent trim).
+    pub events: usize,
+    /// Events per 100 turns.
+    pub events_per_100_turns: f64,
+    /// Mean assistant turns between history-rewriting events.
+    pub mean_turns_between_events: Option<f64>,
+    /// Prune-only events.
+    pub prune_only: usize,
+    /// Compactions (fallbacks included).
+    pub compactions: usize,
+    /// Insert-time trims.
+    pub insert_trims: usize,
+    /// Calls to a summarizer (LLM or extractive).
+    pub summarizer_calls: usize,
+    /// Mean tokens reclaimed per history-rewriting event.
+    pub mean_reclaimed_per_event: Option<f64>,
+    /// The earliest message index any event changed.
+    pub earliest_changed: Option<usize>,
+    /// Why automatic events stopped, if they did.
+    pub stopped: Option<String>,
+}
+
+/// The engine for one conversation. See the module documentation of `engine`.
+pub struct Session {
+    id: String,
+    window: u64,
+    policy: Policy,
+    trim: TrimConfig,
+    counter: TokenCounter,
+    messages: Vec<Message>,
+    tokens: Vec<usize>,
+    tools: Vec<Value>,
+    tools_tokens: usize,
+    metas: BTreeMap<String, ResultMeta>,
+    events: Vec<EventRecord>,
+    ineffective: usize,
+    stopped: Option<String>,
+    turns: usize,
+}
+
+impl Session {
+    /// A session named `id` (the store namespace) for a model with a `window`-token context.
+    pub fn new(
+        id: impl Into<String>,
+        window: u64,
+        config: &Config,
+        family: ProviderFamily,
+    ) -> Session {
+        Session {
+            id: id.into(),
+            window,
+            policy: config.engine.clone(),
+            trim: config.trim.clone(),
+            counter: TokenCounter::new(family, config.tokens.clone()),
+            messages: Vec::new(),
+            tokens: Vec::new(),
+            tools: Vec::new(),
+            tools_tokens: 0,
+            metas: BTreeMap::new(),
+            events: Vec::new(),
+            ineffective: 0,
+            stopped: None,
+            turns: 0,
+        }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Sets the tool definitions sent on every request (they count in every prompt).
+    pub fn set_tools(&mut self, tools: Vec<Value>) {
+        self.tools_tokens = self.counter.count_tools(&tools);
+        self.tools = tools;
+    }
+
+    /// The prompt as the model sees it.
+    pub fn prompt(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// Tokens of the prompt, tool definitions and reply priming included.
+    pub fn prompt_tokens(&self) -> usize {
+        self.tokens.iter().sum::<usize>() + self.tools_tokens + 3
+    }
+
+    /// Tokens of each message of the prompt.
+    pub fn message_tokens(&self) -> &[usize] {
+        &self.tokens
+    }
+
+    /// The event log.
+    pub fn events(&self) -> &[EventRecord] {
+        &self.events
+    }
+
+    /// Facts of a tool output, by call id.
+    pub fn result_meta(&self, call_id: &str) -> Option<&ResultMeta> {
+        self.metas.get(call_id)
+    }
+
+    /// Appends a system, user or assistant message verbatim (tool results go through
+    /// [`Session::insert_tool_results`]).
+    pub fn push(&mut self, message: Message) {
+        if message.role == Role::Assistant {
+            self.turns += 1;
+        }
+        self.tokens.push(self.counter.count_message(&message));
+        self.messages.push(message);
+    }
+
+    /// Inserts the tool results of one assistant turn. Each original is written to `store`
+    /// first; each result then passes repeat detection and insertion trimming (with the turn's
+    /// shared budget). Returns the insert-trim events.
+    pub fn insert_tool_results(
+        &mut self,
+        store: &mut dyn OriginalStore,
+        results: Vec<Message>,
+    ) -> Result<Vec<EventRecord>, EngineError> {
+        let started = Instant::now();
+        let mut texts = Vec::with_capacity(results.len());
+        let mut originals = Vec::with_capacity(results.len());
+        for message in &results {
+            let result = message.tool_results().next();
+            let original = result.map(|r| r.text()).unwrap_or_default();
+            let meta = ResultMeta::of(&original);
+            store.put(&self.id, meta.id, &original)?;
+            let pointed = repeats::point_to_repeats(&original, meta.id, &self.visible_results());
+            texts.push(pointed.unwrap_or_else(|| original.clone()));
+            originals.push((original, meta));
+        }
+        let outputs: Vec<ToolOutput<'_>> = results
+            .iter()
+            .zip(&texts)
+            .map(|(m, text)| ToolOutput {
+                tool: m
+                    .tool_results()
+                    .next()
+                    .and_then(|r| r.tool_name.as_deref())
+                    .unwrap_or("tool"),
+                text,
+            })
+            .collect();
+        let trimmed = trim::trim_turn(&self.trim, self.window, &outputs);
+        let mut events = Vec::new();
+        for ((mut message, (original, meta)), trimmed) in
+            results.into_iter().zip(originals).zip(trimmed)
+        {
+            let changed = trimmed.text != original;
+            let mut call_id = String::new();
+            for block in &mut message.content {
+                if let Block::ToolResult(result) = block {
+                    call_id = result.call_id.clone();
+                    if changed {
+                        let mut content = vec![Block::text(trimmed.text.clone())];
+                        content.extend(
+                            result
+                                .content
+                                .iter()
+                                .filter(|b| !matches!(b, Block::Text { .. }))
+                                .cloned(),
+                        );
+                        result.content = content;
+                    }
+                }
+            }
+            let index = self.messages.len();
+            let original_tokens = if changed {
+                self.counter.count_text(&original)
+            } else {
+                0
+            };
+            self.push(message);
+            if changed {
+                events.push(EventRecord {
+                    kind: EventKind::InsertTrim,
+                    turn: self.turns,
+                    tokens_before: original_tokens,
+                    tokens_after: self.tokens[index],
+                    earliest_changed: index,
+                    summarizer_tokens_in: 0,
+                    summarizer_tokens_out: 0,
+                    duration_us: started.elapsed().as_micros() as u64,
+                    note: None,
+                });
+            }
+            self.metas.insert(call_id, meta);
+        }
+        self.events.extend(events.iter().cloned());
+        Ok(events)
+    }
+
+    /// Tool results the model can still see whole (not already pointers or abstracts).
+    fn visible_results(&self) -> Vec<Earlier<'_>> {
+        self.messages
+            .iter()
+            .flat_map(Message::tool_results)
+            .filter_map(|r| {
+                let meta = self.metas.get(&r.call_id)?;
+                let text = match r.content.first() {
+                    Some(Block::Text { text }) if !text.starts_with('[') || text.len() > 200 => {
+                        text.as_str()
+                    }
+                    _ => return None,
+                };
+                Some(Earlier {
+                    call_id: &r.call_id,
+                    id: meta.id,
+                    text,
+                })
+            })
+            .collect()
+    }
+
+    /// The event that is due, if any (none once automatic events have stopped).
+    pub fn plan(&self) -> Option<Plan> {
+        if self.stopped.is_some() {
+            return None;
+        }
+        plan::plan(&self.plan_input(), &self.policy, &self.counter)
+    }
+
+    fn plan_input(&self) -> PlanInput<'_> {
+        PlanInput {
+            messages: &self.messages,
+            tokens: &self.tokens,
+            fixed_tokens: self.tools_tokens + 3,
+            metas: &self.metas,
+            window: self.window,
+        }
+    }
+
+    fn summary_input(&self, plan: &Plan) -> SummaryInput<'_> {
+        SummaryInput {
+            messages: &self.messages,
+            from: plan.head_end,
+            to: plan.tail_start,
+            metas: &self.metas,
+            budget: plan.summary_budget,
+        }
+    }
+
+    /// The request an external summarizer gets for a compaction plan.
+    pub fn summary_request(&self, plan: &Plan) -> SummaryRequest {
+        SummaryRequest {
+            messages: summary::llm_request_messages(&self.summary_input(plan)),
+            tools: self.tools.clone(),
+            budget: plan.summary_budget,
+        }
+    }
+
+    /// Runs the due event, if any: prune-only directly; a compaction with `summarizer` when
+    /// given (falling back to the extractive summarizer when it fails), else extractively.
+    pub fn run_due_event<'s>(
+        &mut self,
+        summarizer: Option<&mut (dyn Summarizer + 's)>,
+    ) -> Result<Option<EventRecord>, EngineError> {
+        let Some(plan) = self.plan() else {
+            return Ok(None);
+        };
+        let reply = match (plan.kind, summarizer) {
+            (PlanKind::Compaction, Some(s)) => {
+                let request = self.summary_request(&plan);
+                Some(
+                    s.summarize(&request)
+                        .map_err(|e| format!("{} summarizer failed: {e}", s.name())),
+                )
+            }
+            _ => None,
+        };
+        self.apply(&plan, reply).map(Some)
+    }
+
+    /// Applies a plan. For compactions, `reply` is the external summarizer's answer (`Err`
+    /// with the reason when it failed: the extractive summarizer fills in and the event is
+    /// logged as a fallback), or `None` for the extractive summarizer.
+    pub fn apply(
+        &mut self,
+        plan: &Plan,
+        reply: Option<Result<SummaryReply, String>>,
+    ) -> Result<EventRecord, EngineError> {
+        let started = Instant::now();
+        let before = self.prompt_tokens();
+        let (new_messages, kind, tokens_in, tokens_out, note, earliest) = match plan.kind {
+            PlanKind::PruneOnly => {
+                let mut messages = self.messages.clone();
+                plan::apply_edits(&mut messages, &plan.edits);
+                let earliest = plan
+                    .edits
+                    .iter()
+                    .map(|e| e.index)
+                    .min()
+                    .unwrap_or(plan.head_end);
+                (messages, EventKind::PruneOnly, 0, 0, None, earliest)
+            }
+            PlanKind::Compaction => {
+                let input = self.summary_input(plan);
+                let (body, kind, tokens_in, tokens_out, note) = match reply {
+                    Some(Ok(reply)) => (
+                        reply.body,
+                        EventKind::Compaction,
+                        reply.tokens_in,
+                        reply.tokens_out,
+                        None,
+                    ),
+                    Some(Err(why)) => {
+                        let body = summary::extractive_body(&input, &self.counter);
+                        (body, EventKind::Fallback, 0, 0, Some(why))
+                    }
+                    None => {
+                        let body = summary::extractive_body(&input, &self.counter);
+                        let tokens_in: usize =
+                            self.tokens[plan.head_end..plan.tail_start].iter().sum();
+                        let tokens_out = self.counter.count_text(&body);
+                        (body, EventKind::Compaction, tokens_in, tokens_out, None)
+                    }
+                };
+                let text = summary::compose(&input, &body, &self.counter);
+                let mut messages =
+                    Vec::with_capacity(plan.head_end + 1 + self.messages.len() - plan.tail_start);
+                messages.extend_from_slice(&self.messages[..plan.head_end]);
+                messages.push(Message::text(Role::User, text));
+                messages.extend_from_slice(&self.messages[plan.tail_start..]);
+                (messages, kind, tokens_in, tokens_out, note, plan.head_end)
+            }
+        };
+        integrity::check(&new_messages)?;
+        self.tokens = new_messages
+            .iter()
+            .map(|m| self.counter.count_message(m))
+            .collect();
+        self.messages = new_messages;
+        let after = self.prompt_tokens();
+        let mut record = EventRecord {
+            kind,
+            turn: self.turns,
+            tokens_before: before,
+            tokens_after: after,
+            earliest_changed: earliest,
+            summarizer_tokens_in: tokens_in,
+            summarizer_tokens_out: tokens_out,
+            duration_us: started.elapsed().as_micros() as u64,
+            note,
+        };
+        self.note_effectiveness(&mut record);
+        self.events.push(record.clone());
+        Ok(record)
+    }
+
+    /// Two ineffective events in a row (reclaiming too little, or landing above the threshold)
+    /// stop automatic events: firing again would only break the cache again.
+    fn note_effectiveness(&mut self, record: &mut EventRecord) {
+        let effective = record.reclaimed()
+            >= self
+                .policy
+                .min_reclaim(self.window)
+                .min(record.tokens_before / 10)
+            && record.tokens_after < self.policy.threshold(self.window);
+        if effective {
+            self.ineffective = 0;
+            return;
+        }
+        self.ineffective += 1;
+        if self.ineffective >= self.policy.max_ineffective_events {
+            let why = format!(
+                "automatic events stopped after {} ineffective events in a row (last: {} -> {} tokens, threshold {})",
+                self.ineffective,
+                record.tokens_before,
+                record.tokens_after,
+                self.policy.threshold(self.window)
+            );
+            record.note = Some(match record.note.take() {
+                Some(n) => format!("{n}; {why}"),
+                None => why.clone(),
+            });
+            self.stopped = Some(why);
+        }
+    }
+
+    /// Why automatic events stopped, if they did.
+    pub fn stopped(&self) -> Option<&str> {
+        self.stopped.as_deref()
+    }
+
+    /// `trim_tool_result`: replaces the most recent tool result (it must come after the last
+    /// user message) with the model's summary and the original's recall id. Only the latest
+    /// result may be replaced, so only the end of the cached prefix is lost.
+    pub fn agent_trim(&mut self, summary_text: &str) -> Result<EventRecord, EngineError> {
+        let started = Instant::now();
+        let last_user = self
+            .messages
+            .iter()
+            .rposition(|m| m.role == Role::User)
+            .unwrap_or(0);
+        let index = self
+            .messages
+            .iter()
+            .rposition(|m| m.role == Role::Tool)
+            .filter(|&i| i > last_user)
+            .ok_or(EngineError::NothingToTrim)?;
+        let before = self.prompt_tokens();
+        let message = &mut self.messages[index];
+        for block in &mut message.content {
+            if let Block::ToolResult(result) = block {
+                let id = self
+                    .metas
+                    .get(&result.call_id)
+                    .map(|m| m.id)
+                    .unwrap_or_else(|| ContentId::of(result.text().as_bytes()));
+                result.content = vec![Block::text(format!(
+                    "[summary by the model; original: id {id}] {}",
+                    summary_text.trim()
+                ))];
+            }
+        }
+        self.tokens[index] = self.counter.count_message(&self.messages[index]);
+        let record = EventRecord {
+            kind: EventKind::AgentTrim,
+            turn: self.turns,
+            tokens_before: before,
+            tokens_after: self.prompt_tokens(),
+            earliest_changed: index,
+            summarizer_tokens_in: 0,
+            summarizer_tokens_out: 0,
+            duration_us: started.elapsed().as_micros() as u64,
+            note: None,
+        };
+        self.events.push(record.clone());
+        Ok(record)
+    }
+
+    /// `recall_tool_result`: the original of `id`, whole or in part.
+    pub fn recall(
+        &self,
+        store: &dyn OriginalStore,
+        id: &str,
+        query: &RecallQuery,
+    ) -> Result<String, EngineError> {
+        let parsed = ContentId::parse(id).ok_or_else(|| EngineError::UnknownId(id.to_owned()))?;
+        let original = store
+            .get(&self.id, parsed)?
+            .ok_or_else(|| EngineError::UnknownId(id.to_owned()))?;
+        Ok(recall::recall(&original, query, self.trim.hard_cap_bytes)?)
+    }
+
+    /// Aggregates of the event log.
+    pub fn report(&self) -> SessionReport {
+        let rewrites: Vec<&EventRecord> = self
+            .events
+            .iter()
+            .filter(|e| e.kind.rewrites_history())
+            .collect();
+        let turns_between: Vec<f64> = rewrites
+            .windows(2)
+            .map(|w| (w[1].turn - w[0].turn) as f64)
+            .collect();
+        let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+        let reclaimed: Vec<f64> = rewrites.iter().map(|e| e.reclaimed() as f64).collect();
+        SessionReport {
+            turns: self.turns,
+            events: rewrites.len(),
+            events_per_100_turns: if self.turns == 0 {
+                0.0
+            } else {
+                rewrites.len() as f64 * 100.0 / self.turns as f64
+            },
+            mean_turns_between_events: mean(&turns_between),
+            prune_only: rewrites
+                .iter()
+                .filter(|e| e.kind == EventKind::PruneOnly)
+                .count(),
+            compactions: rewrites
+                .iter()
+                .filter(|e| matches!(e.kind, EventKind::Compaction | EventKind::Fallback))
+                .count(),
+            insert_trims: self.events.len() - rewrites.len(),
+            summarizer_calls: rewrites
+                .iter()
+                .filter(|e| matches!(e.kind, EventKind::Compaction | EventKind::Fallback))
+                .count(),
+            mean_reclaimed_per_event: mean(&reclaimed),
+            earliest_changed: rewrites.iter().map(|e| e.earliest_changed).min(),
+            stopped: self.stopped.clone(),
+        }
+    }
+}

@@ -1,0 +1,655 @@
+//! Engine invariants (property tests over random transcripts grown turn by turn) and the
+//! behaviour of each rule on small, readable examples.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::config::Config;
+use crate::engine::drive::{drive, outline};
+use crate::engine::integrity;
+use crate::engine::summary::SUMMARY_HEADER;
+use crate::store::{MemoryStore, OriginalStore};
+use crate::tokens::ProviderFamily;
+use crate::transcript::{Block, Message, Role, ToolCall, Transcript};
+
+/// A policy scaled down so that small random sessions cross the threshold several times.
+fn small_config() -> Config {
+    let mut c = Config::default();
+    c.engine.min_reclaim_tokens = 400;
+    c.engine.protected_min = 800;
+    c.engine.runway_min_tokens = 200;
+    c.engine.summary_min_tokens = 200;
+    c.trim.min_limit_bytes = 1_024;
+    c
+}
+
+/// `n` words of varied text (repeated characters would tokenize to almost nothing).
+fn words(n: usize, seed: usize) -> String {
+    (0..n)
+        .map(|i| format!("word{} ", (i * 7919 + seed * 104_729) % 10_007))
+        .collect()
+}
+
+fn call(id: &str, name: &str, args: serde_json::Value) -> Block {
+    Block::ToolCall(ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.to_string(),
+        implicit: false,
+    })
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    User(String),
+    Turn(Vec<(u8, usize, u8)>),
+}
+
+fn step_strategy() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        1 => "[a-z ]{5,40}".prop_map(Step::User),
+        6 => prop::collection::vec((0u8..4, 50usize..6_000, 0u8..6), 0..3).prop_map(Step::Turn),
+    ]
+}
+
+/// Builds a transcript: tool kinds are a shell command (with an error now and then), a file
+/// read (paths repeat, so re-reads and edits happen), a grep, and a file edit.
+fn build(steps: &[Step]) -> Transcript {
+    let mut messages = vec![
+        Message::text(Role::System, "You are a coding agent."),
+        Message::text(
+            Role::User,
+            "Fix the failing test. You must not change the public API.",
+        ),
+    ];
+    let mut n = 0;
+    for step in steps {
+        match step {
+            Step::User(text) => messages.push(Message::text(Role::User, text.as_str())),
+            Step::Turn(calls) => {
+                let mut content = vec![Block::text(format!("Step {n}. I will look further."))];
+                let mut results = Vec::new();
+                for &(kind, size, path) in calls {
+                    n += 1;
+                    let id = format!("call_{n}");
+                    let path = format!("src/mod_{path}.rs");
+                    let filler = words(size / 60, n);
+                    let (name, args, output) = match kind {
+                        0 => (
+                            "bash",
+                            serde_json::json!({"command": format!("cargo test -p m{n}")}),
+                            (0..size / 40)
+                                .map(|i| {
+                                    if i == size / 80 && n % 3 == 0 {
+                                        "error[E0308]: mismatched types\n".to_owned()
+                                    } else {
+                                        format!(
+                                            "test case_{i} {} ... ok\n",
+                                            &filler[..filler.len().min(i % 7 * 12)]
+                                        )
+                                    }
+                                })
+                                .collect::<String>()
+                                + &format!("exit status: {}\n", n % 2),
+                        ),
+                        1 => (
+                            "read_file",
+                            serde_json::json!({"path": path}),
+                            (0..size / 30)
+                                .map(|i| format!("fn item_{i}_{n}() -> u32 {{ {i} }}\n"))
+                                .collect(),
+                        ),
+                        2 => (
+                            "grep",
+                            serde_json::json!({"pattern": "fn item"}),
+                            (0..size / 30)
+                                .map(|i| format!("src/mod_{}.rs:{i}:fn item_{i}()\n", i % 5))
+                                .collect(),
+                        ),
+                        _ => (
+                            "edit_file",
+                            serde_json::json!({"path": path, "new": filler}),
+                            "ok".to_owned(),
+                        ),
+                    };
+                    content.push(call(&id, name, args));
+                    results.push(Message::tool_result(id, Some(name.into()), output, false));
+                }
+                messages.push(Message {
+                    role: Role::Assistant,
+                    content,
+                    usage: None,
+                });
+                messages.extend(results);
+            }
+        }
+    }
+    Transcript {
+        id: "random".into(),
+        messages,
+        tools: vec![],
+    }
+}
+
+fn without_durations(events: &[EventRecord]) -> Vec<EventRecord> {
+    events
+        .iter()
+        .cloned()
+        .map(|mut e| {
+            e.duration_us = 0;
+            e
+        })
+        .collect()
+}
+
+fn run(source: &Transcript, window: u64) -> (Session, MemoryStore, Vec<String>) {
+    let config = small_config();
+    let mut session = Session::new("s", window, &config, ProviderFamily::Openai);
+    let mut store = MemoryStore::default();
+    let mut violations = Vec::new();
+    let mut previous: Option<Vec<Message>> = None;
+    let mut head: Option<Vec<Message>> = None;
+    drive(source, &mut session, &mut store, None, |view| {
+        let prompt = view.session.prompt();
+        if let Err(e) = integrity::check(prompt) {
+            violations.push(format!("integrity at {}: {e}", view.source_index));
+        }
+        let rewrote = view.event.is_some_and(|e| e.kind.rewrites_history());
+        if let Some(prev) = &previous
+            && !rewrote
+            && (prompt.len() < prev.len() || prompt[..prev.len()] != prev[..])
+        {
+            violations.push(format!(
+                "prompt not append-only before message {}",
+                view.source_index
+            ));
+        }
+        let h = segments::head_end(prompt, 1);
+        match &head {
+            Some(saved) if prompt.len() >= saved.len() && prompt[..saved.len()] != saved[..] => {
+                violations.push(format!("head changed at {}", view.source_index));
+            }
+            None if prompt.len() > h => head = Some(prompt[..h].to_vec()),
+            _ => {}
+        }
+        if let Some(last_user) = source.messages[..view.source_index]
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+        {
+            let text = last_user.text_content();
+            let kept = prompt.iter().any(|m| m.text_content() == text)
+                || prompt.iter().any(|m| {
+                    let t = m.text_content();
+                    t.starts_with(SUMMARY_HEADER) && t.contains(&text)
+                });
+            if !kept {
+                violations.push(format!("last user message lost at {}", view.source_index));
+            }
+        }
+        previous = Some(prompt.to_vec());
+    })
+    .unwrap();
+    (session, store, violations)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn engine_invariants_hold_on_random_sessions(steps in prop::collection::vec(step_strategy(), 5..45), window in 6_000u64..24_000) {
+        let source = build(&steps);
+        let (session, store, violations) = run(&source, window);
+        prop_assert!(violations.is_empty(), "{violations:?}");
+        integrity::check(session.prompt()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        // Every original is recallable, whole.
+        for r in source.messages.iter().flat_map(Message::tool_results) {
+            let text = r.text();
+            let id = crate::ContentId::of(text.as_bytes());
+            let stored = store.get("s", id).unwrap();
+            prop_assert_eq!(stored.as_deref(), Some(text.as_str()));
+            prop_assert_eq!(session.recall(&store, &id.to_string(), &Default::default()).unwrap(), text);
+        }
+        // Deterministic: the same input gives the same prompt and the same events.
+        let (again, _, _) = run(&source, window);
+        prop_assert_eq!(again.prompt(), session.prompt());
+        prop_assert_eq!(without_durations(again.events()), without_durations(session.events()));
+        // Events are rare: no two history rewrites on consecutive turns.
+        let turns: Vec<usize> = session.events().iter().filter(|e| e.kind.rewrites_history()).map(|e| e.turn).collect();
+        prop_assert!(turns.windows(2).all(|w| w[1] > w[0] + 1), "{turns:?}");
+    }
+}
+
+/// A session of `turns` shell calls whose outputs are `size` bytes each.
+fn shell_session(turns: usize, size: usize) -> Transcript {
+    build(
+        &(0..turns)
+            .map(|_| Step::Turn(vec![(0, size, 0)]))
+            .collect::<Vec<_>>(),
+    )
+}
+
+#[test]
+fn prune_only_when_it_buys_runway_else_compaction() {
+    let config = small_config();
+    // Many large old outputs: pruning them reclaims plenty.
+    let source = shell_session(30, 3_000);
+    let mut session = Session::new("s", 10_000, &config, ProviderFamily::Openai);
+    let mut store = MemoryStore::default();
+    drive(&source, &mut session, &mut store, None, |_| {}).unwrap();
+    let kinds: Vec<EventKind> = session
+        .events()
+        .iter()
+        .filter(|e| e.kind.rewrites_history())
+        .map(|e| e.kind)
+        .collect();
+    assert!(kinds.contains(&EventKind::PruneOnly), "{kinds:?}");
+    for e in session
+        .events()
+        .iter()
+        .filter(|e| e.kind == EventKind::PruneOnly)
+    {
+        assert!(
+            e.tokens_after <= config.engine.threshold(10_000) - config.engine.runway(10_000, 0),
+            "{e:?}"
+        );
+    }
+    // Chatty turns with small outputs: nothing to prune, so the event compacts.
+    let chatty = build(
+        &(0..60)
+            .map(|i| {
+                if i % 2 == 0 {
+                    Step::User(words(120, i))
+                } else {
+                    Step::Turn(vec![(3, 60, 1)])
+                }
+            })
+            .collect::<Vec<_>>(),
+    );
+    let mut session = Session::new("s", 8_000, &config, ProviderFamily::Openai);
+    drive(
+        &chatty,
+        &mut session,
+        &mut MemoryStore::default(),
+        None,
+        |_| {},
+    )
+    .unwrap();
+    assert!(
+        session
+            .events()
+            .iter()
+            .any(|e| e.kind == EventKind::Compaction),
+        "{:?}",
+        session.report()
+    );
+}
+
+#[test]
+fn later_compactions_update_the_previous_summary() {
+    let config = small_config();
+    // Small tool outputs and long user messages: pruning cannot help, so events compact.
+    let source = build(
+        &(0..80)
+            .map(|i| match i % 2 {
+                0 => Step::User(format!("please also handle case {i}: {}", words(150, i))),
+                _ => Step::Turn(vec![(3, 300, (i % 6) as u8)]),
+            })
+            .collect::<Vec<_>>(),
+    );
+    let mut session = Session::new("s", 8_000, &config, ProviderFamily::Openai);
+    drive(
+        &source,
+        &mut session,
+        &mut MemoryStore::default(),
+        None,
+        |_| {},
+    )
+    .unwrap();
+    let compactions = session
+        .events()
+        .iter()
+        .filter(|e| e.kind == EventKind::Compaction)
+        .count();
+    assert!(compactions >= 2, "{:?}", session.report());
+    let summaries: Vec<String> = session
+        .prompt()
+        .iter()
+        .map(Message::text_content)
+        .filter(|t| t.starts_with(SUMMARY_HEADER))
+        .collect();
+    assert_eq!(summaries.len(), 1, "one summary, updated in place");
+    let s = &summaries[0];
+    for section in [
+        "## Task snapshot",
+        "## Goal",
+        "## Constraints and preferences",
+        "## Progress",
+        "## Key decisions",
+        "## Discoveries and critical context",
+        "## Relevant files",
+        "## Next steps",
+    ] {
+        assert!(s.contains(section), "{section} missing:\n{s}");
+    }
+    assert!(s.contains("Modified: src/mod_"), "computed file list:\n{s}");
+    assert!(
+        s.contains("You must not change the public API."),
+        "constraint carried:\n{s}"
+    );
+    assert!(s.trim_end().ends_with("[end of ctxgc context summary]"));
+}
+
+struct Failing;
+impl Summarizer for Failing {
+    fn name(&self) -> &str {
+        "test-llm"
+    }
+    fn summarize(&mut self, _: &SummaryRequest) -> Result<SummaryReply, String> {
+        Err("HTTP 503 from upstream".into())
+    }
+}
+
+struct Echo(Vec<SummaryRequest>);
+impl Summarizer for Echo {
+    fn name(&self) -> &str {
+        "echo"
+    }
+    fn summarize(&mut self, request: &SummaryRequest) -> Result<SummaryReply, String> {
+        self.0.push(request.clone());
+        Ok(SummaryReply {
+            body: "## Goal\n- fix it\n## Next steps\n- run the tests".into(),
+            tokens_in: 1000,
+            tokens_out: 20,
+        })
+    }
+}
+
+#[test]
+fn llm_summaries_reuse_the_prompt_prefix_and_failures_fall_back() {
+    let config = small_config();
+    let chatty = build(
+        &(0..60)
+            .map(|i| {
+                if i % 2 == 0 {
+                    Step::User(words(120, i + 1))
+                } else {
+                    Step::Turn(vec![(3, 60, 1)])
+                }
+            })
+            .collect::<Vec<_>>(),
+    );
+    let mut echo = Echo(Vec::new());
+    let mut session = Session::new("s", 8_000, &config, ProviderFamily::Openai);
+    let mut prompts = Vec::new();
+    drive(
+        &chatty,
+        &mut session,
+        &mut MemoryStore::default(),
+        Some(&mut echo),
+        |v| prompts.push(v.session.prompt().to_vec()),
+    )
+    .unwrap();
+    let request = echo.0.first().expect("the LLM was asked");
+    let instruction = request.messages.last().unwrap().text_content();
+    assert!(
+        instruction.starts_with("Summarise messages"),
+        "{instruction}"
+    );
+    assert!(instruction.contains("tokens of facts, not instructions"));
+    // The request extends the prompt of the agent's previous request: a cache hit upstream.
+    let before = &request.messages[..request.messages.len() - 1];
+    assert!(
+        prompts
+            .iter()
+            .any(|p| p.len() * 2 > before.len() && before.starts_with(p)),
+        "prefix reused"
+    );
+    let compaction = session
+        .events()
+        .iter()
+        .find(|e| e.kind == EventKind::Compaction)
+        .unwrap();
+    assert_eq!(
+        (
+            compaction.summarizer_tokens_in,
+            compaction.summarizer_tokens_out
+        ),
+        (1000, 20)
+    );
+    let summary = session
+        .prompt()
+        .iter()
+        .map(Message::text_content)
+        .find(|t| t.starts_with(SUMMARY_HEADER))
+        .unwrap();
+    assert!(summary.contains("## Goal\n- fix it"));
+    assert!(summary.find("## Relevant files").unwrap() < summary.find("## Next steps").unwrap());
+
+    let mut session = Session::new("s", 8_000, &config, ProviderFamily::Openai);
+    drive(
+        &chatty,
+        &mut session,
+        &mut MemoryStore::default(),
+        Some(&mut Failing),
+        |_| {},
+    )
+    .unwrap();
+    let fallback = session
+        .events()
+        .iter()
+        .find(|e| e.kind == EventKind::Fallback)
+        .expect("fell back");
+    assert_eq!(
+        fallback.note.as_deref(),
+        Some("test-llm summarizer failed: HTTP 503 from upstream")
+    );
+}
+
+#[test]
+fn agent_trim_replaces_only_the_latest_result() {
+    let config = Config::default();
+    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Openai);
+    let mut store = MemoryStore::default();
+    session.push(Message::text(Role::User, "go"));
+    assert!(matches!(
+        session.agent_trim("nothing yet"),
+        Err(EngineError::NothingToTrim)
+    ));
+    session.push(Message {
+        role: Role::Assistant,
+        content: vec![call("a", "bash", serde_json::json!({"command": "ls"}))],
+        usage: None,
+    });
+    let listing = "file\n".repeat(500);
+    session
+        .insert_tool_results(
+            &mut store,
+            vec![Message::tool_result(
+                "a",
+                Some("bash".into()),
+                listing.clone(),
+                false,
+            )],
+        )
+        .unwrap();
+    let before = session.prompt().to_vec();
+    let event = session.agent_trim("500 files, all named `file`").unwrap();
+    assert_eq!(event.kind, EventKind::AgentTrim);
+    assert_eq!(event.earliest_changed, 2);
+    assert_eq!(
+        session.prompt()[..2],
+        before[..2],
+        "only the latest result changed"
+    );
+    let text = session.prompt()[2].tool_results().next().unwrap().text();
+    let id = crate::ContentId::of(listing.as_bytes());
+    assert_eq!(
+        text,
+        format!("[summary by the model; original: id {id}] 500 files, all named `file`")
+    );
+    assert_eq!(
+        session
+            .recall(&store, &id.to_string(), &Default::default())
+            .unwrap(),
+        listing
+    );
+    session.push(Message::text(Role::User, "thanks"));
+    assert!(matches!(
+        session.agent_trim("again"),
+        Err(EngineError::NothingToTrim)
+    ));
+    assert!(matches!(
+        session.recall(&store, "r-0000000000000000", &Default::default()),
+        Err(EngineError::UnknownId(_))
+    ));
+}
+
+#[test]
+fn repeated_outputs_enter_as_pointers() {
+    let config = Config::default();
+    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Openai);
+    let mut store = MemoryStore::default();
+    session.push(Message::text(Role::User, "go"));
+    let file: String = (0..300)
+        .map(|i| format!("line {i} of the module\n"))
+        .collect();
+    for id in ["a", "b"] {
+        session.push(Message {
+            role: Role::Assistant,
+            content: vec![call(id, "read_file", serde_json::json!({"path": "m.rs"}))],
+            usage: None,
+        });
+        session
+            .insert_tool_results(
+                &mut store,
+                vec![Message::tool_result(
+                    id,
+                    Some("read_file".into()),
+                    file.clone(),
+                    false,
+                )],
+            )
+            .unwrap();
+    }
+    let second = session.prompt()[4].tool_results().next().unwrap().text();
+    assert_eq!(
+        second,
+        format!(
+            "[same output as the result of a (id {})]",
+            crate::ContentId::of(file.as_bytes())
+        )
+    );
+}
+
+#[test]
+fn ineffective_events_stop_automatic_events() {
+    let mut config = small_config();
+    config.engine.min_reclaim_tokens = 1;
+    config.engine.min_reclaim_share = 0.0;
+    // A first user message larger than the threshold: the head alone keeps every event above it.
+    let mut source = shell_session(40, 2_000);
+    source.messages[1] = Message::text(Role::User, words(3_000, 1));
+    let mut session = Session::new("s", 6_000, &config, ProviderFamily::Openai);
+    drive(
+        &source,
+        &mut session,
+        &mut MemoryStore::default(),
+        None,
+        |_| {},
+    )
+    .unwrap();
+    let report = session.report();
+    assert!(report.stopped.is_some(), "{report:?}");
+    assert!(
+        report.events <= config.engine.max_ineffective_events,
+        "{report:?}"
+    );
+}
+
+/// A real session (bundled MIT sample) through a 16K window: the prompt around its first
+/// prune-only event and its first compaction.
+#[test]
+fn snapshots_of_a_real_session() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data/samples/django__django-11885.traj.json");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let source = real_transcript(&doc);
+    let config = Config::default();
+    let mut session = Session::new(
+        "django__django-11885",
+        16_000,
+        &config,
+        ProviderFamily::Openai,
+    );
+    let mut previous = String::new();
+    let mut shots: Vec<(EventKind, String, String)> = Vec::new();
+    drive(
+        &source,
+        &mut session,
+        &mut MemoryStore::default(),
+        None,
+        |view| {
+            let now = outline(view.session.prompt());
+            if let Some(e) = view.event.filter(|e| e.kind.rewrites_history())
+                && !shots.iter().any(|(k, _, _)| *k == e.kind)
+            {
+                shots.push((e.kind, previous.clone(), now.clone()));
+            }
+            previous = now;
+        },
+    )
+    .unwrap();
+    assert!(!shots.is_empty(), "{:?}", session.report());
+    for (kind, before, after) in shots {
+        let name = format!("{kind:?}").to_lowercase();
+        insta::assert_snapshot!(format!("django_16k_{name}_before"), before);
+        insta::assert_snapshot!(format!("django_16k_{name}_after"), after);
+    }
+}
+
+/// mini-swe-agent-1 text protocol, imported the way ctxgc-formats does (the core cannot depend
+/// on it): a fenced bash block is an implicit call, the next user message its result.
+fn real_transcript(doc: &serde_json::Value) -> Transcript {
+    let mut messages = Vec::new();
+    let mut pending: Option<String> = None;
+    for (i, m) in doc["messages"].as_array().unwrap().iter().enumerate() {
+        let text = m["content"].as_str().unwrap_or_default().to_owned();
+        match m["role"].as_str().unwrap() {
+            "system" => messages.push(Message::text(Role::System, text)),
+            "assistant" => {
+                let mut content = vec![Block::text(text.clone())];
+                pending = None;
+                if let (Some(start), 1) = (text.find("```bash\n"), text.matches("```bash").count())
+                {
+                    let body = &text[start + 8..];
+                    let command = &body[..body.find("\n```").unwrap_or(body.len())];
+                    let id = format!("call-{i}");
+                    content.push(Block::ToolCall(ToolCall {
+                        id: id.clone(),
+                        name: "bash".into(),
+                        arguments: serde_json::json!({"command": command}).to_string(),
+                        implicit: true,
+                    }));
+                    pending = Some(id);
+                }
+                messages.push(Message {
+                    role: Role::Assistant,
+                    content,
+                    usage: None,
+                });
+            }
+            _ => match pending.take() {
+                Some(id) => {
+                    messages.push(Message::tool_result(id, Some("bash".into()), text, false))
+                }
+                None => messages.push(Message::text(Role::User, text)),
+            },
+        }
+    }
+    Transcript {
+        id: "django".into(),
+        messages,
+        tools: vec![],
+    }
+}

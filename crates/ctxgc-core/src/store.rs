@@ -1,0 +1,53 @@
+//! Where originals live, so nothing trimmed, pruned or summarised is lost.
+//!
+//! The engine writes every original before the trimmed text that refers to it is used. The
+//! trait is synchronous and keyed by session and content id; this crate provides an in-memory
+//! store, `ctxgc-store` the SQLite and Redis ones.
+
+use std::collections::BTreeMap;
+
+use crate::content_id::ContentId;
+
+/// A store failure (the backend says why).
+#[derive(Debug, thiserror::Error)]
+#[error("original store: {0}")]
+pub struct StoreError(pub String);
+
+/// Keeps originals of tool outputs.
+pub trait OriginalStore {
+    /// Saves an original; saving the same id twice is harmless.
+    fn put(&mut self, session: &str, id: ContentId, text: &str) -> Result<(), StoreError>;
+    /// Loads an original.
+    fn get(&self, session: &str, id: ContentId) -> Result<Option<String>, StoreError>;
+}
+
+/// Originals in memory (tests, replays, one-shot CLI runs).
+#[derive(Debug, Default, Clone)]
+pub struct MemoryStore {
+    originals: BTreeMap<(String, ContentId), String>,
+}
+
+impl MemoryStore {
+    /// Number of originals held.
+    pub fn len(&self) -> usize {
+        self.originals.len()
+    }
+
+    /// Whether the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.originals.is_empty()
+    }
+}
+
+impl OriginalStore for MemoryStore {
+    fn put(&mut self, session: &str, id: ContentId, text: &str) -> Result<(), StoreError> {
+        self.originals
+            .entry((session.to_owned(), id))
+            .or_insert_with(|| text.to_owned());
+        Ok(())
+    }
+
+    fn get(&self, session: &str, id: ContentId) -> Result<Option<String>, StoreError> {
+        Ok(self.originals.get(&(session.to_owned(), id)).cloned())
+    }
+}
