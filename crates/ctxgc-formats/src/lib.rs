@@ -11,6 +11,7 @@ pub mod chat;
 pub mod import;
 pub mod request;
 pub mod responses;
+pub mod wire;
 
 use ctxgc_core::{Block, Transcript};
 

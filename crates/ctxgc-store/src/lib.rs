@@ -1,0 +1,154 @@
+//! ctxgc-store: where originals of trimmed, pruned and summarised tool outputs are kept.
+//!
+//! [`SqliteStore`] is the default: one embedded SQLite file in WAL mode, so readers never block
+//! the writer and a crash of the process (even `kill -9`) loses no committed original. Every
+//! `put` is its own transaction, committed before it returns: the engine writes the original
+//! before the trimmed text that refers to it is used.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use ctxgc_core::ContentId;
+use ctxgc_core::store::{OriginalStore, StoreError};
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// Originals in a SQLite file.
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+fn err(e: impl std::fmt::Display) -> StoreError {
+    StoreError(e.to_string())
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`, with its parent directories.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        let path = path.as_ref().to_owned();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let conn = Connection::open(&path)
+            .map_err(|e| err(format!("cannot open {}: {e}", path.display())))?;
+        // WAL: concurrent readers, one writer, crash-safe commits. NORMAL sync is durable
+        // against process crashes; power loss may lose the last commits.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(err)?;
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS originals (
+                 session TEXT NOT NULL,
+                 id      TEXT NOT NULL,
+                 text    TEXT NOT NULL,
+                 PRIMARY KEY (session, id)
+             ) WITHOUT ROWID;",
+        )
+        .map_err(err)?;
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+            path,
+        })
+    }
+
+    /// An in-memory database (tests).
+    pub fn in_memory() -> Result<SqliteStore, StoreError> {
+        SqliteStore::open(":memory:")
+    }
+
+    /// The default location: `$XDG_DATA_HOME/ctxgc/ctxgc.sqlite`, else
+    /// `~/.local/share/ctxgc/ctxgc.sqlite`.
+    pub fn default_path() -> PathBuf {
+        let base = std::env::var_os("XDG_DATA_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+            .unwrap_or_else(|| PathBuf::from("."));
+        base.join("ctxgc").join("ctxgc.sqlite")
+    }
+
+    /// The file this store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of originals stored for a session.
+    pub fn count(&self, session: &str) -> Result<u64, StoreError> {
+        let conn = self.conn.lock().map_err(err)?;
+        conn.query_row(
+            "SELECT COUNT(*) FROM originals WHERE session = ?1",
+            params![session],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n as u64)
+        .map_err(err)
+    }
+}
+
+impl OriginalStore for SqliteStore {
+    fn put(&mut self, session: &str, id: ContentId, text: &str) -> Result<(), StoreError> {
+        let conn = self.conn.lock().map_err(err)?;
+        conn.execute(
+            "INSERT OR IGNORE INTO originals (session, id, text) VALUES (?1, ?2, ?3)",
+            params![session, id.to_string(), text],
+        )
+        .map_err(err)?;
+        Ok(())
+    }
+
+    fn get(&self, session: &str, id: ContentId) -> Result<Option<String>, StoreError> {
+        let conn = self.conn.lock().map_err(err)?;
+        conn.query_row(
+            "SELECT text FROM originals WHERE session = ?1 AND id = ?2",
+            params![session, id.to_string()],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn originals_survive_reopening_and_are_per_session() {
+        let dir = std::env::temp_dir().join(format!("ctxgc-store-test-{}", std::process::id()));
+        let path = dir.join("nested/store.sqlite");
+        let id = ContentId::of(b"big output");
+        {
+            let mut store = SqliteStore::open(&path).unwrap();
+            store.put("s1", id, "big output").unwrap();
+            store.put("s1", id, "big output").unwrap();
+            assert_eq!(store.count("s1").unwrap(), 1);
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.get("s1", id).unwrap().as_deref(), Some("big output"));
+        assert_eq!(
+            store.get("s2", id).unwrap(),
+            None,
+            "no leak across sessions"
+        );
+        let mode: String = store
+            .conn
+            .lock()
+            .unwrap()
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn unusable_paths_are_named() {
+        let e = SqliteStore::open("/proc/definitely/not/here.sqlite")
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("/proc/definitely/not"), "{e}");
+    }
+}
