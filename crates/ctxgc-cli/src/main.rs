@@ -31,6 +31,9 @@ enum Command {
     /// Import agent transcripts (mini-swe-agent, SWE-agent, API request bodies, ctxgc JSONL),
     /// print a summary table and optionally write canonical JSONL.
     Import(commands::import::ImportArgs),
+    /// Run transcripts through the engine turn by turn: final prompt and event log (one
+    /// file), or per-session events and prompt tokens with and without ctxgc (several).
+    Compact(commands::compact::CompactArgs),
     /// Print the effective configuration as TOML.
     Config,
 }
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
         Command::Trim(args) => commands::trim::run(&config, args),
         Command::Run(args) => commands::run::run(&config, args),
         Command::Import(args) => commands::import::run(&config, args),
+        Command::Compact(args) => commands::compact::run(&config, args),
         Command::Config => {
             print!("{}", config.to_toml());
             Ok(ExitCode::SUCCESS)

@@ -1,3 +1,4 @@
+pub mod compact;
 pub mod import;
 pub mod run;
 pub mod trim;

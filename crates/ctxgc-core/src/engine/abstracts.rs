@@ -117,7 +117,12 @@ pub fn abstract_line(tool: &str, call: Option<&ToolCall>, meta: &ResultMeta) -> 
                 out.push_str(&format!(" exit {code},"));
             }
             out.push_str(&format!(" {}", lines(meta.lines)));
-            if let Some(error) = &meta.first_error {
+            // A clean exit means error words in the output are content (code, logs), not a failure.
+            if let Some(error) = meta
+                .first_error
+                .as_ref()
+                .filter(|_| meta.exit_code != Some(0))
+            {
                 out.push_str(&format!(", first error: {}", clip_one_line(error, 100)));
             }
             out.push_str(&format!("; id {id}"));
@@ -133,15 +138,21 @@ fn lines(n: u64) -> String {
     format!("{} {}", group(n), if n == 1 { "line" } else { "lines" })
 }
 
-/// A shell command that only displays a file (`cat f`, `sed -n 1,80p f`, `head f`).
+/// A shell command that only displays a file: `cat f`, `sed -n 1,80p f`, `head f`, or a
+/// pipeline of such commands (`nl -ba f | sed -n '10,90p'`).
 fn is_plain_read(call: &ToolCall) -> bool {
     facts::command_of(call).is_some_and(|c| {
-        let program = c.split_whitespace().next().unwrap_or_default();
-        matches!(
-            program,
-            "cat" | "sed" | "head" | "tail" | "nl" | "open" | "view"
-        ) && !c.contains("&&")
-            && !c.contains('|')
+        !c.contains("&&")
+            && !c.contains(';')
+            && !c.contains('>')
+            && c.split('|').all(|stage| {
+                let program = stage.split_whitespace().next().unwrap_or_default();
+                let edits = program == "sed" && stage.contains(" -i");
+                matches!(
+                    program,
+                    "cat" | "sed" | "head" | "tail" | "nl" | "open" | "view"
+                ) && !edits
+            })
     })
 }
 
@@ -157,6 +168,24 @@ mod tests {
             arguments: args.to_string(),
             implicit: false,
         }
+    }
+
+    #[test]
+    fn display_pipelines_are_reads() {
+        let c = call(
+            "bash",
+            json!({"command": "nl -ba django/forms/models.py | sed -n '566,650p'"}),
+        );
+        assert_eq!(
+            facts::file_accesses(&c),
+            [facts::FileAccess::Read("django/forms/models.py".into())]
+        );
+        assert!(is_plain_read(&c));
+        let line = abstract_line("bash", Some(&c), &ResultMeta::of("x\n"));
+        assert!(
+            line.starts_with("[bash] read django/forms/models.py, 1 line"),
+            "{line}"
+        );
     }
 
     #[test]

@@ -18,12 +18,13 @@ pub struct Policy {
     pub tail_ceiling: f64,
     /// The tail keeps at least this many messages.
     pub tail_min_messages: usize,
-    /// The most recent tool output tokens protected from pruning, as a share of the window,
-    /// clamped to [`protected_min`, `protected_max`] (about 10K for 32K windows, 100K for 1M).
-    pub protected_share: f64,
+    /// The most recent tool output tokens protected from pruning at a 32K window; the budget
+    /// follows a power law of the window through this point and `protected_max` at 1M tokens
+    /// (10K at 32K, 16K at 64K, 34K at 200K, 100K at 1M), never below `protected_min`.
+    pub protected_at_32k: usize,
     /// Lower clamp of the protected tool-output budget, in tokens.
     pub protected_min: usize,
-    /// Upper clamp of the protected tool-output budget, in tokens.
+    /// The protected budget at a 1M window, and its upper clamp.
     pub protected_max: usize,
     /// Pruning is worth an event only when it reclaims at least max(this, window × share).
     pub min_reclaim_tokens: usize,
@@ -68,8 +69,8 @@ impl Default for Policy {
             tail_share: 0.20,
             tail_ceiling: 1.5,
             tail_min_messages: 3,
-            protected_share: 0.10,
-            protected_min: 10_000,
+            protected_at_32k: 10_000,
+            protected_min: 2_000,
             protected_max: 100_000,
             min_reclaim_tokens: 5_000,
             min_reclaim_share: 0.05,
@@ -111,7 +112,10 @@ impl Policy {
 
     /// Tokens of the most recent tool outputs that pruning leaves alone.
     pub fn protected_tool_tokens(&self, window: u64) -> usize {
-        ((window as f64 * self.protected_share) as usize).clamp(
+        let base = self.protected_at_32k.max(1) as f64;
+        let exponent = (self.protected_max as f64 / base).ln() / (1_000_000f64 / 32_000.0).ln();
+        let tokens = base * (window as f64 / 32_000.0).powf(exponent);
+        (tokens.round() as usize).clamp(
             self.protected_min,
             self.protected_max.max(self.protected_min),
         )
@@ -153,8 +157,13 @@ mod tests {
     fn budgets_scale_with_the_window() {
         let p = Policy::default();
         assert_eq!(p.protected_tool_tokens(32_000), 10_000);
-        assert_eq!(p.protected_tool_tokens(200_000), 20_000);
+        assert_eq!(p.protected_tool_tokens(64_000), 15_899);
+        assert_eq!(p.protected_tool_tokens(200_000), 34_073);
         assert_eq!(p.protected_tool_tokens(1_000_000), 100_000);
+        assert_eq!(
+            p.protected_tool_tokens(16_000),
+            p.protected_tool_tokens(16_000).clamp(6_200, 6_400)
+        );
         assert_eq!(p.min_reclaim(32_000), 5_000);
         assert_eq!(p.min_reclaim(1_000_000), 50_000);
         assert_eq!(p.runway(200_000, 0), 24_000);

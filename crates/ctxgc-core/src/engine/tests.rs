@@ -17,6 +17,7 @@ fn small_config() -> Config {
     let mut c = Config::default();
     c.engine.min_reclaim_tokens = 400;
     c.engine.protected_min = 800;
+    c.engine.protected_at_32k = 2_000;
     c.engine.runway_min_tokens = 200;
     c.engine.summary_min_tokens = 200;
     c.trim.min_limit_bytes = 1_024;
@@ -567,45 +568,49 @@ fn ineffective_events_stop_automatic_events() {
     );
 }
 
-/// A real session (bundled MIT sample) through a 16K window: the prompt around its first
-/// prune-only event and its first compaction.
+/// Real sessions (bundled MIT samples): the prompt just before and just after the first event of
+/// each kind. django-14725 at 24K prunes; django-11885 at 16K compacts.
 #[test]
-fn snapshots_of_a_real_session() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../data/samples/django__django-11885.traj.json");
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
-    let source = real_transcript(&doc);
-    let config = Config::default();
-    let mut session = Session::new(
-        "django__django-11885",
-        16_000,
-        &config,
-        ProviderFamily::Openai,
-    );
-    let mut previous = String::new();
-    let mut shots: Vec<(EventKind, String, String)> = Vec::new();
-    drive(
-        &source,
-        &mut session,
-        &mut MemoryStore::default(),
-        None,
-        |view| {
-            let now = outline(view.session.prompt());
-            if let Some(e) = view.event.filter(|e| e.kind.rewrites_history())
-                && !shots.iter().any(|(k, _, _)| *k == e.kind)
-            {
-                shots.push((e.kind, previous.clone(), now.clone()));
-            }
-            previous = now;
-        },
-    )
-    .unwrap();
-    assert!(!shots.is_empty(), "{:?}", session.report());
-    for (kind, before, after) in shots {
-        let name = format!("{kind:?}").to_lowercase();
-        insta::assert_snapshot!(format!("django_16k_{name}_before"), before);
-        insta::assert_snapshot!(format!("django_16k_{name}_after"), after);
+fn snapshots_of_real_sessions() {
+    let mut seen_kinds = Vec::new();
+    for (file, window) in [
+        ("django__django-14725", 24_000u64),
+        ("django__django-11885", 16_000),
+    ] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("../../data/samples/{file}.traj.json"));
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        let source = real_transcript(&doc);
+        let mut session = Session::new(file, window, &Config::default(), ProviderFamily::Openai);
+        let mut previous = String::new();
+        let mut shots: Vec<(EventKind, String, String)> = Vec::new();
+        drive(
+            &source,
+            &mut session,
+            &mut MemoryStore::default(),
+            None,
+            |view| {
+                let now = outline(view.session.prompt());
+                if let Some(e) = view.event.filter(|e| e.kind.rewrites_history())
+                    && !shots.iter().any(|(k, _, _)| *k == e.kind)
+                {
+                    shots.push((e.kind, previous.clone(), now.clone()));
+                }
+                previous = now;
+            },
+        )
+        .unwrap();
+        for (kind, before, after) in shots {
+            let name = format!("{kind:?}").to_lowercase();
+            insta::assert_snapshot!(format!("{file}_{window}_{name}_before"), before);
+            insta::assert_snapshot!(format!("{file}_{window}_{name}_after"), after);
+            seen_kinds.push(kind);
+        }
     }
+    assert!(
+        seen_kinds.contains(&EventKind::PruneOnly) && seen_kinds.contains(&EventKind::Compaction),
+        "{seen_kinds:?}"
+    );
 }
 
 /// mini-swe-agent-1 text protocol, imported the way ctxgc-formats does (the core cannot depend
