@@ -160,39 +160,35 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         .map(|e| e.tokens_before.saturating_sub(e.tokens_after))
         .sum();
     let target = threshold.saturating_sub(policy.runway(input.window, input.growth_per_turn()));
-    if reclaimed >= policy.min_reclaim(input.window) && total - reclaimed <= target {
-        return Some(Plan {
-            kind: PlanKind::PruneOnly,
-            tokens_before: total,
-            estimated_after: total - reclaimed,
-            head_end,
-            tail_start,
-            edits,
-            summary_budget: 0,
-        });
-    }
+    let worth_pruning = reclaimed >= policy.min_reclaim(input.window);
     let middle: usize = input.tokens[head_end..tail_start].iter().sum();
     let budget = policy.summary_budget(middle, input.window);
-    if tail_start > head_end && middle > budget + FRAMING {
-        return Some(Plan {
-            kind: PlanKind::Compaction,
-            tokens_before: total,
-            estimated_after: total - middle + budget + FRAMING,
-            head_end,
-            tail_start,
-            edits: Vec::new(),
-            summary_budget: budget,
-        });
-    }
-    // Nothing to compact: pruning alone is better than nothing if it reclaims a real amount.
-    (reclaimed >= policy.min_reclaim(input.window)).then(|| Plan {
-        kind: PlanKind::PruneOnly,
+    let can_compact = tail_start > head_end && middle > budget + FRAMING;
+    // Prune alone when that buys the runway; compact otherwise; when there is nothing to
+    // compact, pruning alone is still better than nothing if it reclaims a real amount.
+    let (kind, estimated_after, edits, summary_budget) =
+        if worth_pruning && total - reclaimed <= target {
+            (PlanKind::PruneOnly, total - reclaimed, edits, 0)
+        } else if can_compact {
+            (
+                PlanKind::Compaction,
+                total - middle + budget + FRAMING,
+                Vec::new(),
+                budget,
+            )
+        } else if worth_pruning {
+            (PlanKind::PruneOnly, total - reclaimed, edits, 0)
+        } else {
+            return None;
+        };
+    Some(Plan {
+        kind,
         tokens_before: total,
-        estimated_after: total - reclaimed,
+        estimated_after,
         head_end,
         tail_start,
         edits,
-        summary_budget: 0,
+        summary_budget,
     })
 }
 
