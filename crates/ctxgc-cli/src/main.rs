@@ -1,6 +1,7 @@
 //! `ctxgc`: a thin command-line front end over the ctxgc libraries.
 
 mod commands;
+mod html;
 mod settings;
 mod stream;
 mod table;
@@ -31,6 +32,9 @@ enum Command {
     /// Import agent transcripts (mini-swe-agent, SWE-agent, API request bodies, ctxgc JSONL),
     /// print a summary table and optionally write canonical JSONL.
     Import(commands::import::ImportArgs),
+    /// Replay transcripts through every context policy with provider cache models, prices and a
+    /// recall metric: what would each have cost, and what would the agent still have seen?
+    Replay(commands::replay::ReplayArgs),
     /// Run transcripts through the engine turn by turn: final prompt and event log (one
     /// file), or per-session events and prompt tokens with and without ctxgc (several).
     Compact(commands::compact::CompactArgs),
@@ -45,6 +49,7 @@ fn main() -> ExitCode {
         Command::Run(args) => commands::run::run(&config, args),
         Command::Import(args) => commands::import::run(&config, args),
         Command::Compact(args) => commands::compact::run(&config, args),
+        Command::Replay(args) => commands::replay::run(&config, args),
         Command::Config => {
             print!("{}", config.to_toml());
             Ok(ExitCode::SUCCESS)

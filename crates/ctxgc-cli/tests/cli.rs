@@ -57,7 +57,8 @@ fn trim_keeps_head_error_and_tail_and_saves_the_original() {
     assert!(text.ends_with("[019999] building target 19999 ... ok\n"));
     assert!(text.contains("] error: linking with `cc` failed: exit status: 1\n"));
     assert!(text.contains("trimmed from terminal output"));
-    assert!(text.len() < 8_000, "{}", text.len());
+    // The terminal soft limit at a 32K window: 10% of it at 4 bytes per token.
+    assert!(text.len() <= 12_800, "{}", text.len());
     assert_eq!(std::fs::read_to_string(&saved).unwrap(), log);
 }
 

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::OnceLock;
+use std::sync::{OnceLock, RwLock};
 
 use serde::{Deserialize, Serialize};
 use tiktoken_rs::CoreBPE;
@@ -98,6 +98,17 @@ const TOKENS_PER_MESSAGE: usize = 3;
 const TOKENS_PER_TOOL_CALL: usize = 3;
 const REPLY_PRIMING: usize = 3;
 
+/// Counts memoised across every counter in the process, keyed by content hash and by what
+/// decides the count (vocabulary, family, correction). Replays count the same messages under
+/// many policies and windows; this makes each distinct message cost one BPE pass.
+fn shared_counts() -> &'static RwLock<HashMap<(u64, u64), usize>> {
+    static SHARED: OnceLock<RwLock<HashMap<(u64, u64), usize>>> = OnceLock::new();
+    SHARED.get_or_init(|| RwLock::new(HashMap::new()))
+}
+
+/// Texts shorter than this are counted directly (memoising them costs more than it saves).
+const MEMO_MIN_BYTES: usize = 256;
+
 /// Counts tokens of messages, caching each message's count under a hash of its content.
 pub struct TokenCounter {
     settings: TokenSettings,
@@ -136,20 +147,53 @@ impl TokenCounter {
         }
     }
 
+    /// What, besides the content, decides a count: vocabulary, family and correction.
+    fn flavour(&self) -> u64 {
+        let encoding = self.encoding() as u64;
+        let family = self.family as u64;
+        encoding | family << 8 | self.settings.claude_correction.to_bits() << 16
+    }
+
+    fn memoised(&self, key: u64, compute: impl FnOnce() -> usize) -> usize {
+        let full = (key, self.flavour());
+        if let Some(&n) = shared_counts()
+            .read()
+            .ok()
+            .and_then(|m| m.get(&full).copied())
+            .as_ref()
+        {
+            return n;
+        }
+        let n = compute();
+        if let Ok(mut m) = shared_counts().write() {
+            m.insert(full, n);
+        }
+        n
+    }
+
     /// Tokens in a bare text, corrected for the provider family.
     pub fn count_text(&self, text: &str) -> usize {
-        self.corrected(self.encoding().count(text))
+        if text.len() < MEMO_MIN_BYTES {
+            return self.corrected(self.encoding().count(text));
+        }
+        let key = xxhash_rust::xxh3::xxh3_64(text.as_bytes()) ^ 0x7465_7874; // "text"
+        self.memoised(key, || self.corrected(self.encoding().count(text)))
     }
 
     /// Tokens of one message, framing included. Cached by content hash.
     pub fn count_message(&mut self, message: &Message) -> usize {
+        self.count_message_hashed(message).1
+    }
+
+    /// The content hash of a message and its tokens (replays need both).
+    pub fn count_message_hashed(&mut self, message: &Message) -> (u64, usize) {
         let key = message_hash(message);
         if let Some(&n) = self.cache.get(&key) {
-            return n;
+            return (key, n);
         }
-        let n = self.corrected(self.raw_message_tokens(message));
+        let n = self.memoised(key, || self.corrected(self.raw_message_tokens(message)));
         self.cache.insert(key, n);
-        n
+        (key, n)
     }
 
     /// Tokens of a whole prompt: every message plus the reply priming.

@@ -1,4 +1,5 @@
 pub mod compact;
 pub mod import;
+pub mod replay;
 pub mod run;
 pub mod trim;

@@ -98,7 +98,9 @@ fn profile(name: &str, tools: &[&str], mode: Mode, share: f64, split: [f64; 3]) 
     }
 }
 
-/// The built-in profiles. Names cover the common agents: Claude Code (`Bash`, `Read`, `Grep`),
+/// The built-in profiles. Window shares were tuned with the replay lab on the shared transcripts
+/// (see README): terminal 10%, file reads 12% and other tools 6% keep 99%+ of what agents later
+/// use in view at a 32K window; 4%/5%/3% saved 4% more but lost 6 points of recall. Names cover the common agents: Claude Code (`Bash`, `Read`, `Grep`),
 /// Codex (`exec_command`, `shell`), SWE-agent (`open`, `search_dir`), mini-swe-agent (`bash`),
 /// MCP servers (`read_file`, `search_files`), opencode and Hermes (`terminal`, `web_extract`).
 pub fn default_profiles() -> Vec<Profile> {
@@ -163,7 +165,7 @@ pub fn default_profiles() -> Vec<Profile> {
                 "notebook*",
             ],
             Mode::Lines,
-            0.05,
+            0.12,
             [0.85, 0.15, 0.0],
         ),
         profile(
@@ -193,10 +195,10 @@ pub fn default_profiles() -> Vec<Profile> {
                 "process",
             ],
             Mode::Auto,
-            0.04,
+            0.10,
             [0.3, 0.55, 0.15],
         ),
-        profile("tool", &["*"], Mode::Auto, 0.03, [0.45, 0.4, 0.15]),
+        profile("tool", &["*"], Mode::Auto, 0.06, [0.45, 0.4, 0.15]),
     ]
 }
 

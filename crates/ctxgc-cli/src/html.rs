@@ -1,0 +1,250 @@
+//! The self-contained HTML report of `ctxgc replay --html`: tables and SVG charts, no scripts,
+//! no external resources.
+
+use std::fmt::Write;
+
+use ctxgc_replay::report::Row;
+use ctxgc_replay::run::SessionRun;
+
+const COLORS: &[&str] = &[
+    "#6b7280", "#2563eb", "#d97706", "#059669", "#7c3aed", "#db2777", "#0891b2", "#dc2626",
+    "#65a30d", "#9333ea",
+];
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn color(i: usize) -> &'static str {
+    COLORS[i % COLORS.len()]
+}
+
+/// Prompt tokens per turn for each policy on one session, events marked.
+fn turn_chart(runs: &[SessionRun], source: usize, window: u64, policies: &[String]) -> String {
+    let (w, h, left, bottom, top) = (900.0, 360.0, 70.0, 40.0, 20.0);
+    let series: Vec<(&String, Vec<(usize, bool)>)> = policies
+        .iter()
+        .filter_map(|p| {
+            let run = runs
+                .iter()
+                .find(|r| r.source == source && &r.policy == p && r.window == window)?;
+            Some((
+                p,
+                run.requests
+                    .iter()
+                    .filter(|r| !r.summarizer)
+                    .map(|r| (r.tokens, r.event.is_some()))
+                    .collect(),
+            ))
+        })
+        .collect();
+    let turns = series
+        .iter()
+        .map(|(_, s)| s.len())
+        .max()
+        .unwrap_or(1)
+        .max(2);
+    let peak = series
+        .iter()
+        .flat_map(|(_, s)| s.iter().map(|(t, _)| *t))
+        .max()
+        .unwrap_or(1)
+        .max(window as usize);
+    let x = |i: usize| left + (w - left - 20.0) * i as f64 / (turns - 1) as f64;
+    let y = |t: usize| top + (h - top - bottom) * (1.0 - t as f64 / peak as f64);
+    let mut svg = format!(
+        r#"<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="prompt tokens per turn">"#
+    );
+    for k in 0..=4 {
+        let t = peak * k / 4;
+        let _ = write!(
+            svg,
+            r##"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#e5e7eb"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end" fill="#374151">{}</text>"##,
+            w - 20.0,
+            left - 6.0,
+            y(t) + 4.0,
+            crate::table::num(t as u64),
+            y = y(t)
+        );
+    }
+    let wy = y(window as usize);
+    let _ = write!(
+        svg,
+        r##"<line x1="{left}" x2="{}" y1="{wy:.1}" y2="{wy:.1}" stroke="#dc2626" stroke-dasharray="6 4"/><text x="{}" y="{:.1}" font-size="11" text-anchor="end" fill="#dc2626">window</text>"##,
+        w - 20.0,
+        w - 22.0,
+        wy - 4.0
+    );
+    let _ = write!(
+        svg,
+        r##"<text x="{}" y="{}" font-size="12" text-anchor="middle" fill="#374151">assistant turn</text>"##,
+        (w + left) / 2.0,
+        h - 8.0
+    );
+    for (i, (name, points)) in series.iter().enumerate() {
+        let path: Vec<String> = points
+            .iter()
+            .enumerate()
+            .map(|(k, (t, _))| format!("{:.1},{:.1}", x(k), y(*t)))
+            .collect();
+        let _ = write!(
+            svg,
+            r#"<polyline fill="none" stroke="{}" stroke-width="1.8" points="{}"><title>{}</title></polyline>"#,
+            color(i),
+            path.join(" "),
+            esc(name)
+        );
+        for (k, (t, event)) in points.iter().enumerate() {
+            if *event {
+                let _ = write!(
+                    svg,
+                    r##"<circle cx="{:.1}" cy="{:.1}" r="4.5" fill="{}" stroke="#111827"><title>{} event at turn {k}</title></circle>"##,
+                    x(k),
+                    y(*t),
+                    color(i),
+                    esc(name)
+                );
+            }
+        }
+    }
+    svg.push_str("</svg>");
+    let mut legend = String::from(r#"<div class="legend">"#);
+    for (i, (name, _)) in series.iter().enumerate() {
+        let _ = write!(
+            legend,
+            r#"<span><i style="background:{}"></i>{}</span>"#,
+            color(i),
+            esc(name)
+        );
+    }
+    legend.push_str("<span>● = event (history rewritten)</span></div>");
+    svg + &legend
+}
+
+/// Horizontal bars, one per row.
+fn bars(
+    rows: &[Row],
+    value: impl Fn(&Row) -> Option<f64>,
+    label: impl Fn(f64) -> String,
+    max: f64,
+) -> String {
+    let (w, row_h, left) = (600.0, 26.0, 200.0);
+    let h = row_h * rows.len() as f64 + 10.0;
+    let mut svg = format!(r#"<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}">"#);
+    for (i, r) in rows.iter().enumerate() {
+        let y = 5.0 + row_h * i as f64;
+        let v = value(r).unwrap_or(0.0);
+        let len = (w - left - 90.0) * (v / max.max(f64::EPSILON)).min(1.0);
+        let _ = write!(
+            svg,
+            r##"<text x="{}" y="{:.1}" font-size="12" text-anchor="end" fill="#111827">{}</text><rect x="{left}" y="{y:.1}" width="{len:.1}" height="{:.1}" fill="{}"/><text x="{:.1}" y="{:.1}" font-size="12" fill="#111827">{}</text>"##,
+            left - 8.0,
+            y + 16.0,
+            esc(&r.policy),
+            row_h - 8.0,
+            color(i),
+            left + len + 6.0,
+            y + 16.0,
+            if value(r).is_some() {
+                label(v)
+            } else {
+                "-".into()
+            }
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "<table><tr><th>policy</th><th>requests</th><th>input tokens</th><th>cached</th><th>cost</th><th>vs none</th><th>events/100 turns</th><th>summarizer calls</th><th>earliest changed</th><th>peak prompt</th><th>overflows</th><th>recall</th></tr>",
+    );
+    for r in rows {
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>${:.2}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&r.policy),
+            r.requests,
+            crate::table::num(r.input_tokens),
+            r.cached_share * 100.0,
+            r.cost,
+            r.cost_vs_none.map_or("-".into(), |c| format!("{c:.2}x")),
+            r.events_per_100_turns,
+            r.summarizer_calls,
+            r.earliest_changed_median
+                .map_or("-".into(), |e| e.to_string()),
+            crate::table::num(r.peak_prompt as u64),
+            r.overflows,
+            r.recall
+                .map_or("-".into(), |x| format!("{:.1}%", x * 100.0)),
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
+/// The whole page. `tables` are (window, cache, model, rows).
+pub fn report(
+    tables: &[(u64, &str, &str, &[Row])],
+    runs: &[SessionRun],
+    chart_source: usize,
+    chart_session: &str,
+    chart_window: u64,
+) -> String {
+    let mut page = String::from(
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>ctxgc replay report</title><style>
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:24px;color:#111827;max-width:1100px}
+h1{font-size:22px}h2{font-size:17px;margin-top:28px}table{border-collapse:collapse;font-size:13px;margin:8px 0}
+td,th{border:1px solid #d1d5db;padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}
+th{background:#f3f4f6}.legend span{margin-right:14px;font-size:12px}.legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle}
+.pair{display:flex;gap:24px;flex-wrap:wrap}p.note{font-size:13px;color:#4b5563}
+</style></head><body><h1>ctxgc replay report</h1>
+<p class="note">Every policy replays the same sessions as a live agent would. Costs use the cache model and prices named per table; recall is the share of strings the agent used (learnt from tool outputs) still present verbatim in the request.</p>"#,
+    );
+    let policies: Vec<String> = tables
+        .first()
+        .map(|t| t.3.iter().map(|r| r.policy.clone()).collect())
+        .unwrap_or_default();
+    let _ = write!(
+        page,
+        "<h2>Prompt tokens per turn: {} at a {}-token window</h2>",
+        esc(chart_session),
+        crate::table::num(chart_window)
+    );
+    page.push_str(&turn_chart(runs, chart_source, chart_window, &policies));
+    for (window, cache, model, rows) in tables {
+        let _ = write!(
+            page,
+            "<h2>Window {} tokens, {} cache model ({} prices)</h2>",
+            crate::table::num(*window),
+            esc(cache),
+            esc(model)
+        );
+        page.push_str(&table(rows));
+        let max_cost = rows
+            .iter()
+            .filter_map(|r| r.cost_vs_none)
+            .fold(1.0, f64::max);
+        page.push_str(r#"<div class="pair"><div><b>Cost relative to none</b><br>"#);
+        page.push_str(&bars(
+            rows,
+            |r| r.cost_vs_none,
+            |v| format!("{v:.2}x"),
+            max_cost,
+        ));
+        page.push_str("</div><div><b>Reference recall</b><br>");
+        page.push_str(&bars(
+            rows,
+            |r| r.recall,
+            |v| format!("{:.1}%", v * 100.0),
+            1.0,
+        ));
+        page.push_str("</div></div>");
+    }
+    page.push_str("</body></html>\n");
+    page
+}

@@ -1,0 +1,176 @@
+//! Anthropic prompt caching with explicit breakpoints.
+//!
+//! Source: Anthropic, "Prompt caching" (docs.claude.com/en/docs/build-with-claude/prompt-caching,
+//! 2025): at most 4 `cache_control` breakpoints per request; a breakpoint writes one cache entry,
+//! the prefix up to that block; on a later request the system checks for a hit at each
+//! breakpoint and walks back at most 20 blocks from it looking for an entry written earlier;
+//! prompts shorter than the model's minimum (1,024 tokens for Sonnet/Opus, 2,048 for Haiku)
+//! are not cached; writes cost 1.25x input (5-minute TTL), reads 0.1x.
+//!
+//! Tokens from the start up to the hit are read; tokens from the hit up to the last breakpoint
+//! are written (a new entry at each breakpoint); tokens after the last breakpoint are plain
+//! input. Entries do not expire here (agent turns are far shorter than 5 minutes apart).
+
+use std::collections::HashSet;
+
+use super::{Block, CacheModel, Served};
+
+/// Most breakpoints per request.
+pub const MAX_BREAKPOINTS: usize = 4;
+/// How far a lookup walks back from a breakpoint, in blocks.
+pub const LOOKBACK_BLOCKS: usize = 20;
+
+/// The cache of one session.
+#[derive(Debug)]
+pub struct AnthropicCache {
+    entries: HashSet<u64>,
+    min_cacheable: usize,
+}
+
+impl AnthropicCache {
+    /// A cache for a model whose minimum cacheable prompt is `min_cacheable` tokens.
+    pub fn new(min_cacheable: usize) -> AnthropicCache {
+        AnthropicCache {
+            entries: HashSet::new(),
+            min_cacheable,
+        }
+    }
+}
+
+impl CacheModel for AnthropicCache {
+    fn serve(&mut self, blocks: &[Block]) -> Served {
+        let total: usize = blocks.iter().map(|b| b.tokens).sum();
+        let mut ends = Vec::with_capacity(blocks.len());
+        let mut acc = 0;
+        for b in blocks {
+            acc += b.tokens;
+            ends.push(acc);
+        }
+        // The API rejects more than 4 breakpoints; keep the last 4, as clients place them.
+        let mut breakpoints: Vec<usize> = blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.breakpoint)
+            .map(|(i, _)| i)
+            .collect();
+        if breakpoints.len() > MAX_BREAKPOINTS {
+            breakpoints.drain(..breakpoints.len() - MAX_BREAKPOINTS);
+        }
+        let mut hit_end = 0usize; // tokens read from the cache
+        for &bp in &breakpoints {
+            let lowest = bp.saturating_sub(LOOKBACK_BLOCKS - 1);
+            if let Some(k) = (lowest..=bp)
+                .rev()
+                .find(|&k| self.entries.contains(&blocks[k].chain))
+            {
+                hit_end = hit_end.max(ends[k]);
+            }
+        }
+        let last_bp_end = breakpoints.last().map_or(0, |&bp| ends[bp]);
+        let mut written = 0;
+        for &bp in &breakpoints {
+            if ends[bp] >= self.min_cacheable {
+                self.entries.insert(blocks[bp].chain);
+            }
+        }
+        if last_bp_end >= self.min_cacheable && last_bp_end > hit_end {
+            written = last_bp_end - hit_end;
+        }
+        Served {
+            cached: hit_end,
+            written,
+            uncached: total - hit_end - written,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::blocks;
+
+    fn with_breakpoints(mut b: Vec<Block>, at: &[usize]) -> Vec<Block> {
+        for &i in at {
+            b[i].breakpoint = true;
+        }
+        b
+    }
+
+    #[test]
+    fn writes_then_reads_at_breakpoints() {
+        let mut cache = AnthropicCache::new(1_024);
+        // System 2,000 tokens (breakpoint), then two messages, breakpoint on the last.
+        let r1 = with_breakpoints(blocks(&[(1, 2_000), (2, 300), (3, 200)]), &[0, 2]);
+        assert_eq!(
+            cache.serve(&r1),
+            Served {
+                cached: 0,
+                written: 2_500,
+                uncached: 0
+            }
+        );
+        // Next turn adds two messages; the lookback from the new last block finds the entry
+        // at block 2 (two blocks back): 2,500 read, 700 written.
+        let r2 = with_breakpoints(
+            blocks(&[(1, 2_000), (2, 300), (3, 200), (4, 400), (5, 300)]),
+            &[0, 4],
+        );
+        assert_eq!(
+            cache.serve(&r2),
+            Served {
+                cached: 2_500,
+                written: 700,
+                uncached: 0
+            }
+        );
+    }
+
+    #[test]
+    fn an_edit_more_than_20_blocks_back_misses_all_but_the_system_entry() {
+        let mut cache = AnthropicCache::new(1_024);
+        let mut spec: Vec<(u64, usize)> = vec![(1, 3_000)];
+        spec.extend((2..=40).map(|i| (i, 100)));
+        let r1 = with_breakpoints(blocks(&spec), &[0, 39]);
+        cache.serve(&r1);
+        // Rewrite block 5 (an event), then append one block: the last breakpoint's lookback
+        // covers blocks 21..=40 only; no entry there matches the new chain. The system entry
+        // still hits.
+        spec[5].0 = 999;
+        spec.push((41, 100));
+        let r2 = with_breakpoints(blocks(&spec), &[0, 40]);
+        let served = cache.serve(&r2);
+        assert_eq!(served.cached, 3_000, "only the system prefix is read");
+        assert_eq!(
+            served.written,
+            40 * 100,
+            "everything after the system entry is written again"
+        );
+        // Had the previous request's last block been within 20 blocks, it would have hit.
+        let mut short: Vec<(u64, usize)> = vec![(1, 3_000)];
+        short.extend((2..=10).map(|i| (i, 100)));
+        let mut cache = AnthropicCache::new(1_024);
+        cache.serve(&with_breakpoints(blocks(&short), &[0, 9]));
+        short.push((11, 100));
+        assert_eq!(
+            cache
+                .serve(&with_breakpoints(blocks(&short), &[0, 10]))
+                .cached,
+            3_900
+        );
+    }
+
+    #[test]
+    fn below_the_minimum_nothing_is_cached() {
+        let mut cache = AnthropicCache::new(2_048);
+        let r = with_breakpoints(blocks(&[(1, 1_500), (2, 100)]), &[0, 1]);
+        assert_eq!(
+            cache.serve(&r),
+            Served {
+                cached: 0,
+                written: 0,
+                uncached: 1_600
+            }
+        );
+        assert_eq!(cache.serve(&r).cached, 0);
+    }
+}

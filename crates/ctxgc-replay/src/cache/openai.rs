@@ -1,0 +1,84 @@
+//! OpenAI automatic prompt caching.
+//!
+//! Source: OpenAI, "Prompt caching" guide (platform.openai.com/docs/guides/prompt-caching, 2025):
+//! caching applies to prompts of 1,024 tokens or more; hits are reported in 128-token steps
+//! (1,024, 1,152, 1,280, ...) of the longest prefix matching a recent request; routing uses the
+//! first ~256 tokens plus `prompt_cache_key`, so one session's requests reach the same cache.
+//! Cached input is billed at the model's discount (10% on GPT-5); there is no write surcharge.
+
+use std::collections::HashSet;
+
+use super::{Block, CacheModel, Served, longest_shared_prefix};
+
+/// Minimum prompt (and hit) size.
+pub const MIN_TOKENS: usize = 1_024;
+/// Hit granularity.
+pub const STEP: usize = 128;
+
+/// The cache of one session.
+#[derive(Debug, Default)]
+pub struct OpenAiCache {
+    seen: HashSet<u64>,
+}
+
+impl CacheModel for OpenAiCache {
+    fn serve(&mut self, blocks: &[Block]) -> Served {
+        let total: usize = blocks.iter().map(|b| b.tokens).sum();
+        let shared = longest_shared_prefix(&self.seen, blocks);
+        let cached = if total >= MIN_TOKENS && shared >= MIN_TOKENS {
+            shared / STEP * STEP
+        } else {
+            0
+        };
+        if total >= MIN_TOKENS {
+            self.seen.extend(blocks.iter().map(|b| b.chain));
+        }
+        Served {
+            cached,
+            written: 0,
+            uncached: total - cached,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::blocks;
+
+    #[test]
+    fn hits_come_in_128_token_steps_from_1024() {
+        let mut cache = OpenAiCache::default();
+        // 1,000 + 500 tokens: first request, nothing cached.
+        let first = blocks(&[(1, 1_000), (2, 500)]);
+        assert_eq!(
+            cache.serve(&first),
+            Served {
+                cached: 0,
+                written: 0,
+                uncached: 1_500
+            }
+        );
+        // Same prefix plus 700 new tokens: 1,500 shared -> 1,408 cached (11 x 128).
+        let second = blocks(&[(1, 1_000), (2, 500), (3, 700)]);
+        assert_eq!(
+            cache.serve(&second),
+            Served {
+                cached: 1_408,
+                written: 0,
+                uncached: 792
+            }
+        );
+        // A change in the second block: only 1,000 shared, under the 1,024 minimum.
+        let edited = blocks(&[(1, 1_000), (9, 500), (3, 700)]);
+        assert_eq!(cache.serve(&edited).cached, 0);
+    }
+
+    #[test]
+    fn short_prompts_are_never_cached() {
+        let mut cache = OpenAiCache::default();
+        let small = blocks(&[(1, 600), (2, 300)]);
+        cache.serve(&small);
+        assert_eq!(cache.serve(&small).cached, 0);
+    }
+}

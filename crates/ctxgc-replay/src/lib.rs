@@ -1,0 +1,15 @@
+//! ctxgc-replay: what would a session have cost, and what would the agent still have seen?
+//!
+//! Real transcripts are walked as a live agent would (messages and tool results in order, a
+//! request before each assistant message) under each context policy: ctxgc's and faithful
+//! emulations of other agents'. Every request is counted with a real tokenizer, tool definitions
+//! included, served through provider cache models ([`cache`]), priced ([`prices`]), and checked
+//! for what the agent went on to use ([`recall`]).
+
+pub mod cache;
+pub mod policies;
+pub mod prices;
+pub mod recall;
+pub mod report;
+pub mod run;
+pub mod validate;

@@ -1,0 +1,200 @@
+//! Context policies: ctxgc's and faithful emulations of what other agents do.
+//!
+//! A policy sees a session as a live agent does: messages and tool results arrive in order, and
+//! before each assistant turn it builds the request (running its events when due). Each baseline
+//! keeps its parameters in one place with their source.
+
+mod baselines;
+mod ctxgc;
+
+use ctxgc_core::engine::summary::{self, SummaryInput};
+use ctxgc_core::tokens::{ProviderFamily, TokenCounter, TokenSettings};
+use ctxgc_core::{Message, Role};
+
+pub use baselines::{AgentsTrimmer, ClaudeCode, Codex, ContextEditing, Hermes, None_, OpenCode};
+pub use ctxgc::Ctxgc;
+
+/// An event a policy ran before a request.
+#[derive(Debug, Clone)]
+pub struct ReplayEvent {
+    /// What kind (`compaction`, `prune`, `clear`, ...).
+    pub kind: String,
+    /// The summarizer's request, when the event called one (its input is billed).
+    pub summarizer_request: Option<Vec<Message>>,
+    /// Summary tokens the summarizer wrote (billed as output).
+    pub summary_tokens: usize,
+    /// Index of the earliest message the event changed.
+    pub earliest_changed: usize,
+}
+
+/// The request a policy sends.
+pub struct Request<'a> {
+    /// The messages, in order.
+    pub messages: &'a [Message],
+    /// Messages the policy marks with a cache breakpoint (besides the system prompt and the last
+    /// message, which every agent marks).
+    pub breakpoints: Vec<usize>,
+    /// The event that ran for this request, if any.
+    pub event: Option<ReplayEvent>,
+}
+
+/// A context policy under replay.
+pub trait ReplayPolicy: Send {
+    /// Its name in tables.
+    fn name(&self) -> String;
+    /// A system, user or assistant message enters.
+    fn push(&mut self, message: Message);
+    /// The tool results of one assistant turn enter.
+    fn insert_tool_results(&mut self, results: Vec<Message>);
+    /// The request sent before the next assistant message.
+    fn request(&mut self) -> Request<'_>;
+    /// Tokens of tool definitions the policy adds to every request.
+    fn extra_tool_tokens(&self) -> usize {
+        0
+    }
+}
+
+/// Creates a policy for one session at a window.
+pub type PolicyFactory = Box<dyn Fn(u64) -> Box<dyn ReplayPolicy> + Send + Sync>;
+
+/// The built-in policies, by name.
+pub fn builtin(name: &str) -> Option<PolicyFactory> {
+    Some(match name {
+        "none" => Box::new(|_| Box::new(None_::default())),
+        "codex" => Box::new(|w| Box::new(Codex::new(w))),
+        "claude-code" => Box::new(|w| Box::new(ClaudeCode::new(w))),
+        "opencode" => Box::new(|w| Box::new(OpenCode::new(w))),
+        "hermes" => Box::new(|w| Box::new(Hermes::new(w))),
+        "openai-agents-trimmer" => Box::new(|_| Box::new(AgentsTrimmer::default())),
+        "anthropic-context-editing" => Box::new(|w| Box::new(ContextEditing::new(w))),
+        "ctxgc" => Box::new(|w| {
+            Box::new(Ctxgc::new(
+                w,
+                ctxgc_core::config::Config::default(),
+                "ctxgc".into(),
+            ))
+        }),
+        _ => return None,
+    })
+}
+
+/// Names of the built-in policies, in table order.
+pub const BUILTIN: &[&str] = &[
+    "none",
+    "codex",
+    "claude-code",
+    "opencode",
+    "hermes",
+    "openai-agents-trimmer",
+    "anthropic-context-editing",
+    "ctxgc",
+];
+
+/// A message list with its token counts (the common state of the baselines).
+pub(crate) struct History {
+    pub messages: Vec<Message>,
+    pub tokens: Vec<usize>,
+    pub counter: TokenCounter,
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History {
+            messages: Vec::new(),
+            tokens: Vec::new(),
+            counter: TokenCounter::new(ProviderFamily::Openai, TokenSettings::default()),
+        }
+    }
+}
+
+impl History {
+    pub fn push(&mut self, m: Message) {
+        self.tokens.push(self.counter.count_message(&m));
+        self.messages.push(m);
+    }
+
+    pub fn total(&self) -> usize {
+        self.tokens.iter().sum::<usize>() + 3
+    }
+
+    pub fn replace(&mut self, messages: Vec<Message>) {
+        self.tokens = messages
+            .iter()
+            .map(|m| self.counter.count_message(m))
+            .collect();
+        self.messages = messages;
+    }
+
+    pub fn recount(&mut self, index: usize) {
+        self.tokens[index] = self.counter.count_message(&self.messages[index]);
+    }
+
+    /// A summary of `messages[from..to]` written by the extractive summarizer at `budget`
+    /// tokens: every policy that summarises gets the same summarizer, so the comparison is of
+    /// policies, not of summary writers.
+    pub fn summary(&self, from: usize, to: usize, budget: usize) -> String {
+        let metas = Default::default();
+        let input = SummaryInput {
+            messages: &self.messages,
+            from,
+            to,
+            metas: &metas,
+            budget,
+        };
+        let body = summary::extractive_body(&input, &self.counter);
+        summary::compose(&input, &body, &self.counter)
+    }
+
+    /// The summarizer request for a summary of the current prompt (prompt + instruction).
+    pub fn summarizer_request(&self, from: usize, to: usize, budget: usize) -> Vec<Message> {
+        let metas = Default::default();
+        let input = SummaryInput {
+            messages: &self.messages,
+            from,
+            to,
+            metas: &metas,
+            budget,
+        };
+        summary::llm_request_messages(&input)
+    }
+
+    /// Leading system messages.
+    pub fn system_end(&self) -> usize {
+        self.messages
+            .iter()
+            .take_while(|m| m.role == Role::System)
+            .count()
+    }
+}
+
+/// Replaces the text of a tool message's result.
+pub(crate) fn set_result_text(message: &mut Message, text: String) {
+    for block in &mut message.content {
+        if let ctxgc_core::Block::ToolResult(r) = block {
+            r.content = vec![ctxgc_core::Block::text(text.clone())];
+        }
+    }
+}
+
+/// The text of a tool message's result.
+pub(crate) fn result_text(message: &Message) -> Option<String> {
+    message.tool_results().next().map(|r| r.text())
+}
+
+/// `s` cut to at most `max` bytes at a char boundary.
+pub(crate) fn floor(s: &str, max: usize) -> &str {
+    let mut cut = max.min(s.len());
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
+}
+
+/// The last at most `max` bytes of `s`, from a char boundary.
+pub(crate) fn ceil_tail(s: &str, max: usize) -> &str {
+    let mut start = s.len().saturating_sub(max);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    &s[start..]
+}
