@@ -176,3 +176,74 @@ fn import_writes_jsonl_and_names_bad_files() {
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(table.contains("tool results"), "{table}");
 }
+
+#[test]
+fn replay_sample_compares_every_policy_and_writes_a_report() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("replay-test");
+    std::fs::create_dir_all(&dir).unwrap();
+    // A user's own settings replay as a policy named after the file.
+    let tight = dir.join("tight.toml");
+    std::fs::write(&tight, "[engine]\ntrigger_share = 0.6\n").unwrap();
+    let html = dir.join("report.html");
+    let out = ctxgc(
+        &[
+            "replay",
+            "--sample",
+            "--window",
+            "32k",
+            "--json",
+            "--html",
+            html.to_str().unwrap(),
+            "--policy",
+            &format!(
+                "none,codex,claude-code,opencode,hermes,openai-agents-trimmer,anthropic-context-editing,ctxgc,{}",
+                tight.display()
+            ),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["sessions"], 6);
+    let tables = json["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 2, "anthropic and openai cache models");
+    for table in tables {
+        let rows = table["rows"].as_array().unwrap();
+        let policies: Vec<&str> = rows.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+        assert_eq!(policies.len(), 9);
+        assert!(policies.contains(&"tight"));
+        let row = |name: &str| rows.iter().find(|r| r["policy"] == name).unwrap();
+        assert!(row("ctxgc")["cost"].as_f64().unwrap() < row("none")["cost"].as_f64().unwrap());
+        assert_eq!(
+            row("none")["recall"].as_f64(),
+            Some(1.0),
+            "nothing removed: everything visible"
+        );
+        assert!(
+            row("none")["overflows"].as_u64().unwrap() > 0,
+            "the samples overflow 32K verbatim"
+        );
+        assert_eq!(row("ctxgc")["requests"], row("none")["requests"]);
+    }
+    assert!(
+        !json["validation"].as_array().unwrap().is_empty(),
+        "the Gemini samples carry recorded usage"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<svg") && page.contains("ctxgc replay report") && page.contains("tight")
+    );
+}
+
+#[test]
+fn replay_rejects_bad_arguments_clearly() {
+    let out = ctxgc(&["replay", "--sample", "--window", "huge"], b"");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid window `huge`"));
+    let out = ctxgc(&["replay"], b"");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to replay"));
+}

@@ -10,7 +10,9 @@ use ctxgc_core::Transcript;
 use ctxgc_core::config::Config;
 use ctxgc_formats::import;
 use ctxgc_replay::cache::CacheKind;
-use ctxgc_replay::policies::{self, Ctxgc, PolicyFactory};
+use std::sync::Arc;
+
+use ctxgc_replay::policies::{self, Ctxgc, Exec, ExecPool, PolicyFactory};
 use ctxgc_replay::prices::{self, ModelPrice};
 use ctxgc_replay::report::{self, Row};
 use ctxgc_replay::run::{SessionRun, replay};
@@ -99,12 +101,27 @@ pub fn parse_window(text: &str) -> Result<u64> {
     Ok((n * unit as f64) as u64)
 }
 
-fn policy(spec: &str) -> Result<(String, PolicyFactory)> {
+fn policy(spec: &str, pools: &mut Vec<Arc<ExecPool>>) -> Result<(String, PolicyFactory)> {
     if let Some(factory) = policies::builtin(spec) {
         return Ok((spec.to_owned(), factory));
     }
-    if spec.starts_with("exec:") {
-        bail!("`exec:` policies are not available in this build yet");
+    if let Some(command) = spec.strip_prefix("exec:") {
+        if command.trim().is_empty() {
+            bail!("`exec:` needs a command, e.g. exec:'python3 my_policy.py'");
+        }
+        let pool = ExecPool::new(command);
+        pools.push(pool.clone());
+        let name = std::env::var("CTXGC_EXEC_NAME").unwrap_or_else(|_| {
+            format!(
+                "exec:{}",
+                command.split_whitespace().last().unwrap_or(command)
+            )
+        });
+        let shown = name.clone();
+        return Ok((
+            name,
+            Box::new(move |w| Box::new(Exec::new(shown.clone(), pool.clone(), w))),
+        ));
     }
     let path = Path::new(spec);
     if path.extension().is_some_and(|e| e == "toml") {
@@ -170,8 +187,11 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     } else {
         args.policy.clone()
     };
-    let policies: Vec<(String, PolicyFactory)> =
-        specs.iter().map(|s| policy(s)).collect::<Result<_>>()?;
+    let mut pools = Vec::new();
+    let policies: Vec<(String, PolicyFactory)> = specs
+        .iter()
+        .map(|s| policy(s, &mut pools))
+        .collect::<Result<_>>()?;
     let mut caches: Vec<CacheKind> = Vec::new();
     for name in &args.cache {
         caches.push(CacheKind::parse(name).with_context(|| {
@@ -212,6 +232,10 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         .collect();
     bar.finish_and_clear();
     let elapsed = started.elapsed();
+    let failures: Vec<String> = pools.iter().flat_map(|p| p.errors()).collect();
+    for f in &failures {
+        eprintln!("error: external policy: {f}");
+    }
 
     let names: Vec<String> = policies.iter().map(|(n, _)| n.clone()).collect();
     let mut tables = Vec::new();
@@ -262,9 +286,14 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         tables,
         validation,
     };
+    let code = if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&output)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(code);
     }
     println!(
         "Replayed {} sessions x {} policies x {} windows ({} session runs) in {:.1} s.\n",
@@ -287,7 +316,7 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     if let Some(path) = &args.html {
         println!("HTML report: {}", path.display());
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }
 
 fn render_rows(rows: &[Row]) -> String {
@@ -381,7 +410,7 @@ mod tests {
 
     #[test]
     fn unknown_policies_are_named() {
-        let err = policy("magic").err().unwrap().to_string();
+        let err = policy("magic", &mut Vec::new()).err().unwrap().to_string();
         assert!(
             err.contains("unknown policy `magic`") && err.contains("claude-code"),
             "{err}"

@@ -6,6 +6,7 @@
 
 mod baselines;
 mod ctxgc;
+mod exec;
 
 use ctxgc_core::engine::summary::{self, SummaryInput};
 use ctxgc_core::tokens::{ProviderFamily, TokenCounter, TokenSettings};
@@ -13,6 +14,7 @@ use ctxgc_core::{Message, Role};
 
 pub use baselines::{AgentsTrimmer, ClaudeCode, Codex, ContextEditing, Hermes, None_, OpenCode};
 pub use ctxgc::Ctxgc;
+pub use exec::{Exec, ExecPool};
 
 /// An event a policy ran before a request.
 #[derive(Debug, Clone)]
