@@ -38,7 +38,7 @@ pub fn check(t: &Transcript, run: &SessionRun, cache: &str) -> Option<SessionChe
         };
         sim_prompt += r.tokens as u64;
         rec_prompt += usage.prompt_tokens;
-        sim_cached += r.served[cache].cached as u64;
+        sim_cached += r.served.get(cache)?.cached as u64;
         rec_cached += usage.cached_tokens;
         n += 1;
     }
