@@ -668,5 +668,39 @@ mod tests {
             opencode.iter().any(|e| e.as_deref() == Some("prune")),
             "{opencode:?}"
         );
+        let claude = feed(&mut ClaudeCode::new(64_000), 20, &out);
+        let first = claude.iter().position(Option::is_some).unwrap();
+        assert!(
+            (9..=12).contains(&first),
+            "claude-code compacts at 32K of 64K: turn {first}"
+        );
+        assert_eq!(claude[first].as_deref(), Some("compaction"));
+        // Hermes at 32K: threshold 85% (27.2K); prune-first lands well under it.
+        let hermes = feed(&mut Hermes::new(32_000), 20, &out);
+        let first = hermes.iter().position(Option::is_some).unwrap();
+        assert!(
+            (8..=10).contains(&first),
+            "hermes at 85% of 32K: turn {first}"
+        );
+        assert_eq!(hermes[first].as_deref(), Some("prune"));
+    }
+
+    #[test]
+    fn hermes_spills_huge_results_with_a_preview() {
+        let mut h = Hermes::new(200_000);
+        h.push(Message::text(Role::User, "task"));
+        h.insert_tool_results(vec![Message::tool_result(
+            "c",
+            Some("bash".into()),
+            "x".repeat(150_000),
+            false,
+        )]);
+        let text = result_text(&h.h.messages[1]).unwrap();
+        assert!(
+            text.len() < 1_600
+                && text.ends_with("[... output of 150000 chars saved to a file ...]"),
+            "{}",
+            text.len()
+        );
     }
 }
