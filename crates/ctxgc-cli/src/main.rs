@@ -38,6 +38,10 @@ enum Command {
     /// Run transcripts through the engine turn by turn: final prompt and event log (one
     /// file), or per-session events and prompt tokens with and without ctxgc (several).
     Compact(commands::compact::CompactArgs),
+    /// Run the proxy for the OpenAI and Anthropic APIs (point an agent's base URL at it).
+    Serve(commands::serve::ServeArgs),
+    /// Print a running proxy's statistics.
+    Stats(commands::serve::StatsArgs),
     /// Print the effective configuration as TOML.
     Config,
 }
@@ -50,6 +54,8 @@ fn main() -> ExitCode {
         Command::Import(args) => commands::import::run(&config, args),
         Command::Compact(args) => commands::compact::run(&config, args),
         Command::Replay(args) => commands::replay::run(&config, args),
+        Command::Serve(args) => commands::serve::run(&config, args),
+        Command::Stats(args) => commands::serve::stats(args),
         Command::Config => {
             print!("{}", config.to_toml());
             Ok(ExitCode::SUCCESS)

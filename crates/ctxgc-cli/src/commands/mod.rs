@@ -2,4 +2,5 @@ pub mod compact;
 pub mod import;
 pub mod replay;
 pub mod run;
+pub mod serve;
 pub mod trim;

@@ -1,0 +1,107 @@
+//! `ctxgc serve` and `ctxgc stats`.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use ctxgc_core::config::Config;
+use ctxgc_core::store::{MemoryStore, OriginalStore};
+use ctxgc_proxy::{AppState, ProxySettings, RewriteSettings};
+use ctxgc_store::SqliteStore;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    pub listen: SocketAddr,
+    /// Allow listening on a non-loopback address (the proxy forwards API keys it receives).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// OpenAI-compatible upstream (Chat Completions, Responses and everything not Anthropic).
+    #[arg(long, default_value = "https://api.openai.com")]
+    pub openai_upstream: String,
+    /// Anthropic upstream.
+    #[arg(long, default_value = "https://api.anthropic.com")]
+    pub anthropic_upstream: String,
+    /// Where originals go: `sqlite:PATH` (default: the XDG data dir) or `memory`.
+    #[arg(long)]
+    pub store: Option<String>,
+    /// The models' context window in tokens (limits scale with it; default from the config).
+    #[arg(long)]
+    pub window: Option<u64>,
+    /// Largest request body accepted, in bytes.
+    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Do not add Anthropic cache breakpoints to requests that carry none.
+    #[arg(long)]
+    pub no_cache_breakpoints: bool,
+    /// Do not set OpenAI's prompt_cache_key when absent.
+    #[arg(long)]
+    pub no_prompt_cache_key: bool,
+}
+
+pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
+    if !args.listen.ip().is_loopback() && !args.allow_remote {
+        bail!(
+            "refusing to listen on {} (not loopback): the proxy forwards the API keys it receives; pass --allow-remote to do it anyway",
+            args.listen
+        );
+    }
+    let store: Box<dyn OriginalStore + Send> = match args.store.as_deref() {
+        None => Box::new(SqliteStore::open(SqliteStore::default_path())?),
+        Some("memory") => Box::new(MemoryStore::default()),
+        Some(spec) if spec.starts_with("sqlite:") => {
+            Box::new(SqliteStore::open(&spec["sqlite:".len()..])?)
+        }
+        Some(spec) if spec.starts_with("redis://") => bail!(
+            "--store {spec}: the Redis store is not available in this build yet; use sqlite:PATH"
+        ),
+        Some(spec) => bail!("--store must be sqlite:PATH or memory, not `{spec}`"),
+    };
+    let settings = ProxySettings {
+        openai_upstream: args.openai_upstream,
+        anthropic_upstream: args.anthropic_upstream,
+        max_body_bytes: args.max_body_bytes,
+        rewrite: RewriteSettings {
+            trim: config.trim.clone(),
+            window: args.window.unwrap_or(config.trim.default_window),
+            cache_breakpoints: !args.no_cache_breakpoints,
+            prompt_cache_key: !args.no_prompt_cache_key,
+        },
+    };
+    let log: ctxgc_proxy::LogSink = Arc::new(|line: &str| eprintln!("{line}"));
+    let state = AppState::new(settings, store, log).map_err(anyhow::Error::msg)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    runtime
+        .block_on(ctxgc_proxy::serve(args.listen, state))
+        .with_context(|| format!("cannot serve on {}", args.listen))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// The proxy's address.
+    #[arg(long, default_value = "http://127.0.0.1:8787")]
+    pub url: String,
+}
+
+pub fn stats(args: StatsArgs) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let url = format!("{}/ctxgc/stats", args.url.trim_end_matches('/'));
+    let body = runtime.block_on(async {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        reqwest::get(&url).await?.error_for_status()?.text().await
+    });
+    let body = body.with_context(|| format!("cannot read {url}: is `ctxgc serve` running?"))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&body).with_context(|| format!("{url} did not answer JSON"))?;
+    println!("{}", serde_json::to_string_pretty(&value)?);
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,428 @@
+//! ctxgc-proxy: `ctxgc serve`, a drop-in proxy for the OpenAI and Anthropic APIs.
+//!
+//! Agents change their base URL to the proxy. Requests to `/v1/chat/completions`,
+//! `/v1/responses`, `/v1/messages` and `/v1/messages/count_tokens` are rewritten (insertion-time
+//! trimming of tool results, originals stored first, cache keys and breakpoints); everything else
+//! is forwarded untouched. Responses are never rewritten: they stream back byte for byte as they
+//! arrive. Any internal failure forwards the original request unchanged (fail open) and is
+//! logged and counted. Headers are forwarded and never logged or stored.
+
+pub mod rewrite;
+mod usage;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use ctxgc_core::store::OriginalStore;
+use ctxgc_formats::{Api, ApiRequest, FormatError};
+use futures_util::StreamExt;
+use serde::Serialize;
+
+pub use rewrite::RewriteSettings;
+
+/// Where log lines go (stderr in production; a buffer in tests).
+pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Proxy settings.
+#[derive(Clone)]
+pub struct ProxySettings {
+    /// Base URL of the OpenAI-compatible upstream, e.g. `https://api.openai.com`.
+    pub openai_upstream: String,
+    /// Base URL of the Anthropic upstream, e.g. `https://api.anthropic.com`.
+    pub anthropic_upstream: String,
+    /// Largest request body accepted, in bytes (413 above).
+    pub max_body_bytes: usize,
+    /// Rewriting settings.
+    pub rewrite: RewriteSettings,
+}
+
+/// Counters served at `/ctxgc/stats`.
+#[derive(Default)]
+struct Counters {
+    requests: AtomicU64,
+    rewritten: AtomicU64,
+    passed_through: AtomicU64,
+    fail_open: AtomicU64,
+    bad_requests: AtomicU64,
+    bytes_saved: AtomicU64,
+    originals_stored: AtomicU64,
+}
+
+/// Per-session usage as the upstream reported it.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct SessionUsage {
+    /// Requests seen.
+    pub requests: u64,
+    /// Input tokens reported (uncached).
+    pub input_tokens: u64,
+    /// Cache reads reported.
+    pub cache_read_tokens: u64,
+    /// Cache writes reported.
+    pub cache_write_tokens: u64,
+    /// Output tokens reported.
+    pub output_tokens: u64,
+}
+
+/// Shared state of the server.
+pub struct AppState {
+    settings: ProxySettings,
+    client: reqwest::Client,
+    store: Mutex<Box<dyn OriginalStore + Send>>,
+    counters: Counters,
+    sessions: Mutex<BTreeMap<String, SessionUsage>>,
+    log: LogSink,
+}
+
+/// The JSON of `/ctxgc/stats`.
+#[derive(Debug, Serialize)]
+pub struct Stats {
+    /// Requests handled on the rewriting routes.
+    pub requests: u64,
+    /// Requests forwarded with a rewritten body.
+    pub rewritten: u64,
+    /// Requests forwarded byte for byte (nothing to change).
+    pub passed_through: u64,
+    /// Requests forwarded unchanged because ctxgc failed internally.
+    pub fail_open: u64,
+    /// Requests refused as malformed (400) or too large (413).
+    pub bad_requests: u64,
+    /// Bytes of tool output trimmed away.
+    pub bytes_saved: u64,
+    /// Originals written to the store.
+    pub originals_stored: u64,
+    /// Sessions seen.
+    pub sessions: usize,
+    /// Usage per session, as the upstream reported it.
+    pub usage: BTreeMap<String, SessionUsage>,
+}
+
+impl AppState {
+    /// State for a server.
+    pub fn new(
+        settings: ProxySettings,
+        store: Box<dyn OriginalStore + Send>,
+        log: LogSink,
+    ) -> Result<Arc<AppState>, String> {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .connect_timeout(std::time::Duration::from_secs(30))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(Arc::new(AppState {
+            settings,
+            client,
+            store: Mutex::new(store),
+            counters: Counters::default(),
+            sessions: Mutex::new(BTreeMap::new()),
+            log,
+        }))
+    }
+
+    /// Current statistics.
+    pub fn stats(&self) -> Stats {
+        let c = &self.counters;
+        let usage = self.sessions.lock().map(|s| s.clone()).unwrap_or_default();
+        Stats {
+            requests: c.requests.load(Ordering::Relaxed),
+            rewritten: c.rewritten.load(Ordering::Relaxed),
+            passed_through: c.passed_through.load(Ordering::Relaxed),
+            fail_open: c.fail_open.load(Ordering::Relaxed),
+            bad_requests: c.bad_requests.load(Ordering::Relaxed),
+            bytes_saved: c.bytes_saved.load(Ordering::Relaxed),
+            originals_stored: c.originals_stored.load(Ordering::Relaxed),
+            sessions: usage.len(),
+            usage,
+        }
+    }
+
+    fn log(&self, line: &str) {
+        (self.log)(line);
+    }
+}
+
+/// The router.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/responses", post(responses))
+        .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(messages))
+        .route(
+            "/ctxgc/health",
+            get(|| async { json(&serde_json::json!({"status": "ok"})) }),
+        )
+        .route(
+            "/ctxgc/stats",
+            get(|State(s): State<Arc<AppState>>| async move { json(&s.stats()) }),
+        )
+        .fallback(passthrough)
+        .with_state(state)
+}
+
+/// Serves on `listen` until the process ends.
+pub async fn serve(listen: SocketAddr, state: Arc<AppState>) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    state.log(&format!(
+        "ctxgc serve: listening on http://{}",
+        listener.local_addr()?
+    ));
+    axum::serve(listener, router(state)).await
+}
+
+async fn chat(State(s): State<Arc<AppState>>, req: Request) -> Response {
+    handle(s, Api::ChatCompletions, req).await
+}
+
+async fn responses(State(s): State<Arc<AppState>>, req: Request) -> Response {
+    handle(s, Api::Responses, req).await
+}
+
+async fn messages(State(s): State<Arc<AppState>>, req: Request) -> Response {
+    handle(s, Api::Messages, req).await
+}
+
+fn json(value: &impl Serialize) -> Response {
+    let body = serde_json::to_string(value).unwrap_or_default();
+    ([("content-type", "application/json")], body).into_response()
+}
+
+fn error(status: StatusCode, kind: &str, message: String) -> Response {
+    let body = serde_json::json!({"error": {"type": kind, "message": message, "source": "ctxgc"}});
+    (
+        status,
+        [("content-type", "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+async fn read_body(s: &AppState, body: Body) -> Result<Bytes, Response> {
+    axum::body::to_bytes(body, s.settings.max_body_bytes)
+        .await
+        .map_err(|_| {
+            s.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+            error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request_too_large",
+                format!(
+                    "ctxgc: request body larger than the configured limit of {} bytes",
+                    s.settings.max_body_bytes
+                ),
+            )
+        })
+}
+
+async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let bytes = match read_body(&s, body).await {
+        Ok(b) => b,
+        Err(response) => return response,
+    };
+    s.counters.requests.fetch_add(1, Ordering::Relaxed);
+    let mut request = match ApiRequest::parse(api, &bytes) {
+        Ok(r) => r,
+        Err(e) => {
+            s.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+            let why = match e {
+                FormatError::Json(j) => format!("ctxgc: the request body is not valid JSON: {j}"),
+                other => format!("ctxgc: not a {} request: {other}", api.name()),
+            };
+            return error(StatusCode::BAD_REQUEST, "invalid_request_error", why);
+        }
+    };
+    let header = parts
+        .headers
+        .get("x-ctxgc-session")
+        .and_then(|v| v.to_str().ok());
+    let session = rewrite::session_id(&request, header);
+    // Rewriting is synchronous CPU work plus a local store write: off the async workers. A panic
+    // or a store failure forwards the original (fail open).
+    let state = s.clone();
+    let session_for_task = session.clone();
+    let outcome = tokio::task::spawn_blocking(move || {
+        let out = rewrite::rewrite(&mut request, &session_for_task, &state.settings.rewrite);
+        let mut store = state
+            .store
+            .lock()
+            .map_err(|_| "the original store lock is poisoned".to_owned())?;
+        for (id, text) in &out.originals {
+            store
+                .put(&session_for_task, *id, text)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok::<_, String>(out)
+    })
+    .await
+    .map_err(|e| format!("rewrite task failed: {e}"))
+    .and_then(|r| r);
+    let forward_bytes = match outcome {
+        Ok(out) => {
+            s.counters
+                .bytes_saved
+                .fetch_add(out.bytes_saved as u64, Ordering::Relaxed);
+            s.counters
+                .originals_stored
+                .fetch_add(out.originals.len() as u64, Ordering::Relaxed);
+            match out.body {
+                Some(body) => {
+                    s.counters.rewritten.fetch_add(1, Ordering::Relaxed);
+                    Bytes::from(body)
+                }
+                None => {
+                    s.counters.passed_through.fetch_add(1, Ordering::Relaxed);
+                    bytes
+                }
+            }
+        }
+        Err(why) => {
+            s.counters.fail_open.fetch_add(1, Ordering::Relaxed);
+            s.log(&format!(
+                "ctxgc: fail open for session {session} ({}): {why}",
+                api.name()
+            ));
+            bytes
+        }
+    };
+    let upstream = match api {
+        Api::Messages => &s.settings.anthropic_upstream,
+        _ => &s.settings.openai_upstream,
+    };
+    forward(
+        &s,
+        upstream,
+        parts.method,
+        &parts.uri,
+        &parts.headers,
+        forward_bytes,
+        Some(session),
+    )
+    .await
+}
+
+/// Everything else: forwarded untouched (Anthropic paths and requests with Anthropic headers go
+/// to the Anthropic upstream).
+async fn passthrough(State(s): State<Arc<AppState>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let bytes = match read_body(&s, body).await {
+        Ok(b) => b,
+        Err(response) => return response,
+    };
+    let anthropic = parts.uri.path().starts_with("/v1/messages")
+        || parts.headers.contains_key("anthropic-version")
+        || parts.headers.contains_key("x-api-key");
+    let upstream = if anthropic {
+        &s.settings.anthropic_upstream
+    } else {
+        &s.settings.openai_upstream
+    };
+    forward(
+        &s,
+        upstream,
+        parts.method,
+        &parts.uri,
+        &parts.headers,
+        bytes,
+        None,
+    )
+    .await
+}
+
+/// Hop-by-hop headers, which a proxy must not forward.
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "host"
+            | "content-length"
+    ) || name.as_str().starts_with("x-ctxgc-")
+}
+
+async fn forward(
+    s: &Arc<AppState>,
+    upstream: &str,
+    method: Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Bytes,
+    session: Option<String>,
+) -> Response {
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let url = format!("{}{}", upstream.trim_end_matches('/'), path);
+    let mut builder = s.client.request(method, &url);
+    for (name, value) in headers {
+        if !hop_by_hop(name) {
+            builder = builder.header(name, value);
+        }
+    }
+    let response = match builder.body(body).send().await {
+        Ok(r) => r,
+        Err(e) => {
+            // The upstream could not be reached: say so as the upstream would (a gateway error).
+            s.log(&format!(
+                "ctxgc: upstream {} unreachable: {}",
+                upstream,
+                e.without_url()
+            ));
+            return error(
+                StatusCode::BAD_GATEWAY,
+                "upstream_unreachable",
+                format!("ctxgc: cannot reach the upstream {upstream}"),
+            );
+        }
+    };
+    let status = response.status();
+    let mut out_headers = HeaderMap::new();
+    for (name, value) in response.headers() {
+        if !hop_by_hop(name) {
+            out_headers.append(name.clone(), value.clone());
+        }
+    }
+    let streaming = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("text/event-stream"));
+    let tap = session.map(|session| usage::Tap::new(session, streaming));
+    let state = s.clone();
+    let mut tap = tap;
+    let stream = response.bytes_stream().map(move |chunk| {
+        if let (Ok(bytes), Some(t)) = (&chunk, tap.as_mut()) {
+            t.feed(bytes);
+            if let Some((session, usage)) = t.finished_usage() {
+                record_usage(&state, &session, usage);
+            }
+        }
+        chunk
+    });
+    let mut resp = Response::new(Body::from_stream(stream));
+    *resp.status_mut() = status;
+    *resp.headers_mut() = out_headers;
+    resp.headers_mut()
+        .insert("x-ctxgc", HeaderValue::from_static("1"));
+    resp
+}
+
+fn record_usage(s: &AppState, session: &str, u: usage::Usage) {
+    if let Ok(mut sessions) = s.sessions.lock() {
+        let entry = sessions.entry(session.to_owned()).or_default();
+        entry.requests += 1;
+        entry.input_tokens += u.input;
+        entry.cache_read_tokens += u.cache_read;
+        entry.cache_write_tokens += u.cache_write;
+        entry.output_tokens += u.output;
+    }
+}

@@ -1,0 +1,457 @@
+//! Rewriting what the agent sends: a pure function of the request body and the settings.
+//!
+//! Clients resend the whole history on every request, so every rewrite here is a pure function
+//! of each part (a tool result is trimmed the same way every time it is seen): the upstream sees
+//! the same bytes for the same history, and its prefix cache keeps working. Only the nodes that
+//! change are touched; a body with nothing to change is forwarded as its original bytes.
+
+use std::collections::BTreeMap;
+
+use ctxgc_core::ContentId;
+use ctxgc_core::trim::{self, ToolOutput, TrimConfig};
+use ctxgc_formats::{Api, ApiRequest};
+use serde_json::{Value, json};
+
+/// Settings that shape rewriting.
+#[derive(Debug, Clone)]
+pub struct RewriteSettings {
+    /// Trimming configuration.
+    pub trim: TrimConfig,
+    /// The model's context window (tokens).
+    pub window: u64,
+    /// Add Anthropic cache breakpoints when the request carries none.
+    pub cache_breakpoints: bool,
+    /// Set OpenAI's `prompt_cache_key` to the session id when absent.
+    pub prompt_cache_key: bool,
+}
+
+/// What rewriting did.
+#[derive(Debug, Default)]
+pub struct Rewritten {
+    /// The new body, or `None` when nothing changed (forward the original bytes).
+    pub body: Option<Vec<u8>>,
+    /// Originals of trimmed outputs, to store before forwarding.
+    pub originals: Vec<(ContentId, String)>,
+    /// Bytes removed by trimming.
+    pub bytes_saved: usize,
+}
+
+/// A tool result's text inside the body: where it is and what the tool is.
+struct Slot {
+    /// JSON pointer to the string to replace.
+    pointer: String,
+    tool: String,
+    text: String,
+    /// Results of one assistant turn share a group (and a turn budget).
+    group: usize,
+}
+
+fn tool_names(body: &Value, api: Api) -> BTreeMap<String, String> {
+    let mut names = BTreeMap::new();
+    let mut add = |id: Option<&str>, name: Option<&str>| {
+        if let (Some(id), Some(name)) = (id, name) {
+            names.insert(id.to_owned(), name.to_owned());
+        }
+    };
+    match api {
+        Api::ChatCompletions => {
+            for m in body["messages"].as_array().into_iter().flatten() {
+                for c in m["tool_calls"].as_array().into_iter().flatten() {
+                    add(c["id"].as_str(), c["function"]["name"].as_str());
+                }
+            }
+        }
+        Api::Messages => {
+            for m in body["messages"].as_array().into_iter().flatten() {
+                for b in m["content"].as_array().into_iter().flatten() {
+                    if b["type"] == "tool_use" {
+                        add(b["id"].as_str(), b["name"].as_str());
+                    }
+                }
+            }
+        }
+        Api::Responses => {
+            for item in body["input"].as_array().into_iter().flatten() {
+                if matches!(
+                    item["type"].as_str(),
+                    Some("function_call" | "custom_tool_call")
+                ) {
+                    add(item["call_id"].as_str(), item["name"].as_str());
+                }
+            }
+        }
+    }
+    names
+}
+
+/// Every tool result text in the body, in order, grouped by assistant turn.
+fn slots(body: &Value, api: Api) -> Vec<Slot> {
+    let names = tool_names(body, api);
+    let name = |id: Option<&str>| {
+        id.and_then(|id| names.get(id))
+            .cloned()
+            .unwrap_or_else(|| "tool".into())
+    };
+    let mut out = Vec::new();
+    let mut group = 0;
+    let mut previous_was_result = false;
+    let push = |out: &mut Vec<Slot>, pointer: String, tool: String, value: &Value| {
+        if let Some(text) = value.as_str() {
+            out.push(Slot {
+                pointer,
+                tool,
+                text: text.to_owned(),
+                group: 0,
+            });
+        }
+    };
+    match api {
+        Api::ChatCompletions => {
+            for (i, m) in body["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                let is_result = m["role"] == "tool";
+                if !is_result {
+                    if previous_was_result {
+                        group += 1;
+                    }
+                    previous_was_result = false;
+                    continue;
+                }
+                previous_was_result = true;
+                let tool = name(m["tool_call_id"].as_str());
+                let before = out.len();
+                match &m["content"] {
+                    Value::String(_) => push(
+                        &mut out,
+                        format!("/messages/{i}/content"),
+                        tool,
+                        &m["content"],
+                    ),
+                    Value::Array(parts) => {
+                        for (j, p) in parts.iter().enumerate() {
+                            if p["type"] == "text" {
+                                push(
+                                    &mut out,
+                                    format!("/messages/{i}/content/{j}/text"),
+                                    tool.clone(),
+                                    &p["text"],
+                                );
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                out[before..].iter_mut().for_each(|s| s.group = group);
+            }
+        }
+        Api::Messages => {
+            for (i, m) in body["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                group += 1;
+                for (j, b) in m["content"].as_array().into_iter().flatten().enumerate() {
+                    if b["type"] != "tool_result" {
+                        continue;
+                    }
+                    let tool = name(b["tool_use_id"].as_str());
+                    let before = out.len();
+                    match &b["content"] {
+                        Value::String(_) => push(
+                            &mut out,
+                            format!("/messages/{i}/content/{j}/content"),
+                            tool,
+                            &b["content"],
+                        ),
+                        Value::Array(parts) => {
+                            for (k, p) in parts.iter().enumerate() {
+                                if p["type"] == "text" {
+                                    push(
+                                        &mut out,
+                                        format!("/messages/{i}/content/{j}/content/{k}/text"),
+                                        tool.clone(),
+                                        &p["text"],
+                                    );
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                    out[before..].iter_mut().for_each(|s| s.group = group);
+                }
+            }
+        }
+        Api::Responses => {
+            for (i, item) in body["input"].as_array().into_iter().flatten().enumerate() {
+                let is_result = matches!(
+                    item["type"].as_str(),
+                    Some(
+                        "function_call_output"
+                            | "custom_tool_call_output"
+                            | "local_shell_call_output"
+                    )
+                );
+                if !is_result {
+                    if previous_was_result {
+                        group += 1;
+                    }
+                    previous_was_result = false;
+                    continue;
+                }
+                previous_was_result = true;
+                let tool = name(item["call_id"].as_str());
+                let before = out.len();
+                push(
+                    &mut out,
+                    format!("/input/{i}/output"),
+                    tool,
+                    &item["output"],
+                );
+                out[before..].iter_mut().for_each(|s| s.group = group);
+            }
+        }
+    }
+    out
+}
+
+fn has_cache_control(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => {
+            map.contains_key("cache_control") || map.values().any(has_cache_control)
+        }
+        Value::Array(items) => items.iter().any(has_cache_control),
+        _ => false,
+    }
+}
+
+/// Puts `cache_control` on the end of the system prompt and on the last block of the last
+/// message (2 of the 4 allowed breakpoints), converting string content to one text block.
+fn add_breakpoints(body: &mut Value) -> bool {
+    let mark = |block: &mut Value| {
+        if let Value::Object(map) = block {
+            map.insert("cache_control".into(), json!({"type": "ephemeral"}));
+        }
+    };
+    let to_blocks = |content: &mut Value| {
+        if let Value::String(text) = content {
+            *content = json!([{"type": "text", "text": text.clone()}]);
+        }
+    };
+    let mut changed = false;
+    if let Some(system) = body.get_mut("system") {
+        to_blocks(system);
+        if let Some(last) = system.as_array_mut().and_then(|a| a.last_mut()) {
+            mark(last);
+            changed = true;
+        }
+    }
+    if let Some(last) = body
+        .get_mut("messages")
+        .and_then(Value::as_array_mut)
+        .and_then(|m| m.last_mut())
+    {
+        let content = &mut last["content"];
+        to_blocks(content);
+        if let Some(block) = content.as_array_mut().and_then(|a| a.last_mut()) {
+            mark(block);
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Rewrites a request for `session`.
+pub fn rewrite(request: &mut ApiRequest, session: &str, settings: &RewriteSettings) -> Rewritten {
+    let mut out = Rewritten::default();
+    let slots = slots(&request.body, request.api);
+    let mut changed = false;
+    let mut start = 0;
+    while start < slots.len() {
+        let end = slots[start..]
+            .iter()
+            .position(|s| s.group != slots[start].group)
+            .map_or(slots.len(), |k| start + k);
+        let turn = &slots[start..end];
+        let outputs: Vec<ToolOutput<'_>> = turn
+            .iter()
+            .map(|s| ToolOutput {
+                tool: &s.tool,
+                text: &s.text,
+            })
+            .collect();
+        for (slot, trimmed) in
+            turn.iter()
+                .zip(trim::trim_turn(&settings.trim, settings.window, &outputs))
+        {
+            if !trimmed.trimmed {
+                continue;
+            }
+            out.bytes_saved += slot.text.len().saturating_sub(trimmed.text.len());
+            out.originals.push((trimmed.id, slot.text.clone()));
+            if let Some(node) = request.body.pointer_mut(&slot.pointer) {
+                *node = Value::String(trimmed.text);
+                changed = true;
+            }
+        }
+        start = end;
+    }
+    match request.api {
+        Api::Messages if settings.cache_breakpoints && !has_cache_control(&request.body) => {
+            changed |= add_breakpoints(&mut request.body);
+        }
+        Api::ChatCompletions | Api::Responses
+            if settings.prompt_cache_key && request.body.get("prompt_cache_key").is_none() =>
+        {
+            if let Value::Object(map) = &mut request.body {
+                map.insert("prompt_cache_key".into(), json!(session));
+                changed = true;
+            }
+        }
+        _ => {}
+    }
+    if changed {
+        out.body = Some(request.to_bytes());
+    }
+    out
+}
+
+/// The session of a request: the `x-ctxgc-session` header, else a hash of the system prompt and
+/// the first user message (stable across the requests of one conversation).
+pub fn session_id(request: &ApiRequest, header: Option<&str>) -> String {
+    if let Some(h) = header.filter(|h| !h.trim().is_empty()) {
+        return h.trim().to_owned();
+    }
+    let mut key = String::new();
+    if let Ok(t) = request.transcript() {
+        for m in &t.messages {
+            key.push_str(m.role.as_str());
+            key.push_str(&m.text_content());
+            if m.role == ctxgc_core::Role::User {
+                break;
+            }
+        }
+    }
+    format!("s-{:016x}", xxhash_rust::xxh3::xxh3_64(key.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> RewriteSettings {
+        RewriteSettings {
+            trim: TrimConfig::default(),
+            window: 32_000,
+            cache_breakpoints: true,
+            prompt_cache_key: true,
+        }
+    }
+
+    fn log(n: usize) -> String {
+        (0..n).map(|i| format!("[{i:05}] step ok\n")).collect()
+    }
+
+    #[test]
+    fn chat_tool_results_are_trimmed_in_place_and_the_rest_is_untouched() {
+        let body = json!({
+            "model": "gpt-5", "prompt_cache_key": "k", "temperature": 0.3,
+            "messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": log(5000)}
+            ]
+        });
+        let mut request =
+            ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
+        let out = rewrite(&mut request, "s", &settings());
+        let new: Value = serde_json::from_slice(&out.body.unwrap()).unwrap();
+        let trimmed = new["messages"][2]["content"].as_str().unwrap();
+        assert!(trimmed.contains("trimmed from terminal output") && trimmed.len() < 13_000);
+        assert_eq!(out.originals.len(), 1);
+        assert_eq!(out.originals[0].1, log(5000));
+        assert_eq!(
+            new["messages"].as_array().unwrap()[..2],
+            body["messages"].as_array().unwrap()[..2]
+        );
+        assert_eq!(new["temperature"], 0.3);
+        // The same history rewrites to the same bytes.
+        let mut again =
+            ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            rewrite(&mut again, "s", &settings()).body,
+            Some(request.to_bytes())
+        );
+    }
+
+    #[test]
+    fn anthropic_and_responses_results_are_found() {
+        let body = json!({"model": "c", "max_tokens": 10, "system": "sys", "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": log(9000)}]}]}
+        ]});
+        let mut request = ApiRequest::parse(Api::Messages, body.to_string().as_bytes()).unwrap();
+        let out = rewrite(&mut request, "s", &settings());
+        let new: Value = serde_json::from_slice(&out.body.unwrap()).unwrap();
+        assert!(
+            new["messages"][2]["content"][0]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("trimmed from file read output")
+        );
+        assert_eq!(
+            new["system"][0]["cache_control"]["type"], "ephemeral",
+            "breakpoints added"
+        );
+        assert_eq!(
+            new["messages"][2]["content"][0]["cache_control"]["type"],
+            "ephemeral"
+        );
+
+        let body = json!({"model": "gpt-5", "input": [
+            {"type": "function_call", "call_id": "c", "name": "exec_command", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": log(9000)}
+        ]});
+        let mut request = ApiRequest::parse(Api::Responses, body.to_string().as_bytes()).unwrap();
+        let out = rewrite(&mut request, "sess-1", &settings());
+        let new: Value = serde_json::from_slice(&out.body.unwrap()).unwrap();
+        assert!(
+            new["input"][1]["output"]
+                .as_str()
+                .unwrap()
+                .contains("trimmed from terminal output")
+        );
+        assert_eq!(new["prompt_cache_key"], "sess-1");
+    }
+
+    #[test]
+    fn nothing_to_do_means_no_new_body() {
+        let body = json!({"model": "gpt-5", "prompt_cache_key": "k", "messages": [{"role": "user", "content": "hi"}]});
+        let mut request =
+            ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
+        assert!(rewrite(&mut request, "s", &settings()).body.is_none());
+    }
+
+    #[test]
+    fn sessions_are_stable_per_conversation() {
+        let a = json!({"model": "x", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "task A"}]});
+        let a2 = json!({"model": "x", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "task A"}, {"role": "assistant", "content": "ok"}]});
+        let b = json!({"model": "x", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "task B"}]});
+        let id = |v: &Value| {
+            session_id(
+                &ApiRequest::parse(Api::ChatCompletions, v.to_string().as_bytes()).unwrap(),
+                None,
+            )
+        };
+        assert_eq!(id(&a), id(&a2));
+        assert_ne!(id(&a), id(&b));
+        let r = ApiRequest::parse(Api::ChatCompletions, a.to_string().as_bytes()).unwrap();
+        assert_eq!(session_id(&r, Some("mine")), "mine");
+    }
+}

@@ -1,0 +1,411 @@
+//! The proxy end to end: a client -> ctxgc -> a fake upstream that speaks the OpenAI and
+//! Anthropic wire protocols (JSON and SSE, tool-use deltas included) over real sockets.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use ctxgc_core::ContentId;
+use ctxgc_core::store::{MemoryStore, OriginalStore, StoreError};
+use ctxgc_proxy::{AppState, LogSink, ProxySettings, RewriteSettings};
+use serde_json::{Value, json};
+
+#[derive(Clone, Default)]
+struct Upstream {
+    seen: Arc<Mutex<Vec<(String, HeaderMap, Bytes)>>>,
+}
+
+const ANTHROPIC_SSE: &[&str] = &[
+    "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude\",\"usage\":{\"input_tokens\":25,\"cache_read_input_tokens\":4000,\"cache_creation_input_tokens\":120,\"output_tokens\":1}}}\n\n",
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_9\",\"name\":\"Bash\",\"input\":{}}}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"command\\\": \\\"car\"}}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"go test\\\"}\"}}\n\n",
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":31}}\n\n",
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+];
+
+const OPENAI_SSE: &[&str] = &[
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"bash\",\"arguments\":\"\"}}]}}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{\\\"command\\\":\\\"ls\\\"}\"}}]}}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{\"prompt_tokens\":3000,\"completion_tokens\":12,\"prompt_tokens_details\":{\"cached_tokens\":2944}}}\n\n",
+    "data: [DONE]\n\n",
+];
+
+async fn upstream_handler(State(u): State<Upstream>, req: axum::extract::Request) -> Response {
+    let path = req.uri().path().to_owned();
+    let headers = req.headers().clone();
+    let body = axum::body::to_bytes(req.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    u.seen
+        .lock()
+        .unwrap()
+        .push((path.clone(), headers, body.clone()));
+    let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if path == "/v1/fail" {
+        return Response::builder()
+            .status(503)
+            .header("content-type", "application/json")
+            .body(Body::from("{\"error\":\"overloaded\"}"))
+            .unwrap();
+    }
+    if parsed["stream"] == true {
+        let events: &[&str] = if path.starts_with("/v1/messages") {
+            ANTHROPIC_SSE
+        } else {
+            OPENAI_SSE
+        };
+        let stream = futures_util::stream::iter(
+            events
+                .iter()
+                .map(|e| Ok::<_, std::io::Error>(Bytes::from_static(e.as_bytes()))),
+        );
+        let stream = futures_util::StreamExt::then(stream, |e| async move {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            e
+        });
+        return Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from_stream(stream))
+            .unwrap();
+    }
+    let reply = json!({"id": "x", "object": "chat.completion", "path": path, "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 0}}});
+    Response::builder()
+        .header("content-type", "application/json")
+        .body(Body::from(reply.to_string()))
+        .unwrap()
+}
+
+struct Harness {
+    proxy: String,
+    upstream: Upstream,
+    state: Arc<AppState>,
+    logs: Arc<Mutex<Vec<String>>>,
+}
+
+async fn start(store: Box<dyn OriginalStore + Send>) -> Harness {
+    let upstream = Upstream::default();
+    let app = Router::new()
+        .fallback(upstream_handler)
+        .with_state(upstream.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let sink_logs = logs.clone();
+    let sink: LogSink = Arc::new(move |line: &str| sink_logs.lock().unwrap().push(line.to_owned()));
+    let settings = ProxySettings {
+        openai_upstream: up.clone(),
+        anthropic_upstream: up,
+        max_body_bytes: 2 * 1024 * 1024,
+        rewrite: RewriteSettings {
+            trim: Default::default(),
+            window: 32_000,
+            cache_breakpoints: true,
+            prompt_cache_key: true,
+        },
+    };
+    let state = AppState::new(settings, store, sink).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    let router = ctxgc_proxy::router(state.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    Harness {
+        proxy,
+        upstream,
+        state,
+        logs,
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().build().unwrap()
+}
+
+fn log_text(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("[{i:05}] compiling module_{i} ... ok\n"))
+        .collect()
+}
+
+#[tokio::test]
+async fn real_client_requests_pass_byte_for_byte() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/requests");
+    if !shared.is_dir() {
+        eprintln!("../shared/data/requests not found: skipped");
+        return;
+    }
+    let h = start(Box::new(MemoryStore::default())).await;
+    for (file, path) in [
+        (
+            "claude-code-2.1.328-messages.json",
+            "/v1/messages?beta=true",
+        ),
+        ("codex-0.169.0-responses.json", "/v1/responses"),
+    ] {
+        let wrapper: Value =
+            serde_json::from_slice(&std::fs::read(shared.join(file)).unwrap()).unwrap();
+        let body = serde_json::to_vec(&wrapper["body"]).unwrap();
+        let r = client()
+            .post(format!("{}{path}", h.proxy))
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success());
+        let _ = r.bytes().await.unwrap();
+        let seen = h.upstream.seen.lock().unwrap();
+        let (got_path, _, got) = seen.last().unwrap();
+        assert_eq!(got_path, path.split('?').next().unwrap());
+        assert_eq!(
+            got.as_ref(),
+            body.as_slice(),
+            "{file}: upstream body not byte-equal"
+        );
+    }
+    assert_eq!(h.state.stats().passed_through, 2);
+}
+
+#[tokio::test]
+async fn tool_results_are_trimmed_and_originals_stored_before_forwarding() {
+    let dir = std::env::temp_dir().join(format!("ctxgc-proxy-test-{}", std::process::id()));
+    let db = dir.join("store.sqlite");
+    let h = start(Box::new(ctxgc_store::SqliteStore::open(&db).unwrap())).await;
+    let original = log_text(4000);
+    let body = json!({"model": "gpt-5", "messages": [
+        {"role": "user", "content": "build it"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"make\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": original}
+    ]});
+    let r = client()
+        .post(format!("{}/v1/chat/completions", h.proxy))
+        .header("authorization", "Bearer sk-test-SECRET")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+    let forwarded: Value = serde_json::from_slice(&seen.2).unwrap();
+    let content = forwarded["messages"][2]["content"].as_str().unwrap();
+    assert!(
+        content.len() < original.len() / 5 && content.contains("trimmed from terminal output"),
+        "{}",
+        content.len()
+    );
+    assert_eq!(
+        seen.1.get("authorization").unwrap(),
+        "Bearer sk-test-SECRET",
+        "auth forwarded"
+    );
+    assert!(
+        forwarded["prompt_cache_key"]
+            .as_str()
+            .unwrap()
+            .starts_with("s-")
+    );
+    // The original was committed before forwarding, under the id in the marker.
+    let id = ContentId::of(original.as_bytes());
+    assert!(content.contains(&id.to_string()));
+    let session = forwarded["prompt_cache_key"].as_str().unwrap();
+    let reopened = ctxgc_store::SqliteStore::open(&db).unwrap();
+    assert_eq!(
+        reopened.get(session, id).unwrap().as_deref(),
+        Some(original.as_str())
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn sse_streams_through_byte_for_byte_and_usage_is_recorded() {
+    let h = start(Box::new(MemoryStore::default())).await;
+    for (path, body, expected) in [
+        (
+            "/v1/messages",
+            json!({"model": "claude", "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": "hi"}]}),
+            ANTHROPIC_SSE,
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "gpt-5", "stream": true, "stream_options": {"include_usage": true}, "messages": [{"role": "user", "content": "hi"}]}),
+            OPENAI_SSE,
+        ),
+    ] {
+        let r = client()
+            .post(format!("{}{path}", h.proxy))
+            .header("x-ctxgc-session", "sse-test")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["content-type"], "text/event-stream");
+        let got = r.bytes().await.unwrap();
+        assert_eq!(got.as_ref(), expected.concat().as_bytes(), "{path}");
+    }
+    let usage = h.state.stats().usage["sse-test"].clone();
+    assert_eq!(usage.requests, 2);
+    assert_eq!(usage.cache_read_tokens, 4000 + 2944);
+    assert_eq!(usage.cache_write_tokens, 120);
+    assert_eq!(usage.output_tokens, 31 + 12);
+}
+
+#[tokio::test]
+async fn the_upstream_prefix_is_stable_over_a_50_turn_session() {
+    let h = start(Box::new(MemoryStore::default())).await;
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a coding agent."}),
+        json!({"role": "user", "content": "fix the build"}),
+    ];
+    let mut previous: Option<Vec<Value>> = None;
+    for turn in 0..50 {
+        let id = format!("call_{turn}");
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}));
+        let output = if turn % 3 == 0 {
+            log_text(2000 + turn * 10)
+        } else {
+            format!("ok {turn}")
+        };
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
+        let body = json!({"model": "gpt-5", "messages": messages});
+        client()
+            .post(format!("{}/v1/chat/completions", h.proxy))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+        let sent: Value = serde_json::from_slice(&seen.2).unwrap();
+        let sent = sent["messages"].as_array().unwrap().clone();
+        if let Some(prev) = &previous {
+            assert_eq!(
+                &sent[..prev.len()],
+                &prev[..],
+                "turn {turn}: the upstream prefix changed"
+            );
+        }
+        previous = Some(sent);
+    }
+    assert!(h.state.stats().bytes_saved > 100_000);
+}
+
+struct BrokenStore;
+impl OriginalStore for BrokenStore {
+    fn put(&mut self, _: &str, _: ContentId, _: &str) -> Result<(), StoreError> {
+        Err(StoreError("disk full".into()))
+    }
+    fn get(&self, _: &str, _: ContentId) -> Result<Option<String>, StoreError> {
+        Err(StoreError("disk full".into()))
+    }
+}
+
+#[tokio::test]
+async fn internal_failures_fail_open_and_keys_never_reach_the_logs() {
+    let h = start(Box::new(BrokenStore)).await;
+    let body = json!({"model": "gpt-5", "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": log_text(4000)}
+    ]})
+    .to_string();
+    let r = client()
+        .post(format!("{}/v1/chat/completions", h.proxy))
+        .header("authorization", "Bearer sk-test-SECRET")
+        .header("x-api-key", "sk-ant-SECRET")
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(
+        seen.2.as_ref(),
+        body.as_bytes(),
+        "the original request went through unchanged"
+    );
+    let stats = h.state.stats();
+    assert_eq!(stats.fail_open, 1);
+    // An upstream error reaches the client as the upstream sent it.
+    let r = client()
+        .post(format!("{}/v1/fail", h.proxy))
+        .header("authorization", "Bearer sk-test-SECRET")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.text().await.unwrap(), "{\"error\":\"overloaded\"}");
+    let logs = h.logs.lock().unwrap().join("\n");
+    assert!(
+        logs.contains("fail open") && logs.contains("disk full"),
+        "{logs}"
+    );
+    assert!(!logs.contains("SECRET"), "{logs}");
+}
+
+#[tokio::test]
+async fn bad_requests_get_clear_errors_and_other_routes_pass_through() {
+    let h = start(Box::new(MemoryStore::default())).await;
+    let r = client()
+        .post(format!("{}/v1/chat/completions", h.proxy))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not valid JSON")
+    );
+    let r = client()
+        .post(format!("{}/v1/messages", h.proxy))
+        .body("{\"model\":\"x\"}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let e: Value = r.json().await.unwrap();
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("messages"),
+        "{e}"
+    );
+    let big = vec![b' '; 3 * 1024 * 1024];
+    let r = client()
+        .post(format!("{}/v1/chat/completions", h.proxy))
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let r = client()
+        .get(format!("{}/v1/models?limit=2", h.proxy))
+        .send()
+        .await
+        .unwrap();
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["path"], "/v1/models");
+    let health: Value = client()
+        .get(format!("{}/ctxgc/health", h.proxy))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["status"], "ok");
+    assert_eq!(h.state.stats().bad_requests, 3);
+}
