@@ -247,3 +247,126 @@ fn replay_rejects_bad_arguments_clearly() {
     let out = ctxgc(&["replay"], b"");
     assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to replay"));
 }
+
+/// A raw HTTP/1.1 POST; returns the status code.
+fn post(addr: &str, path: &str, body: &str) -> Option<u16> {
+    use std::io::{Read, Write as _};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .ok()?;
+    write!(s, "POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len()).ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A minimal upstream: answers every request with a small JSON body.
+fn tiny_upstream() -> String {
+    use std::io::{BufRead, BufReader, Read, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(&stream);
+                let mut len = 0usize;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; len];
+                let _ = reader.read_exact(&mut body);
+                let reply = r#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#;
+                let _ = (&stream).write_all(format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}", reply.len()).as_bytes());
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn kill_9_in_the_middle_of_load_loses_no_stored_original() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("kill9");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("store.sqlite");
+    let upstream = tiny_upstream();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let addr = format!("127.0.0.1:{port}");
+    let mut proxy = Command::new(env!("CARGO_BIN_EXE_ctxgc"))
+        .args([
+            "serve",
+            "--listen",
+            &addr,
+            "--openai-upstream",
+            &format!("http://{upstream}"),
+            "--store",
+            &format!("sqlite:{}", db.display()),
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for the listener.
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let workers: Vec<_> = (0..4)
+        .map(|w| {
+            let (addr, acknowledged) = (addr.clone(), acknowledged.clone());
+            std::thread::spawn(move || {
+                for i in 0..10_000 {
+                    let output: String = (0..3000).map(|l| format!("worker {w} request {i} line {l}: compiling\n")).collect();
+                    let body = serde_json::json!({"model": "gpt-5", "prompt_cache_key": "k", "messages": [
+                        {"role": "user", "content": format!("task {w}")},
+                        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+                        {"role": "tool", "tool_call_id": "c1", "content": output}
+                    ]});
+                    match post(&addr, "/v1/chat/completions", &body.to_string()) {
+                        Some(200) => acknowledged.lock().unwrap().push((format!("task {w}"), output)),
+                        _ => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    proxy.kill().unwrap(); // SIGKILL
+    proxy.wait().unwrap();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let acknowledged = acknowledged.lock().unwrap();
+    assert!(
+        acknowledged.len() > 10,
+        "only {} requests went through before the kill",
+        acknowledged.len()
+    );
+    // Reopen the store as a restarted proxy would and find every acknowledged original.
+    let store = ctxgc_store::SqliteStore::open(&db).unwrap();
+    use ctxgc_core::store::OriginalStore;
+    for (task, output) in acknowledged.iter() {
+        let session_key = serde_json::json!(task).to_string();
+        let session = format!(
+            "s-{:016x}",
+            xxhash_rust::xxh3::xxh3_64(session_key.as_bytes())
+        );
+        let id = ctxgc_core::ContentId::of(output.as_bytes());
+        assert_eq!(
+            store.get(&session, id).unwrap().as_deref(),
+            Some(output.as_str()),
+            "lost the original of {task}"
+        );
+    }
+}

@@ -76,6 +76,9 @@ pub struct AppState {
     settings: ProxySettings,
     client: reqwest::Client,
     store: Mutex<Box<dyn OriginalStore + Send>>,
+    /// Originals committed by this process: resent histories do not write them again.
+    committed: Mutex<std::collections::HashSet<(String, ctxgc_core::ContentId)>>,
+    memo: Mutex<rewrite::TrimMemo>,
     counters: Counters,
     sessions: Mutex<BTreeMap<String, SessionUsage>>,
     log: LogSink,
@@ -120,6 +123,8 @@ impl AppState {
             settings,
             client,
             store: Mutex::new(store),
+            committed: Mutex::new(Default::default()),
+            memo: Mutex::new(Default::default()),
             counters: Counters::default(),
             sessions: Mutex::new(BTreeMap::new()),
             log,
@@ -248,29 +253,50 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
     let state = s.clone();
     let session_for_task = session.clone();
     let outcome = tokio::task::spawn_blocking(move || {
-        let out = rewrite::rewrite(&mut request, &session_for_task, &state.settings.rewrite);
-        let mut store = state
-            .store
-            .lock()
-            .map_err(|_| "the original store lock is poisoned".to_owned())?;
+        let out = {
+            let mut memo = state
+                .memo
+                .lock()
+                .map_err(|_| "the trim memo lock is poisoned".to_owned())?;
+            rewrite::rewrite_with(
+                &mut request,
+                &session_for_task,
+                &state.settings.rewrite,
+                &mut memo,
+            )
+        };
+        let mut stored = 0u64;
         for (id, text) in &out.originals {
+            let key = (session_for_task.clone(), *id);
+            if state.committed.lock().is_ok_and(|c| c.contains(&key)) {
+                continue;
+            }
+            let mut store = state
+                .store
+                .lock()
+                .map_err(|_| "the original store lock is poisoned".to_owned())?;
             store
                 .put(&session_for_task, *id, text)
                 .map_err(|e| e.to_string())?;
+            drop(store);
+            stored += 1;
+            if let Ok(mut c) = state.committed.lock() {
+                c.insert(key);
+            }
         }
-        Ok::<_, String>(out)
+        Ok::<_, String>((out, stored))
     })
     .await
     .map_err(|e| format!("rewrite task failed: {e}"))
     .and_then(|r| r);
     let forward_bytes = match outcome {
-        Ok(out) => {
+        Ok((out, stored)) => {
             s.counters
                 .bytes_saved
                 .fetch_add(out.bytes_saved as u64, Ordering::Relaxed);
             s.counters
                 .originals_stored
-                .fetch_add(out.originals.len() as u64, Ordering::Relaxed);
+                .fetch_add(stored, Ordering::Relaxed);
             match out.body {
                 Some(body) => {
                     s.counters.rewritten.fetch_add(1, Ordering::Relaxed);

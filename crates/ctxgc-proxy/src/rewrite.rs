@@ -268,6 +268,16 @@ fn add_breakpoints(body: &mut Value) -> bool {
 
 /// Rewrites a request for `session`.
 pub fn rewrite(request: &mut ApiRequest, session: &str, settings: &RewriteSettings) -> Rewritten {
+    rewrite_with(request, session, settings, &mut TrimMemo::default())
+}
+
+/// [`rewrite`] with a memo of trimmed turns kept across requests.
+pub fn rewrite_with(
+    request: &mut ApiRequest,
+    session: &str,
+    settings: &RewriteSettings,
+    memo: &mut TrimMemo,
+) -> Rewritten {
     let mut out = Rewritten::default();
     let slots = slots(&request.body, request.api);
     let mut changed = false;
@@ -278,24 +288,45 @@ pub fn rewrite(request: &mut ApiRequest, session: &str, settings: &RewriteSettin
             .position(|s| s.group != slots[start].group)
             .map_or(slots.len(), |k| start + k);
         let turn = &slots[start..end];
-        let outputs: Vec<ToolOutput<'_>> = turn
-            .iter()
-            .map(|s| ToolOutput {
-                tool: &s.tool,
-                text: &s.text,
-            })
-            .collect();
-        for (slot, trimmed) in
-            turn.iter()
-                .zip(trim::trim_turn(&settings.trim, settings.window, &outputs))
-        {
-            if !trimmed.trimmed {
+        let mut key = xxhash_rust::xxh3::Xxh3::new();
+        key.update(&settings.window.to_le_bytes());
+        for s in turn {
+            key.update(s.tool.as_bytes());
+            key.update(&(s.text.len() as u64).to_le_bytes());
+            key.update(s.text.as_bytes());
+        }
+        let key = key.digest();
+        if !memo.turns.contains_key(&key) {
+            let outputs: Vec<ToolOutput<'_>> = turn
+                .iter()
+                .map(|s| ToolOutput {
+                    tool: &s.tool,
+                    text: &s.text,
+                })
+                .collect();
+            let trimmed = trim::trim_turn(&settings.trim, settings.window, &outputs)
+                .into_iter()
+                .map(|t| {
+                    (
+                        t.trimmed,
+                        if t.trimmed { t.text } else { String::new() },
+                        t.id,
+                    )
+                })
+                .collect();
+            if memo.turns.len() >= TrimMemo::MAX_TURNS {
+                memo.turns.clear();
+            }
+            memo.turns.insert(key, trimmed);
+        }
+        for (slot, (trimmed, text, id)) in turn.iter().zip(&memo.turns[&key]) {
+            if !trimmed {
                 continue;
             }
-            out.bytes_saved += slot.text.len().saturating_sub(trimmed.text.len());
-            out.originals.push((trimmed.id, slot.text.clone()));
+            out.bytes_saved += slot.text.len().saturating_sub(text.len());
+            out.originals.push((*id, slot.text.clone()));
             if let Some(node) = request.body.pointer_mut(&slot.pointer) {
-                *node = Value::String(trimmed.text);
+                *node = Value::String(text.clone());
                 changed = true;
             }
         }
@@ -322,22 +353,50 @@ pub fn rewrite(request: &mut ApiRequest, session: &str, settings: &RewriteSettin
 }
 
 /// The session of a request: the `x-ctxgc-session` header, else a hash of the system prompt and
-/// the first user message (stable across the requests of one conversation).
+/// the first user message (stable across the requests of one conversation). Read straight from
+/// the JSON: this runs on every request.
 pub fn session_id(request: &ApiRequest, header: Option<&str>) -> String {
     if let Some(h) = header.filter(|h| !h.trim().is_empty()) {
         return h.trim().to_owned();
     }
-    let mut key = String::new();
-    if let Ok(t) = request.transcript() {
-        for m in &t.messages {
-            key.push_str(m.role.as_str());
-            key.push_str(&m.text_content());
-            if m.role == ctxgc_core::Role::User {
-                break;
-            }
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let mut feed = |v: &Value| hasher.update(v.to_string().as_bytes());
+    for key in ["system", "instructions"] {
+        if let Some(v) = request.body.get(key) {
+            feed(v);
         }
     }
-    format!("s-{:016x}", xxhash_rust::xxh3::xxh3_64(key.as_bytes()))
+    let items = request
+        .body
+        .get("messages")
+        .or_else(|| request.body.get("input"));
+    match items {
+        Some(Value::Array(items)) => {
+            for item in items {
+                let role = item.get("role").and_then(Value::as_str);
+                if matches!(role, Some("system" | "developer" | "user")) {
+                    feed(&item["content"]);
+                }
+                if role == Some("user") {
+                    break;
+                }
+            }
+        }
+        Some(other) => feed(other),
+        None => {}
+    }
+    format!("s-{:016x}", hasher.digest())
+}
+
+/// Trimmed turns, memoised by content: clients resend the same history on every request, and
+/// trimming is a pure function of a turn's outputs, so each turn is trimmed once.
+#[derive(Default)]
+pub struct TrimMemo {
+    turns: std::collections::HashMap<u64, Vec<(bool, String, ContentId)>>,
+}
+
+impl TrimMemo {
+    const MAX_TURNS: usize = 4_096;
 }
 
 #[cfg(test)]

@@ -1,0 +1,26 @@
+//! A fast local fake upstream for load tests: answers every request at once with a small
+//! Chat Completions JSON body. `cargo run --release -p ctxgc-proxy --example fake_upstream -- 18080`
+
+use axum::Router;
+use axum::body::Body;
+use axum::response::Response;
+
+#[tokio::main]
+async fn main() {
+    let port: u16 = std::env::args()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(18080);
+    let app = Router::new().fallback(|req: axum::extract::Request| async move {
+        // Read the whole body, as a real upstream would, before answering.
+        let _ = axum::body::to_bytes(req.into_body(), usize::MAX).await;
+        Response::builder()
+            .header("content-type", "application/json")
+            .body(Body::from(r#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100000,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":99968}}}"#))
+            .unwrap()
+    });
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    axum::serve(listener, app).await.unwrap();
+}
