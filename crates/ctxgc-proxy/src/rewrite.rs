@@ -95,16 +95,6 @@ fn slots(body: &Value, api: Api) -> Vec<Slot> {
     let mut out = Vec::new();
     let mut group = 0;
     let mut previous_was_result = false;
-    let push = |out: &mut Vec<Slot>, pointer: String, tool: String, value: &Value| {
-        if let Some(text) = value.as_str() {
-            out.push(Slot {
-                pointer,
-                tool,
-                text: text.to_owned(),
-                group: 0,
-            });
-        }
-    };
     match api {
         Api::ChatCompletions => {
             for (i, m) in body["messages"]
@@ -123,29 +113,13 @@ fn slots(body: &Value, api: Api) -> Vec<Slot> {
                 }
                 previous_was_result = true;
                 let tool = name(m["tool_call_id"].as_str());
-                let before = out.len();
-                match &m["content"] {
-                    Value::String(_) => push(
-                        &mut out,
-                        format!("/messages/{i}/content"),
-                        tool,
-                        &m["content"],
-                    ),
-                    Value::Array(parts) => {
-                        for (j, p) in parts.iter().enumerate() {
-                            if p["type"] == "text" {
-                                push(
-                                    &mut out,
-                                    format!("/messages/{i}/content/{j}/text"),
-                                    tool.clone(),
-                                    &p["text"],
-                                );
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-                out[before..].iter_mut().for_each(|s| s.group = group);
+                content_slots(
+                    &mut out,
+                    format!("/messages/{i}/content"),
+                    &m["content"],
+                    &tool,
+                    group,
+                );
             }
         }
         Api::Messages => {
@@ -161,29 +135,13 @@ fn slots(body: &Value, api: Api) -> Vec<Slot> {
                         continue;
                     }
                     let tool = name(b["tool_use_id"].as_str());
-                    let before = out.len();
-                    match &b["content"] {
-                        Value::String(_) => push(
-                            &mut out,
-                            format!("/messages/{i}/content/{j}/content"),
-                            tool,
-                            &b["content"],
-                        ),
-                        Value::Array(parts) => {
-                            for (k, p) in parts.iter().enumerate() {
-                                if p["type"] == "text" {
-                                    push(
-                                        &mut out,
-                                        format!("/messages/{i}/content/{j}/content/{k}/text"),
-                                        tool.clone(),
-                                        &p["text"],
-                                    );
-                                }
-                            }
-                        }
-                        _ => {}
-                    }
-                    out[before..].iter_mut().for_each(|s| s.group = group);
+                    content_slots(
+                        &mut out,
+                        format!("/messages/{i}/content/{j}/content"),
+                        &b["content"],
+                        &tool,
+                        group,
+                    );
                 }
             }
         }
@@ -206,18 +164,46 @@ fn slots(body: &Value, api: Api) -> Vec<Slot> {
                 }
                 previous_was_result = true;
                 let tool = name(item["call_id"].as_str());
-                let before = out.len();
-                push(
+                content_slots(
                     &mut out,
                     format!("/input/{i}/output"),
-                    tool,
                     &item["output"],
+                    &tool,
+                    group,
                 );
-                out[before..].iter_mut().for_each(|s| s.group = group);
             }
         }
     }
     out
+}
+
+/// The texts of a result's content at `pointer`: a string, or an array of text parts.
+fn content_slots(out: &mut Vec<Slot>, pointer: String, content: &Value, tool: &str, group: usize) {
+    match content {
+        Value::String(text) => out.push(Slot {
+            pointer,
+            tool: tool.to_owned(),
+            text: text.clone(),
+            group,
+        }),
+        Value::Array(parts) => {
+            for (k, part) in parts.iter().enumerate() {
+                let is_text = matches!(
+                    part["type"].as_str(),
+                    Some("text" | "input_text" | "output_text")
+                );
+                if let (true, Some(text)) = (is_text, part["text"].as_str()) {
+                    out.push(Slot {
+                        pointer: format!("{pointer}/{k}/text"),
+                        tool: tool.to_owned(),
+                        text: text.to_owned(),
+                        group,
+                    });
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 fn has_cache_control(value: &Value) -> bool {

@@ -9,6 +9,14 @@ use super::{
     History, ReplayEvent, ReplayPolicy, Request, ceil_tail, floor, result_text, set_result_text,
 };
 
+/// The message with its tool result's text passed through `f` (insertion-time truncation).
+fn with_result(mut m: Message, f: impl Fn(&str) -> String) -> Message {
+    if let Some(text) = result_text(&m) {
+        set_result_text(&mut m, f(&text));
+    }
+    m
+}
+
 /// Everything verbatim.
 #[derive(Default)]
 pub struct None_ {
@@ -116,12 +124,11 @@ impl ReplayPolicy for Codex {
         self.h.push(m);
     }
     fn insert_tool_results(&mut self, results: Vec<Message>) {
-        for mut m in results {
-            if let Some(text) = result_text(&m) {
-                set_result_text(&mut m, self.truncate(&text));
-            }
-            self.h.push(m);
-        }
+        let truncated: Vec<Message> = results
+            .into_iter()
+            .map(|m| with_result(m, |t| self.truncate(t)))
+            .collect();
+        truncated.into_iter().for_each(|m| self.h.push(m));
     }
     fn request(&mut self) -> Request<'_> {
         let event =
@@ -192,12 +199,9 @@ impl ReplayPolicy for ClaudeCode {
         self.h.push(m);
     }
     fn insert_tool_results(&mut self, results: Vec<Message>) {
-        for mut m in results {
-            if let Some(text) = result_text(&m) {
-                set_result_text(&mut m, Self::truncate(&text));
-            }
-            self.h.push(m);
-        }
+        results
+            .into_iter()
+            .for_each(|m| self.h.push(with_result(m, Self::truncate)));
     }
     fn request(&mut self) -> Request<'_> {
         let event = (self.h.total() as u64 >= Self::threshold(self.window))
@@ -296,12 +300,9 @@ impl ReplayPolicy for OpenCode {
         self.h.push(m);
     }
     fn insert_tool_results(&mut self, results: Vec<Message>) {
-        for mut m in results {
-            if let Some(text) = result_text(&m) {
-                set_result_text(&mut m, Self::truncate(&text));
-            }
-            self.h.push(m);
-        }
+        results
+            .into_iter()
+            .for_each(|m| self.h.push(with_result(m, Self::truncate)));
     }
     fn request(&mut self) -> Request<'_> {
         let mut event = self.prune();
