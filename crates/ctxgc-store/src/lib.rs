@@ -1,5 +1,7 @@
 //! ctxgc-store: where originals of trimmed, pruned and summarised tool outputs are kept.
 //!
+//! [`RedisStore`] lets several proxy replicas share originals.
+//!
 //! [`SqliteStore`] is the default: one embedded SQLite file in WAL mode, so readers never block
 //! the writer and a crash of the process (even `kill -9`) loses no committed original. Every
 //! `put` is its own transaction, committed before it returns: the engine writes the original
@@ -11,6 +13,9 @@ use std::sync::Mutex;
 use ctxgc_core::ContentId;
 use ctxgc_core::store::{OriginalStore, StoreError};
 use rusqlite::{Connection, OptionalExtension, params};
+
+mod redis;
+pub use redis::RedisStore;
 
 /// Originals in a SQLite file.
 pub struct SqliteStore {

@@ -25,7 +25,8 @@ pub struct ServeArgs {
     /// Anthropic upstream.
     #[arg(long, default_value = "https://api.anthropic.com")]
     pub anthropic_upstream: String,
-    /// Where originals go: `sqlite:PATH` (default: the XDG data dir) or `memory`.
+    /// Where originals go: `sqlite:PATH` (default: the XDG data dir), `redis://HOST:PORT`
+    /// (shared by several replicas) or `memory`.
     #[arg(long)]
     pub store: Option<String>,
     /// The models' context window in tokens (limits scale with it; default from the config).
