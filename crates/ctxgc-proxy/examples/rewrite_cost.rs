@@ -14,6 +14,7 @@ fn main() {
         window: 200_000,
         cache_breakpoints: true,
         prompt_cache_key: true,
+        engine: None,
     };
     let mut memo = TrimMemo::default();
     let runs = 200;

@@ -7,6 +7,7 @@
 //! arrive. Any internal failure forwards the original request unchanged (fail open) and is
 //! logged and counted. Headers are forwarded and never logged or stored.
 
+pub mod lineage;
 pub mod rewrite;
 mod usage;
 
@@ -54,6 +55,7 @@ struct Counters {
     bad_requests: AtomicU64,
     bytes_saved: AtomicU64,
     originals_stored: AtomicU64,
+    events: AtomicU64,
 }
 
 /// Per-session usage as the upstream reported it.
@@ -79,6 +81,7 @@ pub struct AppState {
     /// Originals committed by this process: resent histories do not write them again.
     committed: Mutex<std::collections::HashSet<(String, ctxgc_core::ContentId)>>,
     memo: Mutex<rewrite::TrimMemo>,
+    lineages: Mutex<BTreeMap<String, lineage::Lineage>>,
     counters: Counters,
     sessions: Mutex<BTreeMap<String, SessionUsage>>,
     log: LogSink,
@@ -101,6 +104,8 @@ pub struct Stats {
     pub bytes_saved: u64,
     /// Originals written to the store.
     pub originals_stored: u64,
+    /// Engine events (prune, compaction) run across requests.
+    pub events: u64,
     /// Sessions seen.
     pub sessions: usize,
     /// Usage per session, as the upstream reported it.
@@ -125,6 +130,7 @@ impl AppState {
             store: Mutex::new(store),
             committed: Mutex::new(Default::default()),
             memo: Mutex::new(Default::default()),
+            lineages: Mutex::new(BTreeMap::new()),
             counters: Counters::default(),
             sessions: Mutex::new(BTreeMap::new()),
             log,
@@ -143,6 +149,7 @@ impl AppState {
             bad_requests: c.bad_requests.load(Ordering::Relaxed),
             bytes_saved: c.bytes_saved.load(Ordering::Relaxed),
             originals_stored: c.originals_stored.load(Ordering::Relaxed),
+            events: c.events.load(Ordering::Relaxed),
             sessions: usage.len(),
             usage,
         }
@@ -253,7 +260,7 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
     let state = s.clone();
     let session_for_task = session.clone();
     let outcome = tokio::task::spawn_blocking(move || {
-        let out = {
+        let mut out = {
             let mut memo = state
                 .memo
                 .lock()
@@ -265,6 +272,40 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
                 &mut memo,
             )
         };
+        // The engine's events across requests (Chat Completions).
+        if let (Api::ChatCompletions, Some(policy)) = (request.api, &state.settings.rewrite.engine)
+            && let Some(client) = request
+                .body
+                .get("messages")
+                .and_then(serde_json::Value::as_array)
+                .cloned()
+        {
+            let mut lineages = state
+                .lineages
+                .lock()
+                .map_err(|_| "the lineage lock is poisoned".to_owned())?;
+            let outcome = lineage::step(
+                &client,
+                lineages.get(&session_for_task),
+                policy,
+                state.settings.rewrite.window,
+            );
+            if outcome.event.is_some() {
+                state.counters.events.fetch_add(1, Ordering::Relaxed);
+            }
+            match outcome.lineage {
+                Some(l) => {
+                    lineages.insert(session_for_task.clone(), l);
+                }
+                None => {
+                    lineages.remove(&session_for_task);
+                }
+            }
+            if outcome.messages != client {
+                request.body["messages"] = serde_json::Value::Array(outcome.messages);
+                out.body = Some(request.to_bytes());
+            }
+        }
         let mut stored = 0u64;
         for (id, text) in &out.originals {
             let key = (session_for_task.clone(), *id);

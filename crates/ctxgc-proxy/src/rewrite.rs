@@ -23,6 +23,9 @@ pub struct RewriteSettings {
     pub cache_breakpoints: bool,
     /// Set OpenAI's `prompt_cache_key` to the session id when absent.
     pub prompt_cache_key: bool,
+    /// Run the engine's events (prune, compaction) across requests (Chat Completions), with
+    /// this policy; `None` leaves histories whole.
+    pub engine: Option<ctxgc_core::engine::Policy>,
 }
 
 /// What rewriting did.
@@ -395,6 +398,7 @@ mod tests {
             window: 32_000,
             cache_breakpoints: true,
             prompt_cache_key: true,
+            engine: None,
         }
     }
 

@@ -92,6 +92,10 @@ struct Harness {
 }
 
 async fn start(store: Box<dyn OriginalStore + Send>) -> Harness {
+    start_with(store, 32_000, false).await
+}
+
+async fn start_with(store: Box<dyn OriginalStore + Send>, window: u64, engine: bool) -> Harness {
     let upstream = Upstream::default();
     let app = Router::new()
         .fallback(upstream_handler)
@@ -108,9 +112,10 @@ async fn start(store: Box<dyn OriginalStore + Send>) -> Harness {
         max_body_bytes: 2 * 1024 * 1024,
         rewrite: RewriteSettings {
             trim: Default::default(),
-            window: 32_000,
+            window,
             cache_breakpoints: true,
             prompt_cache_key: true,
+            engine: engine.then(Default::default),
         },
     };
     let state = AppState::new(settings, store, sink).unwrap();
@@ -408,4 +413,92 @@ async fn bad_requests_get_clear_errors_and_other_routes_pass_through() {
         .unwrap();
     assert_eq!(health["status"], "ok");
     assert_eq!(h.state.stats().bad_requests, 3);
+}
+
+fn words(n: usize, seed: usize) -> String {
+    (0..n)
+        .map(|i| format!("w{} ", (i * 7919 + seed * 104_729) % 10_007))
+        .collect()
+}
+
+#[tokio::test]
+async fn compaction_across_requests_is_prefix_stable_between_events() {
+    let window = 12_000;
+    let h = start_with(Box::new(MemoryStore::default()), window, true).await;
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a coding agent."}),
+        json!({"role": "user", "content": "Fix the flaky test. You must not change the public API."}),
+    ];
+    let mut sent: Vec<Vec<Value>> = Vec::new();
+    let mut counter = ctxgc_core::tokens::TokenCounter::openai();
+    for turn in 0..60 {
+        let id = format!("call_{turn}");
+        messages.push(json!({"role": "assistant", "content": format!("Step {turn}: I will run the next check."), "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"command\":\"pytest -k case_{turn}\"}}")}}]}));
+        let output = format!(
+            "{}\nexit status: {}\n",
+            words(if turn % 4 == 0 { 900 } else { 250 }, turn),
+            turn % 2
+        );
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
+        let body = json!({"model": "gpt-5", "messages": messages});
+        client()
+            .post(format!("{}/v1/chat/completions", h.proxy))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+        let upstream: Value = serde_json::from_slice(&seen.2).unwrap();
+        let msgs = upstream["messages"].as_array().unwrap().clone();
+        let request =
+            ctxgc_formats::ApiRequest::parse(ctxgc_formats::Api::ChatCompletions, &seen.2).unwrap();
+        let tokens = counter.count_messages(&request.transcript().unwrap().messages);
+        assert!(
+            (tokens as u64) < window,
+            "turn {turn}: {tokens} tokens sent to a {window}-token model"
+        );
+        sent.push(msgs);
+    }
+    // Between events the upstream prompt is append-only: request N+1 starts with request N.
+    let breaks = sent
+        .windows(2)
+        .filter(|w| !(w[1].len() >= w[0].len() && w[1][..w[0].len()] == w[0][..]))
+        .count();
+    let events = h.state.stats().events as usize;
+    eprintln!("{events} events over 60 turns at a {window}-token window");
+    assert!(events >= 1, "the engine ran");
+    assert_eq!(
+        breaks, events,
+        "every prefix change is an event, and nothing else changes the prefix"
+    );
+    assert!(events <= 12, "events are rare: {events} in 60 turns");
+    assert!(sent.iter().any(|m| m.iter().any(|x| {
+        x["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("[ctxgc context summary"))
+    })));
+    // The client rewinds to its first exchange: no stale summary or pruning is applied.
+    let rewound = json!({"model": "gpt-5", "messages": messages[..4].to_vec()});
+    client()
+        .post(format!("{}/v1/chat/completions", h.proxy))
+        .json(&rewound)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+    let upstream: Value = serde_json::from_slice(&seen.2).unwrap();
+    let msgs = upstream["messages"].as_array().unwrap();
+    assert_eq!(msgs.len(), 4);
+    assert_eq!(msgs[1], messages[1]);
+    assert!(!msgs.iter().any(|x| {
+        x["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("[ctxgc context summary"))
+    }));
 }

@@ -41,6 +41,10 @@ pub struct ServeArgs {
     /// Do not set OpenAI's prompt_cache_key when absent.
     #[arg(long)]
     pub no_prompt_cache_key: bool,
+    /// Run the engine's events (prune first, then compaction) across requests on Chat
+    /// Completions (the Responses and Messages APIs get insertion trimming only, for now).
+    #[arg(long)]
+    pub compact: bool,
 }
 
 pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
@@ -70,6 +74,7 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             window: args.window.unwrap_or(config.trim.default_window),
             cache_breakpoints: !args.no_cache_breakpoints,
             prompt_cache_key: !args.no_prompt_cache_key,
+            engine: args.compact.then(|| config.engine.clone()),
         },
     };
     let log: ctxgc_proxy::LogSink = Arc::new(|line: &str| eprintln!("{line}"));

@@ -1,0 +1,157 @@
+//! Compaction across requests (Chat Completions): the engine's events, applied to clients that
+//! resend their whole history every time.
+//!
+//! After an event the proxy remembers, per session, that the client's first `covered` messages
+//! (as trimmed at insertion, a pure function) are replaced by `prefix`: the head, then the summary
+//! or the pruned messages. Every later request whose history starts with exactly those messages
+//! (same hash) gets the same replacement, so the upstream sees a prefix-stable prompt between
+//! events. A history that does not start with them (edited, rewound, compacted by the client)
+//! starts a new lineage: stale state is never applied.
+
+use std::collections::BTreeMap;
+
+use ctxgc_core::engine::Policy;
+use ctxgc_core::engine::plan::{self, PlanInput, PlanKind, Replacement};
+use ctxgc_core::engine::summary::{self, SummaryInput};
+use ctxgc_core::tokens::TokenCounter;
+use ctxgc_core::{Message, Transcript};
+use ctxgc_formats::chat::message_from_chat;
+use serde_json::{Value, json};
+
+/// The replacement in force for one session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lineage {
+    /// Client messages the prefix replaces.
+    pub covered: usize,
+    /// Hash of those client messages.
+    pub covered_hash: u64,
+    /// What is sent instead of them.
+    pub prefix: Vec<Value>,
+}
+
+/// Hash of a run of wire messages.
+pub fn hash_messages(messages: &[Value]) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    for m in messages {
+        h.update(m.to_string().as_bytes());
+        h.update(b"\x1e");
+    }
+    h.digest()
+}
+
+/// What the engine decided for one request.
+pub struct Outcome {
+    /// The messages to send.
+    pub messages: Vec<Value>,
+    /// The lineage to keep (`None`: no replacement in force).
+    pub lineage: Option<Lineage>,
+    /// An event ran on this request (`prune` or `compaction`).
+    pub event: Option<&'static str>,
+}
+
+fn view(messages: &[Value]) -> Option<Vec<Message>> {
+    let mut t = Transcript::default();
+    for (i, m) in messages.iter().enumerate() {
+        t.messages
+            .push(message_from_chat(m, &format!("messages[{i}]")).ok()?);
+    }
+    ctxgc_formats::resolve_tool_names(&mut t);
+    Some(t.messages)
+}
+
+/// Applies the session's lineage to the client's (insertion-trimmed) messages, then runs an
+/// event if one is due.
+pub fn step(client: &[Value], state: Option<&Lineage>, policy: &Policy, window: u64) -> Outcome {
+    // 1. Reuse the replacement when the history still starts with what it covered.
+    let (mut prompt, lineage) = match state {
+        Some(l)
+            if client.len() >= l.covered
+                && hash_messages(&client[..l.covered]) == l.covered_hash =>
+        {
+            let mut p = l.prefix.clone();
+            p.extend_from_slice(&client[l.covered..]);
+            (p, Some(l.clone()))
+        }
+        _ => (client.to_vec(), None),
+    };
+    let unchanged = Outcome {
+        messages: prompt.clone(),
+        lineage: lineage.clone(),
+        event: None,
+    };
+    // 2. Is an event due? Plan on the prompt as the upstream would see it.
+    let Some(messages) = view(&prompt) else {
+        return unchanged;
+    };
+    let mut counter = TokenCounter::openai();
+    let tokens: Vec<usize> = messages.iter().map(|m| counter.count_message(m)).collect();
+    let metas = BTreeMap::new();
+    let input = PlanInput {
+        messages: &messages,
+        tokens: &tokens,
+        fixed_tokens: 3,
+        metas: &metas,
+        window,
+    };
+    let Some(plan) = plan::plan(&input, policy, &counter) else {
+        return unchanged;
+    };
+    // The new boundary must not cut into the prefix already in force: wait for the next turn.
+    let kept = lineage.as_ref().map_or(0, |l| l.prefix.len());
+    if plan.tail_start < kept {
+        return unchanged;
+    }
+    let event = match plan.kind {
+        PlanKind::PruneOnly => {
+            for edit in &plan.edits {
+                let wire = &mut prompt[edit.index];
+                match &edit.replacement {
+                    Replacement::Result(text) => wire["content"] = json!(text),
+                    Replacement::Arguments { call_id, arguments } => {
+                        for call in wire["tool_calls"].as_array_mut().into_iter().flatten() {
+                            if call["id"] == *call_id.as_str() {
+                                call["function"]["arguments"] = json!(arguments);
+                            }
+                        }
+                    }
+                }
+            }
+            "prune"
+        }
+        PlanKind::Compaction => {
+            let input = SummaryInput {
+                messages: &messages,
+                from: plan.head_end,
+                to: plan.tail_start,
+                metas: &metas,
+                budget: plan.summary_budget,
+            };
+            let body = summary::extractive_body(&input, &counter);
+            let text = summary::compose(&input, &body, &counter);
+            let mut next: Vec<Value> = prompt[..plan.head_end].to_vec();
+            next.push(json!({"role": "user", "content": text}));
+            next.extend_from_slice(&prompt[plan.tail_start..]);
+            prompt = next;
+            "compaction"
+        }
+    };
+    // 3. The new lineage covers the client messages before the tail.
+    let boundary = match plan.kind {
+        PlanKind::PruneOnly => plan.tail_start,
+        PlanKind::Compaction => plan.head_end + 1,
+    };
+    // Prompt index i >= kept is client index covered + (i - kept).
+    let covered = lineage
+        .as_ref()
+        .map_or(plan.tail_start, |l| l.covered + (plan.tail_start - kept));
+    let lineage = Lineage {
+        covered,
+        covered_hash: hash_messages(&client[..covered]),
+        prefix: prompt[..boundary].to_vec(),
+    };
+    Outcome {
+        messages: prompt,
+        lineage: Some(lineage),
+        event: Some(event),
+    }
+}
