@@ -21,10 +21,35 @@ pub trait OriginalStore {
     fn get(&self, session: &str, id: ContentId) -> Result<Option<String>, StoreError>;
 }
 
+/// Keeps small per-session state (the proxy's compaction lineage), so that several proxy
+/// replicas, or a restarted one, continue a session where it was.
+pub trait StateStore {
+    /// Saves a session's state, replacing the previous one.
+    fn put_state(&mut self, session: &str, state: &str) -> Result<(), StoreError>;
+    /// Loads a session's state.
+    fn get_state(&self, session: &str) -> Result<Option<String>, StoreError>;
+}
+
+/// A store of both.
+pub trait Store: OriginalStore + StateStore + Send {}
+impl<T: OriginalStore + StateStore + Send> Store for T {}
+
 /// Originals in memory (tests, replays, one-shot CLI runs).
 #[derive(Debug, Default, Clone)]
 pub struct MemoryStore {
     originals: BTreeMap<(String, ContentId), String>,
+    states: BTreeMap<String, String>,
+}
+
+impl StateStore for MemoryStore {
+    fn put_state(&mut self, session: &str, state: &str) -> Result<(), StoreError> {
+        self.states.insert(session.to_owned(), state.to_owned());
+        Ok(())
+    }
+
+    fn get_state(&self, session: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.states.get(session).cloned())
+    }
 }
 
 impl MemoryStore {

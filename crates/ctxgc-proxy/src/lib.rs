@@ -22,7 +22,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use ctxgc_core::store::OriginalStore;
+use ctxgc_core::store::Store;
 use ctxgc_formats::{Api, ApiRequest, FormatError};
 use futures_util::StreamExt;
 use serde::Serialize;
@@ -77,11 +77,10 @@ pub struct SessionUsage {
 pub struct AppState {
     settings: ProxySettings,
     client: reqwest::Client,
-    store: Mutex<Box<dyn OriginalStore + Send>>,
+    store: Mutex<Box<dyn Store>>,
     /// Originals committed by this process: resent histories do not write them again.
     committed: Mutex<std::collections::HashSet<(String, ctxgc_core::ContentId)>>,
     memo: Mutex<rewrite::TrimMemo>,
-    lineages: Mutex<BTreeMap<String, lineage::Lineage>>,
     counters: Counters,
     sessions: Mutex<BTreeMap<String, SessionUsage>>,
     log: LogSink,
@@ -116,7 +115,7 @@ impl AppState {
     /// State for a server.
     pub fn new(
         settings: ProxySettings,
-        store: Box<dyn OriginalStore + Send>,
+        store: Box<dyn Store>,
         log: LogSink,
     ) -> Result<Arc<AppState>, String> {
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -130,7 +129,6 @@ impl AppState {
             store: Mutex::new(store),
             committed: Mutex::new(Default::default()),
             memo: Mutex::new(Default::default()),
-            lineages: Mutex::new(BTreeMap::new()),
             counters: Counters::default(),
             sessions: Mutex::new(BTreeMap::new()),
             log,
@@ -280,27 +278,31 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
                 .and_then(serde_json::Value::as_array)
                 .cloned()
         {
-            let mut lineages = state
-                .lineages
+            // The lineage lives in the store, so replicas and restarts continue the session.
+            let mut store = state
+                .store
                 .lock()
-                .map_err(|_| "the lineage lock is poisoned".to_owned())?;
+                .map_err(|_| "the store lock is poisoned".to_owned())?;
+            let current: Option<lineage::Lineage> = store
+                .get_state(&session_for_task)
+                .map_err(|e| e.to_string())?
+                .and_then(|json| serde_json::from_str(&json).ok());
             let outcome = lineage::step(
                 &client,
-                lineages.get(&session_for_task),
+                current.as_ref(),
                 policy,
                 state.settings.rewrite.window,
             );
             if outcome.event.is_some() {
                 state.counters.events.fetch_add(1, Ordering::Relaxed);
             }
-            match outcome.lineage {
-                Some(l) => {
-                    lineages.insert(session_for_task.clone(), l);
-                }
-                None => {
-                    lineages.remove(&session_for_task);
-                }
+            if outcome.lineage != current {
+                let json = serde_json::to_string(&outcome.lineage).map_err(|e| e.to_string())?;
+                store
+                    .put_state(&session_for_task, &json)
+                    .map_err(|e| e.to_string())?;
             }
+            drop(store);
             if outcome.messages != client {
                 request.body["messages"] = serde_json::Value::Array(outcome.messages);
                 out.body = Some(request.to_bytes());

@@ -18,8 +18,8 @@ use ctxgc_core::{Message, Transcript};
 use ctxgc_formats::chat::message_from_chat;
 use serde_json::{Value, json};
 
-/// The replacement in force for one session.
-#[derive(Debug, Clone, PartialEq)]
+/// The replacement in force for one session (stored as JSON in the session-state store).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Lineage {
     /// Client messages the prefix replaces.
     pub covered: usize,

@@ -11,7 +11,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use ctxgc_core::ContentId;
-use ctxgc_core::store::{MemoryStore, OriginalStore, StoreError};
+use ctxgc_core::store::{MemoryStore, OriginalStore, StateStore, Store, StoreError};
 use ctxgc_proxy::{AppState, LogSink, ProxySettings, RewriteSettings};
 use serde_json::{Value, json};
 
@@ -91,11 +91,11 @@ struct Harness {
     logs: Arc<Mutex<Vec<String>>>,
 }
 
-async fn start(store: Box<dyn OriginalStore + Send>) -> Harness {
+async fn start(store: Box<dyn Store>) -> Harness {
     start_with(store, 32_000, false).await
 }
 
-async fn start_with(store: Box<dyn OriginalStore + Send>, window: u64, engine: bool) -> Harness {
+async fn start_with(store: Box<dyn Store>, window: u64, engine: bool) -> Harness {
     let upstream = Upstream::default();
     let app = Router::new()
         .fallback(upstream_handler)
@@ -306,6 +306,14 @@ async fn the_upstream_prefix_is_stable_over_a_50_turn_session() {
 }
 
 struct BrokenStore;
+impl StateStore for BrokenStore {
+    fn put_state(&mut self, _: &str, _: &str) -> Result<(), StoreError> {
+        Err(StoreError("disk full".into()))
+    }
+    fn get_state(&self, _: &str) -> Result<Option<String>, StoreError> {
+        Err(StoreError("disk full".into()))
+    }
+}
 impl OriginalStore for BrokenStore {
     fn put(&mut self, _: &str, _: ContentId, _: &str) -> Result<(), StoreError> {
         Err(StoreError("disk full".into()))
@@ -501,4 +509,71 @@ async fn compaction_across_requests_is_prefix_stable_between_events() {
             .as_str()
             .is_some_and(|c| c.starts_with("[ctxgc context summary"))
     }));
+}
+
+#[tokio::test]
+async fn a_second_replica_continues_the_lineage_from_the_shared_store() {
+    let dir = std::env::temp_dir().join(format!("ctxgc-replicas-{}", std::process::id()));
+    let db = dir.join("shared.sqlite");
+    let a = start_with(
+        Box::new(ctxgc_store::SqliteStore::open(&db).unwrap()),
+        12_000,
+        true,
+    )
+    .await;
+    let b = start_with(
+        Box::new(ctxgc_store::SqliteStore::open(&db).unwrap()),
+        12_000,
+        true,
+    )
+    .await;
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a coding agent."}),
+        json!({"role": "user", "content": "Fix it."}),
+    ];
+    let mut last_a: Vec<Value> = Vec::new();
+    for turn in 0..30 {
+        let id = format!("call_{turn}");
+        messages.push(json!({"role": "assistant", "content": format!("Step {turn}."), "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}));
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": words(400, turn)}));
+        client()
+            .post(format!("{}/v1/chat/completions", a.proxy))
+            .json(&json!({"model": "gpt-5", "messages": messages}))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let seen = a.upstream.seen.lock().unwrap().last().cloned().unwrap();
+        last_a = serde_json::from_slice::<Value>(&seen.2).unwrap()["messages"]
+            .as_array()
+            .unwrap()
+            .clone();
+    }
+    assert!(a.state.stats().events >= 1);
+    // The next turn goes to replica B (a load balancer's choice): same prefix as A sent.
+    messages.push(json!({"role": "assistant", "content": "Step 30.", "tool_calls": [{"id": "call_30", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}));
+    messages.push(json!({"role": "tool", "tool_call_id": "call_30", "content": "ok"}));
+    client()
+        .post(format!("{}/v1/chat/completions", b.proxy))
+        .json(&json!({"model": "gpt-5", "messages": messages}))
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let seen = b.upstream.seen.lock().unwrap().last().cloned().unwrap();
+    let sent_b = serde_json::from_slice::<Value>(&seen.2).unwrap()["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(b.state.stats().events, 0, "a small turn needs no event");
+    assert_eq!(
+        &sent_b[..last_a.len()],
+        &last_a[..],
+        "replica B continued A's lineage"
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use ctxgc_core::ContentId;
-use ctxgc_core::store::{OriginalStore, StoreError};
+use ctxgc_core::store::{OriginalStore, StateStore, StoreError};
 use rusqlite::{Connection, OptionalExtension, params};
 
 mod redis;
@@ -51,6 +51,10 @@ impl SqliteStore {
                  id      TEXT NOT NULL,
                  text    TEXT NOT NULL,
                  PRIMARY KEY (session, id)
+             ) WITHOUT ROWID;
+             CREATE TABLE IF NOT EXISTS session_state (
+                 session TEXT PRIMARY KEY,
+                 state   TEXT NOT NULL
              ) WITHOUT ROWID;",
         )
         .map_err(err)?;
@@ -110,6 +114,30 @@ impl OriginalStore for SqliteStore {
         conn.query_row(
             "SELECT text FROM originals WHERE session = ?1 AND id = ?2",
             params![session, id.to_string()],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(err)
+    }
+}
+
+impl StateStore for SqliteStore {
+    fn put_state(&mut self, session: &str, state: &str) -> Result<(), StoreError> {
+        let conn = self.conn.lock().map_err(err)?;
+        conn.execute(
+            "INSERT INTO session_state (session, state) VALUES (?1, ?2)
+             ON CONFLICT(session) DO UPDATE SET state = excluded.state",
+            params![session, state],
+        )
+        .map_err(err)?;
+        Ok(())
+    }
+
+    fn get_state(&self, session: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.conn.lock().map_err(err)?;
+        conn.query_row(
+            "SELECT state FROM session_state WHERE session = ?1",
+            params![session],
             |r| r.get(0),
         )
         .optional()

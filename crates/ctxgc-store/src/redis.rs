@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use ctxgc_core::ContentId;
-use ctxgc_core::store::{OriginalStore, StoreError};
+use ctxgc_core::store::{OriginalStore, StateStore, StoreError};
 
 /// Originals in Redis under `ctxgc:orig:{session}:{id}`.
 pub struct RedisStore {
@@ -128,6 +128,26 @@ impl OriginalStore for RedisStore {
             Reply::Bulk(Some(bytes)) => String::from_utf8(bytes)
                 .map(Some)
                 .map_err(|e| err(format!("stored original is not UTF-8: {e}"))),
+            _ => Ok(None),
+        }
+    }
+}
+
+impl StateStore for RedisStore {
+    fn put_state(&mut self, session: &str, state: &str) -> Result<(), StoreError> {
+        self.command(&[
+            b"SET",
+            format!("ctxgc:state:{session}").as_bytes(),
+            state.as_bytes(),
+        ])
+        .map(|_| ())
+    }
+
+    fn get_state(&self, session: &str) -> Result<Option<String>, StoreError> {
+        match self.command(&[b"GET", format!("ctxgc:state:{session}").as_bytes()])? {
+            Reply::Bulk(Some(bytes)) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|e| err(format!("state is not UTF-8: {e}"))),
             _ => Ok(None),
         }
     }

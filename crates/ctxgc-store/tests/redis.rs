@@ -4,7 +4,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use ctxgc_core::ContentId;
-use ctxgc_core::store::OriginalStore;
+use ctxgc_core::store::{OriginalStore, StateStore};
 use ctxgc_store::RedisStore;
 
 struct Server(Child);
@@ -69,6 +69,12 @@ fn replicas_share_originals_through_redis() {
         Some(text.as_str())
     );
     assert_eq!(replica_b.get("s2", id).unwrap(), None, "per session");
+    replica_a.put_state("s1", "lineage-1").unwrap();
+    assert_eq!(
+        replica_b.get_state("s1").unwrap().as_deref(),
+        Some("lineage-1"),
+        "state shared too"
+    );
     drop(server);
     let e = replica_b.get("s1", id).unwrap_err().to_string();
     assert!(

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use ctxgc_core::config::Config;
-use ctxgc_core::store::{MemoryStore, OriginalStore};
+use ctxgc_core::store::{MemoryStore, Store};
 use ctxgc_proxy::{AppState, ProxySettings, RewriteSettings};
 use ctxgc_store::SqliteStore;
 
@@ -54,7 +54,7 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             args.listen
         );
     }
-    let store: Box<dyn OriginalStore + Send> = match args.store.as_deref() {
+    let store: Box<dyn Store> = match args.store.as_deref() {
         None => Box::new(SqliteStore::open(SqliteStore::default_path())?),
         Some("memory") => Box::new(MemoryStore::default()),
         Some(spec) if spec.starts_with("sqlite:") => {
