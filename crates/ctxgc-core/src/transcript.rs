@@ -195,6 +195,16 @@ impl Message {
     }
 }
 
+/// Indices of the assistant messages: where each assistant turn starts.
+pub fn assistant_turns(messages: &[Message]) -> Vec<usize> {
+    messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.role == Role::Assistant)
+        .map(|(i, _)| i)
+        .collect()
+}
+
 fn join_text(blocks: &[Block]) -> String {
     let mut out = String::new();
     for block in blocks {

@@ -49,13 +49,7 @@ impl PlanInput<'_> {
     /// Mean tokens a turn added recently: the messages since the `GROWTH_TURNS`-th last
     /// assistant message, divided by the assistant turns among them.
     pub fn growth_per_turn(&self) -> usize {
-        let turns: Vec<usize> = self
-            .messages
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.role == Role::Assistant)
-            .map(|(i, _)| i)
-            .collect();
+        let turns = crate::transcript::assistant_turns(self.messages);
         if turns.len() < 2 {
             return 0;
         }

@@ -474,14 +474,7 @@ impl ReplayPolicy for AgentsTrimmer {
         results.into_iter().for_each(|m| self.h.push(m));
     }
     fn request(&mut self) -> Request<'_> {
-        let turns: Vec<usize> = self
-            .h
-            .messages
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.role == Role::Assistant)
-            .map(|(i, _)| i)
-            .collect();
+        let turns = ctxgc_core::transcript::assistant_turns(&self.h.messages);
         let recent_from = turns
             .len()
             .checked_sub(Self::RECENT_TURNS)
