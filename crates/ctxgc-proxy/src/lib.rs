@@ -71,6 +71,28 @@ pub struct SessionUsage {
     pub cache_write_tokens: u64,
     /// Output tokens reported.
     pub output_tokens: u64,
+    /// ctxgc's own estimate of the latest request's input tokens.
+    pub estimated_tokens: u64,
+    /// Reported input / ctxgc's estimate, smoothed: scales the engine's token counts for this
+    /// session (the upstream's tokenizer, tool definitions and framing as it really counts them).
+    pub calibration: Option<f64>,
+}
+
+impl SessionUsage {
+    /// Folds one request's reported input into the calibration (exponential moving average,
+    /// clamped so one odd report cannot derail the thresholds). It never goes below 1: a prompt
+    /// over the window fails outright, an early event only costs a little, so calibration may
+    /// only make the engine more careful.
+    fn calibrate(&mut self, reported_input: u64) {
+        if self.estimated_tokens == 0 || reported_input == 0 {
+            return;
+        }
+        let ratio = (reported_input as f64 / self.estimated_tokens as f64).clamp(1.0, 2.5);
+        self.calibration = Some(match self.calibration {
+            Some(previous) => 0.7 * previous + 0.3 * ratio,
+            None => ratio,
+        });
+    }
 }
 
 /// Shared state of the server.
@@ -287,12 +309,32 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
                 .get_state(&session_for_task)
                 .map_err(|e| e.to_string())?
                 .and_then(|json| serde_json::from_str(&json).ok());
+            let calibration = state
+                .sessions
+                .lock()
+                .ok()
+                .and_then(|u| u.get(&session_for_task).and_then(|u| u.calibration))
+                .unwrap_or(1.0);
+            let tools = request
+                .body
+                .get("tools")
+                .and_then(serde_json::Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             let outcome = lineage::step(
                 &client,
+                &tools,
                 current.as_ref(),
                 policy,
                 state.settings.rewrite.window,
+                calibration,
             );
+            if let Ok(mut sessions) = state.sessions.lock() {
+                sessions
+                    .entry(session_for_task.clone())
+                    .or_default()
+                    .estimated_tokens = outcome.estimated_tokens as u64;
+            }
             if outcome.event.is_some() {
                 state.counters.events.fetch_add(1, Ordering::Relaxed);
             }
@@ -493,5 +535,41 @@ fn record_usage(s: &AppState, session: &str, u: usage::Usage) {
         entry.cache_read_tokens += u.cache_read;
         entry.cache_write_tokens += u.cache_write;
         entry.output_tokens += u.output;
+        entry.calibrate(u.input + u.cache_read + u.cache_write);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calibration_follows_reported_usage_smoothly_and_within_bounds() {
+        let mut u = SessionUsage {
+            estimated_tokens: 10_000,
+            ..Default::default()
+        };
+        u.calibrate(12_000);
+        assert_eq!(u.calibration, Some(1.2), "first report sets it");
+        u.calibrate(13_000);
+        assert!(
+            (u.calibration.unwrap() - (0.7 * 1.2 + 0.3 * 1.3)).abs() < 1e-9,
+            "then an average"
+        );
+        let mut odd = SessionUsage {
+            estimated_tokens: 10_000,
+            ..Default::default()
+        };
+        odd.calibrate(90_000);
+        assert_eq!(odd.calibration, Some(2.5), "clamped");
+        let mut low = SessionUsage {
+            estimated_tokens: 10_000,
+            ..Default::default()
+        };
+        low.calibrate(5_000);
+        assert_eq!(low.calibration, Some(1.0), "never below 1");
+        let mut none = SessionUsage::default();
+        none.calibrate(5_000);
+        assert_eq!(none.calibration, None, "no estimate, nothing to learn");
     }
 }

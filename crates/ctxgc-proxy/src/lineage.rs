@@ -47,6 +47,9 @@ pub struct Outcome {
     pub lineage: Option<Lineage>,
     /// An event ran on this request (`prune` or `compaction`).
     pub event: Option<&'static str>,
+    /// ctxgc's own (uncalibrated) token count of what is sent, tool definitions included; the
+    /// upstream's reported usage for this request calibrates later estimates against it.
+    pub estimated_tokens: usize,
 }
 
 fn view(messages: &[Value]) -> Option<Vec<Message>> {
@@ -61,7 +64,16 @@ fn view(messages: &[Value]) -> Option<Vec<Message>> {
 
 /// Applies the session's lineage to the client's (insertion-trimmed) messages, then runs an
 /// event if one is due.
-pub fn step(client: &[Value], state: Option<&Lineage>, policy: &Policy, window: u64) -> Outcome {
+/// `tools` are the request's tool definitions (paid on every request); `calibration` scales
+/// ctxgc's token counts to the upstream's (reported usage / estimate, per session).
+pub fn step(
+    client: &[Value],
+    tools: &[Value],
+    state: Option<&Lineage>,
+    policy: &Policy,
+    window: u64,
+    calibration: f64,
+) -> Outcome {
     // 1. Reuse the replacement when the history still starts with what it covered.
     let (mut prompt, lineage) = match state {
         Some(l)
@@ -74,32 +86,44 @@ pub fn step(client: &[Value], state: Option<&Lineage>, policy: &Policy, window: 
         }
         _ => (client.to_vec(), None),
     };
-    let unchanged = Outcome {
-        messages: prompt.clone(),
-        lineage: lineage.clone(),
-        event: None,
-    };
-    // 2. Is an event due? Plan on the prompt as the upstream would see it.
-    let Some(messages) = view(&prompt) else {
-        return unchanged;
-    };
     let mut counter = TokenCounter::openai();
-    let tokens: Vec<usize> = messages.iter().map(|m| counter.count_message(m)).collect();
+    let fixed = counter.count_tools(tools) + 3;
+    let estimate = |counter: &mut TokenCounter, prompt: &[Value]| {
+        view(prompt).map_or(0, |m| {
+            m.iter().map(|m| counter.count_message(m)).sum::<usize>()
+        }) + fixed
+    };
+    let unchanged =
+        |counter: &mut TokenCounter, prompt: Vec<Value>, lineage: Option<Lineage>| Outcome {
+            estimated_tokens: estimate(counter, &prompt),
+            messages: prompt,
+            lineage,
+            event: None,
+        };
+    // 2. Is an event due? Plan on the prompt as the upstream would see it, in its tokens.
+    let Some(messages) = view(&prompt) else {
+        return unchanged(&mut counter, prompt, lineage);
+    };
+    let scale = |n: usize| (n as f64 * calibration).ceil() as usize;
+    let tokens: Vec<usize> = messages
+        .iter()
+        .map(|m| scale(counter.count_message(m)))
+        .collect();
     let metas = BTreeMap::new();
     let input = PlanInput {
         messages: &messages,
         tokens: &tokens,
-        fixed_tokens: 3,
+        fixed_tokens: scale(fixed),
         metas: &metas,
         window,
     };
     let Some(plan) = plan::plan(&input, policy, &counter) else {
-        return unchanged;
+        return unchanged(&mut counter, prompt, lineage);
     };
     // The new boundary must not cut into the prefix already in force: wait for the next turn.
     let kept = lineage.as_ref().map_or(0, |l| l.prefix.len());
     if plan.tail_start < kept {
-        return unchanged;
+        return unchanged(&mut counter, prompt, lineage);
     }
     let event = match plan.kind {
         PlanKind::PruneOnly => {
@@ -150,6 +174,7 @@ pub fn step(client: &[Value], state: Option<&Lineage>, policy: &Policy, window: 
         prefix: prompt[..boundary].to_vec(),
     };
     Outcome {
+        estimated_tokens: estimate(&mut counter, &prompt),
         messages: prompt,
         lineage: Some(lineage),
         event: Some(event),

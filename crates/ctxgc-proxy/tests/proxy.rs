@@ -577,3 +577,25 @@ async fn a_second_replica_continues_the_lineage_from_the_shared_store() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn reported_usage_calibrates_the_sessions_token_estimates() {
+    let h = start_with(Box::new(MemoryStore::default()), 200_000, true).await;
+    let body = json!({"model": "gpt-5", "tools": [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}],
+        "messages": [{"role": "user", "content": words(2_000, 1)}]});
+    client()
+        .post(format!("{}/v1/chat/completions", h.proxy))
+        .header("x-ctxgc-session", "cal")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let usage = h.state.stats().usage["cal"].clone();
+    // The fake upstream reports 100 prompt tokens for a prompt ctxgc counts in the thousands:
+    // calibration never lowers the estimates (an overflow fails, an early event only costs).
+    assert!(usage.estimated_tokens > 2_000, "{usage:?}");
+    assert_eq!(usage.calibration, Some(1.0));
+}
