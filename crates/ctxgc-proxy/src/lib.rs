@@ -294,12 +294,10 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
         };
         // The engine's events across requests (Chat Completions).
         if let (Api::ChatCompletions, Some(policy)) = (request.api, &state.settings.rewrite.engine)
-            && let Some(client) = request
-                .body
-                .get("messages")
-                .and_then(serde_json::Value::as_array)
-                .cloned()
+            && let Some(serde_json::Value::Array(slot)) = request.body.get_mut("messages")
         {
+            // Taken out, not cloned: it goes back unchanged unless an event or lineage applies.
+            let client = std::mem::take(slot);
             // The lineage lives in the store, so replicas and restarts continue the session.
             let mut store = state
                 .store
@@ -345,8 +343,9 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
                     .map_err(|e| e.to_string())?;
             }
             drop(store);
-            if outcome.messages != client {
-                request.body["messages"] = serde_json::Value::Array(outcome.messages);
+            let changed = outcome.messages.is_some();
+            request.body["messages"] = serde_json::Value::Array(outcome.messages.unwrap_or(client));
+            if changed {
                 out.body = Some(request.to_bytes());
             }
         }

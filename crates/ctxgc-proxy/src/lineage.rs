@@ -41,8 +41,8 @@ pub fn hash_messages(messages: &[Value]) -> u64 {
 
 /// What the engine decided for one request.
 pub struct Outcome {
-    /// The messages to send.
-    pub messages: Vec<Value>,
+    /// The messages to send, or `None` to send the client's own unchanged.
+    pub messages: Option<Vec<Value>>,
     /// The lineage to keep (`None`: no replacement in force).
     pub lineage: Option<Lineage>,
     /// An event ran on this request (`prune` or `compaction`).
@@ -75,17 +75,18 @@ pub fn step(
     calibration: f64,
 ) -> Outcome {
     // 1. Reuse the replacement when the history still starts with what it covered.
-    let (mut prompt, lineage) = match state {
+    let (applied, lineage) = match state {
         Some(l)
             if client.len() >= l.covered
                 && hash_messages(&client[..l.covered]) == l.covered_hash =>
         {
             let mut p = l.prefix.clone();
             p.extend_from_slice(&client[l.covered..]);
-            (p, Some(l.clone()))
+            (Some(p), Some(l.clone()))
         }
-        _ => (client.to_vec(), None),
+        _ => (None, None),
     };
+    let current: &[Value] = applied.as_deref().unwrap_or(client);
     let mut counter = TokenCounter::openai();
     let fixed = counter.count_tools(tools) + 3;
     let estimate = |counter: &mut TokenCounter, prompt: &[Value]| {
@@ -93,16 +94,17 @@ pub fn step(
             m.iter().map(|m| counter.count_message(m)).sum::<usize>()
         }) + fixed
     };
-    let unchanged =
-        |counter: &mut TokenCounter, prompt: Vec<Value>, lineage: Option<Lineage>| Outcome {
-            estimated_tokens: estimate(counter, &prompt),
-            messages: prompt,
-            lineage,
-            event: None,
-        };
+    let unchanged = |counter: &mut TokenCounter,
+                     applied: Option<Vec<Value>>,
+                     lineage: Option<Lineage>| Outcome {
+        estimated_tokens: estimate(counter, applied.as_deref().unwrap_or(client)),
+        messages: applied,
+        lineage,
+        event: None,
+    };
     // 2. Is an event due? Plan on the prompt as the upstream would see it, in its tokens.
-    let Some(messages) = view(&prompt) else {
-        return unchanged(&mut counter, prompt, lineage);
+    let Some(messages) = view(current) else {
+        return unchanged(&mut counter, applied, lineage);
     };
     let scale = |n: usize| (n as f64 * calibration).ceil() as usize;
     let tokens: Vec<usize> = messages
@@ -118,13 +120,14 @@ pub fn step(
         window,
     };
     let Some(plan) = plan::plan(&input, policy, &counter) else {
-        return unchanged(&mut counter, prompt, lineage);
+        return unchanged(&mut counter, applied, lineage);
     };
     // The new boundary must not cut into the prefix already in force: wait for the next turn.
     let kept = lineage.as_ref().map_or(0, |l| l.prefix.len());
     if plan.tail_start < kept {
-        return unchanged(&mut counter, prompt, lineage);
+        return unchanged(&mut counter, applied, lineage);
     }
+    let mut prompt = current.to_vec();
     let event = match plan.kind {
         PlanKind::PruneOnly => {
             for edit in &plan.edits {
@@ -175,7 +178,7 @@ pub fn step(
     };
     Outcome {
         estimated_tokens: estimate(&mut counter, &prompt),
-        messages: prompt,
+        messages: Some(prompt),
         lineage: Some(lineage),
         event: Some(event),
     }

@@ -97,7 +97,6 @@ fn slots(body: &Value, api: Api) -> Vec<Slot> {
     };
     let mut out = Vec::new();
     let mut group = 0;
-    let mut previous_was_result = false;
     match api {
         Api::ChatCompletions => {
             for (i, m) in body["messages"]
@@ -108,13 +107,10 @@ fn slots(body: &Value, api: Api) -> Vec<Slot> {
             {
                 let is_result = m["role"] == "tool";
                 if !is_result {
-                    if previous_was_result {
-                        group += 1;
-                    }
-                    previous_was_result = false;
+                    // Results of one turn are consecutive: any other item starts a new group.
+                    group += 1;
                     continue;
                 }
-                previous_was_result = true;
                 let tool = name(m["tool_call_id"].as_str());
                 content_slots(
                     &mut out,
@@ -159,13 +155,10 @@ fn slots(body: &Value, api: Api) -> Vec<Slot> {
                     )
                 );
                 if !is_result {
-                    if previous_was_result {
-                        group += 1;
-                    }
-                    previous_was_result = false;
+                    // Results of one turn are consecutive: any other item starts a new group.
+                    group += 1;
                     continue;
                 }
-                previous_was_result = true;
                 let tool = name(item["call_id"].as_str());
                 content_slots(
                     &mut out,

@@ -83,8 +83,8 @@ impl CacheKind {
     pub fn new_model(self, min_cacheable: usize) -> Box<dyn CacheModel> {
         match self {
             CacheKind::Anthropic => Box::new(anthropic::AnthropicCache::new(min_cacheable)),
-            CacheKind::Openai => Box::new(openai::OpenAiCache::default()),
-            CacheKind::Vllm => Box::new(vllm::VllmCache::default()),
+            CacheKind::Openai => Box::new(openai::cache()),
+            CacheKind::Vllm => Box::new(vllm::cache()),
         }
     }
 
@@ -108,11 +108,54 @@ impl CacheKind {
     }
 }
 
+/// A cache that serves the longest prefix shared with any earlier request of the session,
+/// rounded down to `step` tokens, for prompts (and hits) of at least `min_tokens`: OpenAI's
+/// automatic caching and vLLM's block cache are this with different numbers.
+#[derive(Debug, Default)]
+pub struct PrefixCache {
+    min_tokens: usize,
+    step: usize,
+    seen: std::collections::HashSet<u64>,
+}
+
+impl PrefixCache {
+    /// A cache with a minimum and a granularity.
+    pub fn new(min_tokens: usize, step: usize) -> PrefixCache {
+        PrefixCache {
+            min_tokens,
+            step: step.max(1),
+            seen: Default::default(),
+        }
+    }
+}
+
+impl CacheModel for PrefixCache {
+    fn serve(&mut self, blocks: &[Block]) -> Served {
+        let total: usize = blocks.iter().map(|b| b.tokens).sum();
+        if total < self.min_tokens {
+            return Served {
+                cached: 0,
+                written: 0,
+                uncached: total,
+            };
+        }
+        let shared = longest_shared_prefix(&self.seen, blocks);
+        let cached = if shared >= self.min_tokens {
+            shared / self.step * self.step
+        } else {
+            0
+        };
+        self.seen.extend(blocks.iter().map(|b| b.chain));
+        Served {
+            cached,
+            written: 0,
+            uncached: total - cached,
+        }
+    }
+}
+
 /// Tokens of the longest prefix `blocks` shares with any earlier request, at block granularity.
-pub(crate) fn longest_shared_prefix(
-    seen: &std::collections::HashSet<u64>,
-    blocks: &[Block],
-) -> usize {
+fn longest_shared_prefix(seen: &std::collections::HashSet<u64>, blocks: &[Block]) -> usize {
     let mut tokens = 0;
     for block in blocks {
         if !seen.contains(&block.chain) {

@@ -6,9 +6,7 @@
 //! first ~256 tokens plus `prompt_cache_key`, so one session's requests reach the same cache.
 //! Cached input is billed at the model's discount (10% on GPT-5); there is no write surcharge.
 
-use std::collections::HashSet;
-
-use super::{Block, CacheModel, Served, longest_shared_prefix};
+use super::PrefixCache;
 
 /// Minimum prompt (and hit) size.
 pub const MIN_TOKENS: usize = 1_024;
@@ -16,39 +14,18 @@ pub const MIN_TOKENS: usize = 1_024;
 pub const STEP: usize = 128;
 
 /// The cache of one session.
-#[derive(Debug, Default)]
-pub struct OpenAiCache {
-    seen: HashSet<u64>,
-}
-
-impl CacheModel for OpenAiCache {
-    fn serve(&mut self, blocks: &[Block]) -> Served {
-        let total: usize = blocks.iter().map(|b| b.tokens).sum();
-        let shared = longest_shared_prefix(&self.seen, blocks);
-        let cached = if total >= MIN_TOKENS && shared >= MIN_TOKENS {
-            shared / STEP * STEP
-        } else {
-            0
-        };
-        if total >= MIN_TOKENS {
-            self.seen.extend(blocks.iter().map(|b| b.chain));
-        }
-        Served {
-            cached,
-            written: 0,
-            uncached: total - cached,
-        }
-    }
+pub fn cache() -> PrefixCache {
+    PrefixCache::new(MIN_TOKENS, STEP)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::blocks;
+    use crate::cache::{CacheModel, Served, blocks};
 
     #[test]
     fn hits_come_in_128_token_steps_from_1024() {
-        let mut cache = OpenAiCache::default();
+        let mut cache = cache();
         // 1,000 + 500 tokens: first request, nothing cached.
         let first = blocks(&[(1, 1_000), (2, 500)]);
         assert_eq!(
@@ -76,7 +53,7 @@ mod tests {
 
     #[test]
     fn short_prompts_are_never_cached() {
-        let mut cache = OpenAiCache::default();
+        let mut cache = cache();
         let small = blocks(&[(1, 600), (2, 300)]);
         cache.serve(&small);
         assert_eq!(cache.serve(&small).cached, 0);

@@ -2,40 +2,24 @@
 //! so a hit covers the shared prefix rounded down to a multiple of 16. No minimum, no write
 //! cost. Source: vLLM docs, "Automatic Prefix Caching" (docs.vllm.ai, design/prefix_caching).
 
-use std::collections::HashSet;
-
-use super::{Block, CacheModel, Served, longest_shared_prefix};
+use super::PrefixCache;
 
 /// Tokens per KV block (vLLM's default on CUDA).
 pub const BLOCK: usize = 16;
 
 /// The cache of one session.
-#[derive(Debug, Default)]
-pub struct VllmCache {
-    seen: HashSet<u64>,
-}
-
-impl CacheModel for VllmCache {
-    fn serve(&mut self, blocks: &[Block]) -> Served {
-        let total: usize = blocks.iter().map(|b| b.tokens).sum();
-        let cached = longest_shared_prefix(&self.seen, blocks) / BLOCK * BLOCK;
-        self.seen.extend(blocks.iter().map(|b| b.chain));
-        Served {
-            cached,
-            written: 0,
-            uncached: total - cached,
-        }
-    }
+pub fn cache() -> PrefixCache {
+    PrefixCache::new(0, BLOCK)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::blocks;
+    use crate::cache::{CacheModel, Served, blocks};
 
     #[test]
     fn only_full_blocks_hit() {
-        let mut cache = VllmCache::default();
+        let mut cache = cache();
         cache.serve(&blocks(&[(1, 100), (2, 37)]));
         // 137 shared tokens -> 8 full blocks = 128.
         assert_eq!(

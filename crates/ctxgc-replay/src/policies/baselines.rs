@@ -52,8 +52,7 @@ fn compact_all(
 ) -> ReplayEvent {
     let system_end = h.system_end();
     let to = h.messages.len();
-    let request = h.summarizer_request(system_end, to, summary_budget);
-    let summary = h.summary(system_end, to, summary_budget);
+    let (request, summary) = h.summarize(system_end, to, summary_budget);
     let mut kept_users: Vec<Message> = Vec::new();
     let mut used = 0;
     for (m, &t) in h.messages.iter().zip(&h.tokens).rev() {
@@ -425,8 +424,7 @@ impl ReplayPolicy for Hermes {
             let from = Self::PROTECT_FIRST.min(tail);
             let middle: usize = self.h.tokens[from..tail].iter().sum();
             let budget = (middle / 5).clamp(1_000, 4_000);
-            let request = self.h.summarizer_request(from, tail, budget);
-            let summary = self.h.summary(from, tail, budget);
+            let (request, summary) = self.h.summarize(from, tail, budget);
             let summary_tokens = self.h.counter.count_text(&summary);
             let mut messages = self.h.messages[..from].to_vec();
             messages.push(Message::text(Role::User, summary));

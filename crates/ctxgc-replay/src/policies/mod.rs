@@ -131,10 +131,10 @@ impl History {
         self.tokens[index] = self.counter.count_message(&self.messages[index]);
     }
 
-    /// A summary of `messages[from..to]` written by the extractive summarizer at `budget`
-    /// tokens: every policy that summarises gets the same summarizer, so the comparison is of
-    /// policies, not of summary writers.
-    pub fn summary(&self, from: usize, to: usize, budget: usize) -> String {
+    /// The summarizer request for `messages[from..to]` (the prompt plus the instruction) and
+    /// the summary the extractive summarizer writes at `budget` tokens: every policy that
+    /// summarises gets the same summarizer, so the comparison is of policies, not of writers.
+    pub fn summarize(&self, from: usize, to: usize, budget: usize) -> (Vec<Message>, String) {
         let metas = Default::default();
         let input = SummaryInput {
             messages: &self.messages,
@@ -143,21 +143,9 @@ impl History {
             metas: &metas,
             budget,
         };
+        let request = summary::llm_request_messages(&input);
         let body = summary::extractive_body(&input, &self.counter);
-        summary::compose(&input, &body, &self.counter)
-    }
-
-    /// The summarizer request for a summary of the current prompt (prompt + instruction).
-    pub fn summarizer_request(&self, from: usize, to: usize, budget: usize) -> Vec<Message> {
-        let metas = Default::default();
-        let input = SummaryInput {
-            messages: &self.messages,
-            from,
-            to,
-            metas: &metas,
-            budget,
-        };
-        summary::llm_request_messages(&input)
+        (request, summary::compose(&input, &body, &self.counter))
     }
 
     /// Leading system messages.
