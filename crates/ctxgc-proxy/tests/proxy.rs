@@ -131,6 +131,23 @@ async fn start_with(store: Box<dyn Store>, window: u64, engine: bool) -> Harness
     }
 }
 
+impl Harness {
+    /// Sends a Chat Completions body through the proxy; returns what the upstream received
+    /// (path, headers, body).
+    async fn chat(&self, body: &Value) -> (String, HeaderMap, Bytes) {
+        client()
+            .post(format!("{}/v1/chat/completions", self.proxy))
+            .json(body)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        self.upstream.seen.lock().unwrap().last().cloned().unwrap()
+    }
+}
+
 fn client() -> reqwest::Client {
     reqwest::Client::builder().build().unwrap()
 }
@@ -281,16 +298,7 @@ async fn the_upstream_prefix_is_stable_over_a_50_turn_session() {
         };
         messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
         let body = json!({"model": "gpt-5", "messages": messages});
-        client()
-            .post(format!("{}/v1/chat/completions", h.proxy))
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+        let seen = h.chat(&body).await;
         let sent: Value = serde_json::from_slice(&seen.2).unwrap();
         let sent = sent["messages"].as_array().unwrap().clone();
         if let Some(prev) = &previous {
@@ -449,16 +457,7 @@ async fn compaction_across_requests_is_prefix_stable_between_events() {
         );
         messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
         let body = json!({"model": "gpt-5", "messages": messages});
-        client()
-            .post(format!("{}/v1/chat/completions", h.proxy))
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+        let seen = h.chat(&body).await;
         let upstream: Value = serde_json::from_slice(&seen.2).unwrap();
         let msgs = upstream["messages"].as_array().unwrap().clone();
         let request =
@@ -490,16 +489,7 @@ async fn compaction_across_requests_is_prefix_stable_between_events() {
     })));
     // The client rewinds to its first exchange: no stale summary or pruning is applied.
     let rewound = json!({"model": "gpt-5", "messages": messages[..4].to_vec()});
-    client()
-        .post(format!("{}/v1/chat/completions", h.proxy))
-        .json(&rewound)
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+    let seen = h.chat(&rewound).await;
     let upstream: Value = serde_json::from_slice(&seen.2).unwrap();
     let msgs = upstream["messages"].as_array().unwrap();
     assert_eq!(msgs.len(), 4);
@@ -536,16 +526,9 @@ async fn a_second_replica_continues_the_lineage_from_the_shared_store() {
         let id = format!("call_{turn}");
         messages.push(json!({"role": "assistant", "content": format!("Step {turn}."), "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}));
         messages.push(json!({"role": "tool", "tool_call_id": id, "content": words(400, turn)}));
-        client()
-            .post(format!("{}/v1/chat/completions", a.proxy))
-            .json(&json!({"model": "gpt-5", "messages": messages}))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
-        let seen = a.upstream.seen.lock().unwrap().last().cloned().unwrap();
+        let seen = a
+            .chat(&json!({"model": "gpt-5", "messages": messages}))
+            .await;
         last_a = serde_json::from_slice::<Value>(&seen.2).unwrap()["messages"]
             .as_array()
             .unwrap()
@@ -555,16 +538,9 @@ async fn a_second_replica_continues_the_lineage_from_the_shared_store() {
     // The next turn goes to replica B (a load balancer's choice): same prefix as A sent.
     messages.push(json!({"role": "assistant", "content": "Step 30.", "tool_calls": [{"id": "call_30", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}));
     messages.push(json!({"role": "tool", "tool_call_id": "call_30", "content": "ok"}));
-    client()
-        .post(format!("{}/v1/chat/completions", b.proxy))
-        .json(&json!({"model": "gpt-5", "messages": messages}))
-        .send()
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    let seen = b.upstream.seen.lock().unwrap().last().cloned().unwrap();
+    let seen = b
+        .chat(&json!({"model": "gpt-5", "messages": messages}))
+        .await;
     let sent_b = serde_json::from_slice::<Value>(&seen.2).unwrap()["messages"]
         .as_array()
         .unwrap()
