@@ -16,6 +16,31 @@ pub struct Config {
     pub trim: TrimConfig,
     /// Pruning and compaction.
     pub engine: Policy,
+    /// `ctxgc serve`.
+    pub proxy: ProxySettings,
+}
+
+/// What `ctxgc serve` does to requests beside trimming (its command-line flags override these).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProxySettings {
+    /// Add `trim_tool_result` and `recall_tool_result` to requests that carry tools and run the
+    /// model's calls to them inside the proxy.
+    pub inject_tools: bool,
+    /// Add Anthropic cache breakpoints to requests that carry none.
+    pub cache_breakpoints: bool,
+    /// Set OpenAI's `prompt_cache_key` to the session id when absent.
+    pub prompt_cache_key: bool,
+}
+
+impl Default for ProxySettings {
+    fn default() -> Self {
+        ProxySettings {
+            inject_tools: false,
+            cache_breakpoints: true,
+            prompt_cache_key: true,
+        }
+    }
 }
 
 /// A configuration that cannot be used.

@@ -15,6 +15,7 @@ fn main() {
         cache_breakpoints: true,
         prompt_cache_key: true,
         engine: None,
+        inject_tools: false,
     };
     let mut memo = TrimMemo::default();
     let runs = 200;

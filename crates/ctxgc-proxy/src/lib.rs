@@ -7,8 +7,11 @@
 //! arrive. Any internal failure forwards the original request unchanged (fail open) and is
 //! logged and counted. Headers are forwarded and never logged or stored.
 
+pub mod agent;
+mod agentic;
 pub mod lineage;
 pub mod rewrite;
+pub mod splice;
 mod usage;
 
 use std::collections::BTreeMap;
@@ -279,102 +282,22 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
     // or a store failure forwards the original (fail open).
     let state = s.clone();
     let session_for_task = session.clone();
+    let counting = parts.uri.path().ends_with("/count_tokens");
     let outcome = tokio::task::spawn_blocking(move || {
-        let mut out = {
-            let mut memo = state
-                .memo
-                .lock()
-                .map_err(|_| "the trim memo lock is poisoned".to_owned())?;
-            rewrite::rewrite_with(
-                &mut request,
-                &session_for_task,
-                &state.settings.rewrite,
-                &mut memo,
-            )
-        };
-        // The engine's events across requests (Chat Completions).
-        if let (Api::ChatCompletions, Some(policy)) = (request.api, &state.settings.rewrite.engine)
-            && let Some(serde_json::Value::Array(slot)) = request.body.get_mut("messages")
-        {
-            // Taken out, not cloned: it goes back unchanged unless an event or lineage applies.
-            let client = std::mem::take(slot);
-            // The lineage lives in the store, so replicas and restarts continue the session.
-            let mut store = state
-                .store
-                .lock()
-                .map_err(|_| "the store lock is poisoned".to_owned())?;
-            let current: Option<lineage::Lineage> = store
-                .get_state(&session_for_task)
-                .map_err(|e| e.to_string())?
-                .and_then(|json| serde_json::from_str(&json).ok());
-            let calibration = state
-                .sessions
-                .lock()
-                .ok()
-                .and_then(|u| u.get(&session_for_task).and_then(|u| u.calibration))
-                .unwrap_or(1.0);
-            let tools = request
-                .body
-                .get("tools")
-                .and_then(serde_json::Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            let outcome = lineage::step(
-                &client,
-                &tools,
-                current.as_ref(),
-                policy,
-                state.settings.rewrite.window,
-                calibration,
-            );
-            if let Ok(mut sessions) = state.sessions.lock() {
-                sessions
-                    .entry(session_for_task.clone())
-                    .or_default()
-                    .estimated_tokens = outcome.estimated_tokens as u64;
-            }
-            if outcome.event.is_some() {
-                state.counters.events.fetch_add(1, Ordering::Relaxed);
-            }
-            if outcome.lineage != current {
-                let json = serde_json::to_string(&outcome.lineage).map_err(|e| e.to_string())?;
-                store
-                    .put_state(&session_for_task, &json)
-                    .map_err(|e| e.to_string())?;
-            }
-            drop(store);
-            let changed = outcome.messages.is_some();
-            request.body["messages"] = serde_json::Value::Array(outcome.messages.unwrap_or(client));
-            if changed {
-                out.body = Some(request.to_bytes());
-            }
-        }
-        let mut stored = 0u64;
-        for (id, text) in &out.originals {
-            let key = (session_for_task.clone(), *id);
-            if state.committed.lock().is_ok_and(|c| c.contains(&key)) {
-                continue;
-            }
-            let mut store = state
-                .store
-                .lock()
-                .map_err(|_| "the original store lock is poisoned".to_owned())?;
-            store
-                .put(&session_for_task, *id, text)
-                .map_err(|e| e.to_string())?;
-            drop(store);
-            stored += 1;
-            if let Ok(mut c) = state.committed.lock() {
-                c.insert(key);
-            }
-        }
-        Ok::<_, String>((out, stored))
+        prepare(&state, &mut request, &session_for_task, counting)
     })
     .await
     .map_err(|e| format!("rewrite task failed: {e}"))
     .and_then(|r| r);
+    let mut agentic = None;
+    let raw = bytes.clone();
     let forward_bytes = match outcome {
-        Ok((out, stored)) => {
+        Ok(Prepared {
+            out,
+            stored,
+            injected,
+        }) => {
+            agentic = injected;
             s.counters
                 .bytes_saved
                 .fetch_add(out.bytes_saved as u64, Ordering::Relaxed);
@@ -405,6 +328,19 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
         Api::Messages => &s.settings.anthropic_upstream,
         _ => &s.settings.openai_upstream,
     };
+    if let Some(client) = agentic {
+        return agentic::run(
+            s.clone(),
+            api,
+            upstream.clone(),
+            parts,
+            raw,
+            client,
+            session,
+            forward_bytes,
+        )
+        .await;
+    }
     forward(
         &s,
         upstream,
@@ -415,6 +351,134 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
         Some(session),
     )
     .await
+}
+
+/// A request ready to forward.
+struct Prepared {
+    out: rewrite::Rewritten,
+    /// Originals newly written to the store.
+    stored: u64,
+    /// The agent tools were injected: where the client's own history ended.
+    injected: Option<agentic::ClientEnd>,
+}
+
+/// Everything done to a request before it is forwarded: the session's agent state replayed and
+/// the agent tools injected, insertion trimming, the engine's lineage (Chat Completions), and
+/// the originals committed to the store.
+fn prepare(
+    state: &AppState,
+    request: &mut ApiRequest,
+    session: &str,
+    counting: bool,
+) -> Result<Prepared, String> {
+    let settings = &state.settings.rewrite;
+    let mut agent_changed = false;
+    let mut injected = None;
+    if settings.inject_tools {
+        let key = agent::state_key(session);
+        let agent_state: agent::AgentState = state
+            .store
+            .lock()
+            .map_err(|_| "the store lock is poisoned".to_owned())?
+            .get_state(&key)
+            .map_err(|e| e.to_string())?
+            .map(|json| serde_json::from_str(&json))
+            .transpose()
+            .map_err(|e| format!("the agent state of {session} is unreadable: {e}"))?
+            .unwrap_or_default();
+        let end = agentic::ClientEnd::of(request);
+        agent_changed |= agent::apply(&mut request.body, request.api, &agent_state);
+        // Responses streams are not spliced yet: no internal tools there.
+        let streamed_responses = request.api == Api::Responses && request.body["stream"] == true;
+        if !counting && !streamed_responses && agent::inject(&mut request.body, request.api) {
+            agent_changed = true;
+            injected = Some(end);
+        }
+    }
+    let mut out = {
+        let mut memo = state
+            .memo
+            .lock()
+            .map_err(|_| "the trim memo lock is poisoned".to_owned())?;
+        rewrite::rewrite_with(request, session, settings, &mut memo)
+    };
+    // The engine's events across requests (Chat Completions).
+    if let (Api::ChatCompletions, Some(policy)) = (request.api, &settings.engine)
+        && let Some(serde_json::Value::Array(slot)) = request.body.get_mut("messages")
+    {
+        // Taken out, not cloned: it goes back unchanged unless an event or lineage applies.
+        let client = std::mem::take(slot);
+        // The lineage lives in the store, so replicas and restarts continue the session.
+        let mut store = state
+            .store
+            .lock()
+            .map_err(|_| "the store lock is poisoned".to_owned())?;
+        let current: Option<lineage::Lineage> = store
+            .get_state(session)
+            .map_err(|e| e.to_string())?
+            .and_then(|json| serde_json::from_str(&json).ok());
+        let calibration = state
+            .sessions
+            .lock()
+            .ok()
+            .and_then(|u| u.get(session).and_then(|u| u.calibration))
+            .unwrap_or(1.0);
+        let tools = request
+            .body
+            .get("tools")
+            .and_then(serde_json::Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let outcome = lineage::step(
+            &client,
+            &tools,
+            current.as_ref(),
+            policy,
+            settings.window,
+            calibration,
+        );
+        if let Ok(mut sessions) = state.sessions.lock() {
+            sessions
+                .entry(session.to_owned())
+                .or_default()
+                .estimated_tokens = outcome.estimated_tokens as u64;
+        }
+        if outcome.event.is_some() {
+            state.counters.events.fetch_add(1, Ordering::Relaxed);
+        }
+        if outcome.lineage != current {
+            let json = serde_json::to_string(&outcome.lineage).map_err(|e| e.to_string())?;
+            store.put_state(session, &json).map_err(|e| e.to_string())?;
+        }
+        drop(store);
+        agent_changed |= outcome.messages.is_some();
+        request.body["messages"] = serde_json::Value::Array(outcome.messages.unwrap_or(client));
+    }
+    if agent_changed {
+        out.body = Some(request.to_bytes());
+    }
+    let mut stored = 0u64;
+    for (id, text) in &out.originals {
+        let key = (session.to_owned(), *id);
+        if state.committed.lock().is_ok_and(|c| c.contains(&key)) {
+            continue;
+        }
+        let mut store = state
+            .store
+            .lock()
+            .map_err(|_| "the original store lock is poisoned".to_owned())?;
+        store.put(session, *id, text).map_err(|e| e.to_string())?;
+        drop(store);
+        stored += 1;
+        if let Ok(mut c) = state.committed.lock() {
+            c.insert(key);
+        }
+    }
+    Ok(Prepared {
+        out,
+        stored,
+        injected,
+    })
 }
 
 /// Everything else: forwarded untouched (Anthropic paths and requests with Anthropic headers go
@@ -470,6 +534,22 @@ async fn forward(
     body: Bytes,
     session: Option<String>,
 ) -> Response {
+    match send(s, upstream, method, uri, headers, body).await {
+        Ok(response) => relay(s, response, session),
+        Err(response) => response,
+    }
+}
+
+/// Sends a request upstream with the client's headers (hop-by-hop ones excepted). An upstream
+/// that cannot be reached becomes a 502, as a gateway would answer.
+async fn send(
+    s: &AppState,
+    upstream: &str,
+    method: Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<reqwest::Response, Response> {
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let url = format!("{}{}", upstream.trim_end_matches('/'), path);
     let mut builder = s.client.request(method, &url);
@@ -478,37 +558,47 @@ async fn forward(
             builder = builder.header(name, value);
         }
     }
-    let response = match builder.body(body).send().await {
-        Ok(r) => r,
-        Err(e) => {
-            // The upstream could not be reached: say so as the upstream would (a gateway error).
-            s.log(&format!(
-                "ctxgc: upstream {} unreachable: {}",
-                upstream,
-                e.without_url()
-            ));
-            return error(
-                StatusCode::BAD_GATEWAY,
-                "upstream_unreachable",
-                format!("ctxgc: cannot reach the upstream {upstream}"),
-            );
-        }
-    };
-    let status = response.status();
-    let mut out_headers = HeaderMap::new();
+    builder.body(body).send().await.map_err(|e| {
+        s.log(&format!(
+            "ctxgc: upstream {} unreachable: {}",
+            upstream,
+            e.without_url()
+        ));
+        error(
+            StatusCode::BAD_GATEWAY,
+            "upstream_unreachable",
+            format!("ctxgc: cannot reach the upstream {upstream}"),
+        )
+    })
+}
+
+/// The response headers passed to the client.
+fn response_headers(response: &reqwest::Response) -> HeaderMap {
+    let mut out = HeaderMap::new();
     for (name, value) in response.headers() {
         if !hop_by_hop(name) {
-            out_headers.append(name.clone(), value.clone());
+            out.append(name.clone(), value.clone());
         }
     }
-    let streaming = response
-        .headers()
+    out.insert("x-ctxgc", HeaderValue::from_static("1"));
+    out
+}
+
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
         .get("content-type")
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|ct| ct.starts_with("text/event-stream"));
-    let tap = session.map(|session| usage::Tap::new(session, streaming));
+        .is_some_and(|ct| ct.starts_with("text/event-stream"))
+}
+
+/// Streams an upstream response to the client as it arrives, byte for byte, reading the usage
+/// it reports on the way.
+fn relay(s: &Arc<AppState>, response: reqwest::Response, session: Option<String>) -> Response {
+    let status = response.status();
+    let headers = response_headers(&response);
+    let streaming = is_event_stream(response.headers());
+    let mut tap = session.map(|session| usage::Tap::new(session, streaming));
     let state = s.clone();
-    let mut tap = tap;
     let stream = response.bytes_stream().map(move |chunk| {
         if let (Ok(bytes), Some(t)) = (&chunk, tap.as_mut()) {
             t.feed(bytes);
@@ -520,9 +610,7 @@ async fn forward(
     });
     let mut resp = Response::new(Body::from_stream(stream));
     *resp.status_mut() = status;
-    *resp.headers_mut() = out_headers;
-    resp.headers_mut()
-        .insert("x-ctxgc", HeaderValue::from_static("1"));
+    *resp.headers_mut() = headers;
     resp
 }
 

@@ -26,6 +26,9 @@ pub struct RewriteSettings {
     /// Run the engine's events (prune, compaction) across requests (Chat Completions), with
     /// this policy; `None` leaves histories whole.
     pub engine: Option<ctxgc_core::engine::Policy>,
+    /// Add `trim_tool_result` and `recall_tool_result` to requests that carry tools, and run
+    /// the model's calls to them inside the proxy.
+    pub inject_tools: bool,
 }
 
 /// What rewriting did.
@@ -170,6 +173,8 @@ fn slots(body: &Value, api: Api) -> Vec<Slot> {
             }
         }
     }
+    // What the proxy's own tools returned (a recall the model asked for) is never trimmed.
+    out.retain(|s| !crate::agent::is_internal(&s.tool));
     out
 }
 
@@ -392,6 +397,7 @@ mod tests {
             cache_breakpoints: true,
             prompt_cache_key: true,
             engine: None,
+            inject_tools: false,
         }
     }
 

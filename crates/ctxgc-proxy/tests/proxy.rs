@@ -116,6 +116,7 @@ async fn start_with(store: Box<dyn Store>, window: u64, engine: bool) -> Harness
             cache_breakpoints: true,
             prompt_cache_key: true,
             engine: engine.then(Default::default),
+            inject_tools: false,
         },
     };
     let state = AppState::new(settings, store, sink).unwrap();

@@ -9,7 +9,7 @@ use clap::Args;
 use ctxgc_core::config::Config;
 use ctxgc_core::store::{MemoryStore, Store};
 use ctxgc_proxy::{AppState, ProxySettings, RewriteSettings};
-use ctxgc_store::SqliteStore;
+use ctxgc_store::{RedisStore, SqliteStore};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -45,6 +45,10 @@ pub struct ServeArgs {
     /// Completions (the Responses and Messages APIs get insertion trimming only, for now).
     #[arg(long)]
     pub compact: bool,
+    /// Add trim_tool_result and recall_tool_result to requests that carry tools and run the
+    /// model's calls to them inside the proxy (also `[proxy] inject_tools = true`).
+    #[arg(long)]
+    pub inject_tools: bool,
 }
 
 pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
@@ -60,10 +64,12 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
         Some(spec) if spec.starts_with("sqlite:") => {
             Box::new(SqliteStore::open(&spec["sqlite:".len()..])?)
         }
-        Some(spec) if spec.starts_with("redis://") => bail!(
-            "--store {spec}: the Redis store is not available in this build yet; use sqlite:PATH"
-        ),
-        Some(spec) => bail!("--store must be sqlite:PATH or memory, not `{spec}`"),
+        Some(spec) if spec.starts_with("redis://") => {
+            Box::new(RedisStore::connect(spec).with_context(|| format!("--store {spec}"))?)
+        }
+        Some(spec) => {
+            bail!("--store must be sqlite:PATH, redis://HOST:PORT or memory, not `{spec}`")
+        }
     };
     let settings = ProxySettings {
         openai_upstream: args.openai_upstream,
@@ -72,9 +78,10 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
         rewrite: RewriteSettings {
             trim: config.trim.clone(),
             window: args.window.unwrap_or(config.trim.default_window),
-            cache_breakpoints: !args.no_cache_breakpoints,
-            prompt_cache_key: !args.no_prompt_cache_key,
+            cache_breakpoints: config.proxy.cache_breakpoints && !args.no_cache_breakpoints,
+            prompt_cache_key: config.proxy.prompt_cache_key && !args.no_prompt_cache_key,
             engine: args.compact.then(|| config.engine.clone()),
+            inject_tools: config.proxy.inject_tools || args.inject_tools,
         },
     };
     let log: ctxgc_proxy::LogSink = Arc::new(|line: &str| eprintln!("{line}"));

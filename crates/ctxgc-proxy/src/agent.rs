@@ -1,0 +1,739 @@
+//! `trim_tool_result` and `recall_tool_result` inside the proxy.
+//!
+//! With `inject_tools`, the proxy adds the two tools to requests that already carry tools. When
+//! the model calls them, the proxy runs them itself; the client never sees these calls. What
+//! they did is kept per session as an [`AgentState`] and replayed onto every later request, a
+//! pure function of the client's history and that state, so the upstream keeps seeing the same
+//! prefix:
+//! - a trim replaces the client's result (by call id) with the model's summary;
+//! - an *exchange* (the model called only internal tools) is inserted after the client item it
+//!   followed, recognised by its fingerprint, so a rewound or edited history drops it;
+//! - a *merge* (internal calls beside the client's own) puts the internal calls back into that
+//!   assistant turn and their results beside the client's results.
+
+use std::collections::BTreeMap;
+
+use ctxgc_core::ContentId;
+use ctxgc_core::agent_tools::{self, RECALL_TOOL, TRIM_TOOL};
+use ctxgc_core::recall::{self, RecallQuery};
+use ctxgc_core::store::Store;
+use ctxgc_formats::Api;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// Whether `name` is one of the tools the proxy runs itself.
+pub fn is_internal(name: &str) -> bool {
+    name == TRIM_TOOL || name == RECALL_TOOL
+}
+
+/// The store key of a session's agent state (beside its lineage).
+pub fn state_key(session: &str) -> String {
+    format!("{session}#agent")
+}
+
+/// What the model did with the internal tools in one session.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentState {
+    /// Client results replaced by the model's summary: call id -> the text shown instead.
+    #[serde(default)]
+    pub trims: BTreeMap<String, String>,
+    /// Rounds in which the model called only internal tools.
+    #[serde(default)]
+    pub exchanges: Vec<Exchange>,
+    /// Internal calls the model made beside client calls.
+    #[serde(default)]
+    pub merges: Vec<Merge>,
+}
+
+/// Items inserted after client item `at - 1`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Exchange {
+    /// How many client items preceded the exchange.
+    pub at: usize,
+    /// Fingerprint of client item `at - 1`.
+    pub anchor: u64,
+    /// The assistant turn and the results, in the API's wire form.
+    pub items: Vec<Value>,
+}
+
+/// Internal calls and results merged into the client's assistant turn that holds `with_call`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Merge {
+    /// A client call id of that turn.
+    pub with_call: String,
+    /// The internal calls (Chat `tool_calls` entries, Anthropic `tool_use` blocks, Responses
+    /// `function_call` items).
+    pub calls: Vec<Value>,
+    /// Their results (Chat `tool` messages, Anthropic `tool_result` blocks, Responses
+    /// `function_call_output` items).
+    pub results: Vec<Value>,
+}
+
+/// A tool call the model made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// Call id.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments (parsed when they were a JSON string).
+    pub arguments: Value,
+    /// The call as the response carried it.
+    pub raw: Value,
+}
+
+impl Call {
+    /// Whether the proxy runs this call.
+    pub fn internal(&self) -> bool {
+        is_internal(&self.name)
+    }
+}
+
+fn items_key(api: Api) -> &'static str {
+    match api {
+        Api::Responses => "input",
+        _ => "messages",
+    }
+}
+
+/// Fingerprint of a client item, blind to `cache_control` (clients move their breakpoints from
+/// request to request).
+pub fn fingerprint(item: &Value) -> u64 {
+    fn feed(h: &mut xxhash_rust::xxh3::Xxh3, v: &Value) {
+        match v {
+            Value::Object(map) => {
+                h.update(b"{");
+                for (k, v) in map.iter().filter(|(k, _)| k.as_str() != "cache_control") {
+                    h.update(k.as_bytes());
+                    h.update(b":");
+                    feed(h, v);
+                }
+                h.update(b"}");
+            }
+            Value::Array(items) => {
+                h.update(b"[");
+                items.iter().for_each(|v| feed(h, v));
+                h.update(b"]");
+            }
+            other => h.update(other.to_string().as_bytes()),
+        }
+    }
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    feed(&mut h, item);
+    h.digest()
+}
+
+/// Adds the tool definitions to a request that carries tools and does not have them yet.
+pub fn inject(body: &mut Value, api: Api) -> bool {
+    let Some(tools) = body.get_mut("tools").and_then(Value::as_array_mut) else {
+        return false;
+    };
+    let named = |t: &Value| {
+        t.get("name")
+            .or_else(|| t.pointer("/function/name"))
+            .and_then(Value::as_str)
+            .is_some_and(is_internal)
+    };
+    if tools.is_empty() || tools.iter().any(named) {
+        return false;
+    }
+    tools.extend(match api {
+        Api::ChatCompletions => agent_tools::chat_completions(),
+        Api::Messages => agent_tools::anthropic(),
+        Api::Responses => agent_tools::responses(),
+    });
+    true
+}
+
+/// Replays the session's state onto a client body. Returns whether anything changed.
+pub fn apply(body: &mut Value, api: Api, state: &AgentState) -> bool {
+    let Some(items) = body.get_mut(items_key(api)).and_then(Value::as_array_mut) else {
+        return false;
+    };
+    let mut changed = false;
+    // Exchanges first, from the last insertion point back, so earlier points keep their index;
+    // exchanges at one point go in in reverse so they end up in their original order.
+    let mut order: Vec<usize> = (0..state.exchanges.len()).collect();
+    order.sort_by_key(|&i| (state.exchanges[i].at, i));
+    for &i in order.iter().rev() {
+        let ex = &state.exchanges[i];
+        if ex.at == 0 || ex.at > items.len() || fingerprint(&items[ex.at - 1]) != ex.anchor {
+            continue;
+        }
+        for (k, item) in ex.items.iter().enumerate() {
+            items.insert(ex.at + k, item.clone());
+        }
+        changed = true;
+    }
+    for merge in &state.merges {
+        changed |= apply_merge(items, api, merge);
+    }
+    if !state.trims.is_empty() {
+        changed |= apply_trims(items, api, &state.trims);
+    }
+    changed
+}
+
+fn apply_trims(items: &mut [Value], api: Api, trims: &BTreeMap<String, String>) -> bool {
+    let mut changed = false;
+    let mut replace = |id: Option<&str>, slot: &mut Value| {
+        if let Some(text) = id.and_then(|id| trims.get(id)) {
+            *slot = Value::String(text.clone());
+            changed = true;
+        }
+    };
+    for item in items.iter_mut() {
+        match api {
+            Api::ChatCompletions if item["role"] == "tool" => {
+                let id = item["tool_call_id"].as_str().map(str::to_owned);
+                replace(id.as_deref(), &mut item["content"]);
+            }
+            Api::Messages if item["role"] == "user" => {
+                for block in item["content"].as_array_mut().into_iter().flatten() {
+                    if block["type"] == "tool_result" {
+                        let id = block["tool_use_id"].as_str().map(str::to_owned);
+                        replace(id.as_deref(), &mut block["content"]);
+                    }
+                }
+            }
+            Api::Responses if is_output_item(item) => {
+                let id = item["call_id"].as_str().map(str::to_owned);
+                replace(id.as_deref(), &mut item["output"]);
+            }
+            _ => {}
+        }
+    }
+    changed
+}
+
+fn is_output_item(item: &Value) -> bool {
+    matches!(
+        item["type"].as_str(),
+        Some("function_call_output" | "custom_tool_call_output" | "local_shell_call_output")
+    )
+}
+
+fn is_call_item(item: &Value) -> bool {
+    matches!(
+        item["type"].as_str(),
+        Some("function_call" | "custom_tool_call" | "local_shell_call")
+    )
+}
+
+/// Puts a merge's calls into the client's assistant turn and its results beside the client's;
+/// both or neither (a call without its result is a 400 upstream).
+fn apply_merge(items: &mut Vec<Value>, api: Api, merge: &Merge) -> bool {
+    match api {
+        Api::ChatCompletions => {
+            let Some(i) = items.iter().position(|m| {
+                m["role"] == "assistant"
+                    && m["tool_calls"]
+                        .as_array()
+                        .is_some_and(|c| c.iter().any(|c| c["id"] == merge.with_call.as_str()))
+            }) else {
+                return false;
+            };
+            let end = (i + 1..items.len())
+                .find(|&j| items[j]["role"] != "tool")
+                .unwrap_or(items.len());
+            if end == i + 1 {
+                return false;
+            }
+            if let Some(calls) = items[i]["tool_calls"].as_array_mut() {
+                calls.extend(merge.calls.iter().cloned());
+            }
+            for (k, r) in merge.results.iter().enumerate() {
+                items.insert(end + k, r.clone());
+            }
+            true
+        }
+        Api::Messages => {
+            let Some(i) = items.iter().position(|m| {
+                m["role"] == "assistant"
+                    && m["content"].as_array().is_some_and(|c| {
+                        c.iter()
+                            .any(|b| b["type"] == "tool_use" && b["id"] == merge.with_call.as_str())
+                    })
+            }) else {
+                return false;
+            };
+            let Some(results) = items
+                .get(i + 1)
+                .filter(|m| m["role"] == "user")
+                .and_then(|m| m["content"].as_array())
+                .map(|c| c.iter().rposition(|b| b["type"] == "tool_result"))
+            else {
+                return false;
+            };
+            let Some(last_result) = results else {
+                return false;
+            };
+            if let Some(content) = items[i]["content"].as_array_mut() {
+                content.extend(merge.calls.iter().cloned());
+            }
+            if let Some(content) = items[i + 1]["content"].as_array_mut() {
+                for (k, r) in merge.results.iter().enumerate() {
+                    content.insert(last_result + 1 + k, r.clone());
+                }
+            }
+            true
+        }
+        Api::Responses => {
+            let Some(i) = items
+                .iter()
+                .position(|it| is_call_item(it) && it["call_id"] == merge.with_call.as_str())
+            else {
+                return false;
+            };
+            let calls_end = (i..items.len())
+                .find(|&j| !is_call_item(&items[j]))
+                .unwrap_or(items.len());
+            let outputs_end = (calls_end..items.len())
+                .find(|&j| !is_output_item(&items[j]))
+                .unwrap_or(items.len());
+            if outputs_end == calls_end {
+                return false;
+            }
+            for (k, r) in merge.results.iter().enumerate() {
+                items.insert(outputs_end + k, r.clone());
+            }
+            for (k, c) in merge.calls.iter().enumerate() {
+                items.insert(calls_end + k, c.clone());
+            }
+            true
+        }
+    }
+}
+
+/// The tool calls in a complete (non-streamed) response.
+pub fn calls_in_response(api: Api, response: &Value) -> Vec<Call> {
+    let parse = |v: &Value| match v {
+        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| v.clone()),
+        other => other.clone(),
+    };
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    match api {
+        Api::ChatCompletions => response
+            .pointer("/choices/0/message/tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| Call {
+                id: text(&c["id"]),
+                name: text(&c["function"]["name"]),
+                arguments: parse(&c["function"]["arguments"]),
+                raw: c.clone(),
+            })
+            .collect(),
+        Api::Messages => response["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|b| b["type"] == "tool_use")
+            .map(|b| Call {
+                id: text(&b["id"]),
+                name: text(&b["name"]),
+                arguments: b["input"].clone(),
+                raw: b.clone(),
+            })
+            .collect(),
+        Api::Responses => response["output"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|it| is_call_item(it))
+            .map(|it| Call {
+                id: text(&it["call_id"]),
+                name: text(&it["name"]),
+                arguments: parse(&it["arguments"]),
+                raw: it.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The history items for the model's turn in a complete response.
+pub fn assistant_items(api: Api, response: &Value) -> Vec<Value> {
+    match api {
+        Api::ChatCompletions => {
+            let m = &response["choices"][0]["message"];
+            let mut out = json!({"role": "assistant", "content": m["content"].clone()});
+            if let Some(calls) = m.get("tool_calls") {
+                out["tool_calls"] = calls.clone();
+            }
+            vec![out]
+        }
+        Api::Messages => vec![json!({"role": "assistant", "content": response["content"].clone()})],
+        Api::Responses => response["output"].as_array().cloned().unwrap_or_default(),
+    }
+}
+
+/// A result in the API's wire form (for Anthropic, a `tool_result` block).
+pub fn result_part(api: Api, call_id: &str, text: &str) -> Value {
+    match api {
+        Api::ChatCompletions => json!({"role": "tool", "tool_call_id": call_id, "content": text}),
+        Api::Messages => json!({"type": "tool_result", "tool_use_id": call_id, "content": text}),
+        Api::Responses => {
+            json!({"type": "function_call_output", "call_id": call_id, "output": text})
+        }
+    }
+}
+
+/// History items carrying results (Anthropic: one user message holding all the blocks).
+pub fn result_items(api: Api, parts: Vec<Value>) -> Vec<Value> {
+    match api {
+        Api::Messages => vec![json!({"role": "user", "content": parts})],
+        _ => parts,
+    }
+}
+
+/// The client's latest item if it is a tool result: (call id, text).
+fn latest_result(api: Api, body: &Value) -> Option<(String, String)> {
+    let last = body.get(items_key(api))?.as_array()?.last()?;
+    let text_of = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => None,
+    };
+    let (id, content) = match api {
+        Api::ChatCompletions if last["role"] == "tool" => (&last["tool_call_id"], &last["content"]),
+        Api::Messages if last["role"] == "user" => {
+            let block = last["content"]
+                .as_array()?
+                .iter()
+                .rfind(|b| b["type"] == "tool_result")?;
+            (&block["tool_use_id"], &block["content"])
+        }
+        Api::Responses if is_output_item(last) => (&last["call_id"], &last["output"]),
+        _ => return None,
+    };
+    Some((id.as_str()?.to_owned(), text_of(content)?))
+}
+
+/// Runs an internal call for `session`: a trim updates `state` (and stores the original), a
+/// recall reads the store. Returns the text the model gets back; failures are explained to the
+/// model in that text rather than failing the request.
+pub fn execute(
+    call: &Call,
+    api: Api,
+    client_body: &Value,
+    session: &str,
+    store: &mut dyn Store,
+    state: &mut AgentState,
+    max_bytes: usize,
+) -> Result<String, String> {
+    let arg = |key: &str| call.arguments.get(key).and_then(Value::as_str);
+    match call.name.as_str() {
+        TRIM_TOOL => {
+            let Some(summary) = arg("summary").filter(|s| !s.trim().is_empty()) else {
+                return Ok("error: `summary` is required and must not be empty".into());
+            };
+            let Some((call_id, original)) = latest_result(api, client_body) else {
+                return Ok(
+                    "error: nothing to trim: only the latest message, when it is a tool result, can be replaced"
+                        .into(),
+                );
+            };
+            let id = ContentId::of(original.as_bytes());
+            // The original is committed before anything that hides it is sent upstream.
+            store
+                .put(session, id, &original)
+                .map_err(|e| format!("cannot store the original of {call_id}: {e}"))?;
+            state.trims.insert(
+                call_id,
+                format!(
+                    "[summary by the model; original: id {id}] {}",
+                    summary.trim()
+                ),
+            );
+            Ok(format!(
+                "done: the latest tool result now shows your summary; recall id {id} gives the original"
+            ))
+        }
+        RECALL_TOOL => {
+            let Some(raw_id) = arg("id") else {
+                return Ok("error: `id` (r-...) is required".into());
+            };
+            let Some(id) = ContentId::parse(raw_id.trim()) else {
+                return Ok(format!(
+                    "error: `{raw_id}` is not an id; ids look like r-0123456789abcdef and appear in trim markers, summaries and abstracts"
+                ));
+            };
+            let lines = match arg("lines").map(|l| (l, recall::parse_lines(l))) {
+                Some((l, None)) => {
+                    return Ok(format!(
+                        "error: `lines` must look like \"40-80\", not `{l}`"
+                    ));
+                }
+                Some((_, range)) => range,
+                None => None,
+            };
+            let query = RecallQuery {
+                lines,
+                pattern: arg("pattern").map(str::to_owned),
+                context: 2,
+            };
+            let original = store
+                .get(session, id)
+                .map_err(|e| format!("cannot read the original {id}: {e}"))?;
+            Ok(match original {
+                None => format!("error: no original with id {id} in this session"),
+                Some(text) => match recall::recall(&text, &query, max_bytes) {
+                    Ok(out) => out,
+                    Err(e) => format!("error: {e}"),
+                },
+            })
+        }
+        other => Err(format!("{other} is not a ctxgc tool")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctxgc_core::store::{MemoryStore, OriginalStore};
+
+    fn chat_body() -> Value {
+        json!({"model": "m", "tools": [{"type": "function", "function": {"name": "bash", "parameters": {}}}],
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "line 1\nerror: boom\nline 3"}
+        ]})
+    }
+
+    #[test]
+    fn tools_are_injected_once_and_only_where_tools_exist() {
+        let mut body = chat_body();
+        assert!(inject(&mut body, Api::ChatCompletions));
+        assert_eq!(body["tools"].as_array().unwrap().len(), 3);
+        assert!(!inject(&mut body, Api::ChatCompletions), "already there");
+        let mut plain = json!({"model": "m", "messages": []});
+        assert!(!inject(&mut plain, Api::ChatCompletions));
+        assert!(plain.get("tools").is_none());
+    }
+
+    #[test]
+    fn a_trim_replaces_the_latest_result_on_every_later_request() {
+        let mut store = MemoryStore::default();
+        let mut state = AgentState::default();
+        let body = chat_body();
+        let call = Call {
+            id: "t1".into(),
+            name: TRIM_TOOL.into(),
+            arguments: json!({"summary": "one error: boom"}),
+            raw: Value::Null,
+        };
+        let reply = execute(
+            &call,
+            Api::ChatCompletions,
+            &body,
+            "s",
+            &mut store,
+            &mut state,
+            1 << 20,
+        )
+        .unwrap();
+        let id = ContentId::of(b"line 1\nerror: boom\nline 3");
+        assert!(reply.contains(&id.to_string()), "{reply}");
+        assert_eq!(
+            store.get("s", id).unwrap().as_deref(),
+            Some("line 1\nerror: boom\nline 3")
+        );
+        // A later request: the same history plus more.
+        let mut later = body.clone();
+        later["messages"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"role": "assistant", "content": "fixed"}));
+        assert!(apply(&mut later, Api::ChatCompletions, &state));
+        assert_eq!(
+            later["messages"][2]["content"],
+            format!("[summary by the model; original: id {id}] one error: boom")
+        );
+        // Recall gives the original back, by pattern too.
+        let recall = Call {
+            id: "t2".into(),
+            name: RECALL_TOOL.into(),
+            arguments: json!({"id": id.to_string(), "pattern": "error"}),
+            raw: Value::Null,
+        };
+        let out = execute(
+            &recall,
+            Api::ChatCompletions,
+            &later,
+            "s",
+            &mut store,
+            &mut state,
+            1 << 20,
+        )
+        .unwrap();
+        assert!(out.contains("error: boom"), "{out}");
+        let unknown = Call {
+            arguments: json!({"id": "r-0000000000000001"}),
+            ..recall
+        };
+        let out = execute(
+            &unknown,
+            Api::ChatCompletions,
+            &later,
+            "s",
+            &mut store,
+            &mut state,
+            1 << 20,
+        )
+        .unwrap();
+        assert!(out.starts_with("error: no original"), "{out}");
+    }
+
+    #[test]
+    fn exchanges_follow_their_anchor_and_drop_on_a_rewound_history() {
+        let body = chat_body();
+        let anchor = fingerprint(&body["messages"][2]);
+        let state = AgentState {
+            exchanges: vec![
+                Exchange {
+                    at: 3,
+                    anchor,
+                    items: vec![json!({"n": 1}), json!({"n": 2})],
+                },
+                Exchange {
+                    at: 3,
+                    anchor,
+                    items: vec![json!({"n": 3})],
+                },
+            ],
+            ..Default::default()
+        };
+        let mut later = body.clone();
+        later["messages"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"role": "assistant", "content": "done"}));
+        assert!(apply(&mut later, Api::ChatCompletions, &state));
+        let ns: Vec<Value> = later["messages"].as_array().unwrap()[3..6]
+            .iter()
+            .map(|m| m["n"].clone())
+            .collect();
+        assert_eq!(ns, vec![json!(1), json!(2), json!(3)]);
+        assert_eq!(later["messages"][6]["content"], "done");
+        // Moved breakpoints do not matter; an edited anchor does.
+        let mut marked = body.clone();
+        marked["messages"][2]["cache_control"] = json!({"type": "ephemeral"});
+        assert_eq!(fingerprint(&marked["messages"][2]), anchor);
+        let mut edited = body.clone();
+        edited["messages"][2]["content"] = json!("other");
+        assert!(!apply(&mut edited, Api::ChatCompletions, &state));
+    }
+
+    #[test]
+    fn merges_put_internal_calls_back_beside_the_clients_own() {
+        let merge = |api| Merge {
+            with_call: "c1".into(),
+            calls: vec![json!({"internal": "call"})],
+            results: vec![result_part(api, "i1", "recalled")],
+        };
+        // Anthropic: the internal tool_use joins the assistant turn, its result the user turn.
+        let mut body = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "Bash", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "ok"}, {"type": "text", "text": "next"}]}
+        ]});
+        let state = AgentState {
+            merges: vec![merge(Api::Messages)],
+            ..Default::default()
+        };
+        assert!(apply(&mut body, Api::Messages, &state));
+        assert_eq!(body["messages"][1]["content"][1]["internal"], "call");
+        assert_eq!(body["messages"][2]["content"][1]["tool_use_id"], "i1");
+        assert_eq!(body["messages"][2]["content"][2]["type"], "text");
+        // No results yet from the client: nothing is merged (no orphan call).
+        let mut pending = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "Bash", "input": {}}]}
+        ]});
+        assert!(!apply(&mut pending, Api::Messages, &state));
+        // Chat: the call joins tool_calls, the result follows the client's results.
+        let mut chat = chat_body();
+        chat["messages"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"role": "user", "content": "more"}));
+        let state = AgentState {
+            merges: vec![merge(Api::ChatCompletions)],
+            ..Default::default()
+        };
+        assert!(apply(&mut chat, Api::ChatCompletions, &state));
+        assert_eq!(chat["messages"][1]["tool_calls"][1]["internal"], "call");
+        assert_eq!(chat["messages"][3]["tool_call_id"], "i1");
+        assert_eq!(chat["messages"][4]["content"], "more");
+        // Responses: the call after the client's calls, the output after the client's outputs.
+        let mut resp = json!({"input": [
+            {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+            {"role": "user", "content": "more"}
+        ]});
+        let state = AgentState {
+            merges: vec![merge(Api::Responses)],
+            ..Default::default()
+        };
+        assert!(apply(&mut resp, Api::Responses, &state));
+        let kinds: Vec<String> = resp["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                i["type"]
+                    .as_str()
+                    .or(i["internal"].as_str())
+                    .or(i["role"].as_str())
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "function_call",
+                "call",
+                "function_call_output",
+                "function_call_output",
+                "user"
+            ]
+        );
+    }
+
+    #[test]
+    fn trims_refuse_when_the_latest_item_is_not_a_result() {
+        let mut body = chat_body();
+        body["messages"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"role": "user", "content": "hi"}));
+        let call = Call {
+            id: "t".into(),
+            name: TRIM_TOOL.into(),
+            arguments: json!({"summary": "x"}),
+            raw: Value::Null,
+        };
+        let mut state = AgentState::default();
+        let out = execute(
+            &call,
+            Api::ChatCompletions,
+            &body,
+            "s",
+            &mut MemoryStore::default(),
+            &mut state,
+            1 << 20,
+        )
+        .unwrap();
+        assert!(out.starts_with("error: nothing to trim"), "{out}");
+        assert!(state.trims.is_empty());
+    }
+}

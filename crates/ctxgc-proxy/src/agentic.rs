@@ -1,0 +1,363 @@
+//! The round trip of the agent tools: the upstream answers with calls to `trim_tool_result` or
+//! `recall_tool_result`, the proxy runs them, records what they did in the session's
+//! [`AgentState`](crate::agent::AgentState) and, when the model called nothing else, calls the
+//! upstream again with the history the client will later resend plus that state. The client
+//! receives one answer, streamed when it asked for a stream, without the internal calls.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::body::{Body, Bytes};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::Response;
+use ctxgc_formats::{Api, ApiRequest};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::agent::{self, AgentState, Call, Exchange, Merge};
+use crate::splice::Splicer;
+use crate::{
+    AppState, Prepared, is_event_stream, prepare, record_usage, relay, response_headers, send,
+    usage,
+};
+
+/// Upstream calls per client request at most; the last round is returned as it is.
+const MAX_ROUNDS: usize = 4;
+
+/// Where the client's own history ended: an exchange is anchored there.
+pub struct ClientEnd {
+    len: usize,
+    anchor: Option<u64>,
+}
+
+impl ClientEnd {
+    /// The end of `request`'s client history (before anything is replayed onto it).
+    pub fn of(request: &ApiRequest) -> ClientEnd {
+        let key = if request.api == Api::Responses {
+            "input"
+        } else {
+            "messages"
+        };
+        let items = request.body.get(key).and_then(Value::as_array);
+        ClientEnd {
+            len: items.map_or(0, Vec::len),
+            anchor: items.and_then(|i| i.last()).map(agent::fingerprint),
+        }
+    }
+}
+
+/// Everything a round needs to go on.
+struct Context {
+    s: Arc<AppState>,
+    api: Api,
+    upstream: String,
+    parts: Parts,
+    raw: Bytes,
+    end: ClientEnd,
+    session: String,
+}
+
+/// Forwards `first` (a request with the tools injected) and runs the rounds.
+#[allow(clippy::too_many_arguments)]
+pub async fn run(
+    s: Arc<AppState>,
+    api: Api,
+    upstream: String,
+    parts: Parts,
+    raw: Bytes,
+    end: ClientEnd,
+    session: String,
+    first: Bytes,
+) -> Response {
+    let cx = Context {
+        s,
+        api,
+        upstream,
+        parts,
+        raw,
+        end,
+        session,
+    };
+    let response = match cx.send(first).await {
+        Ok(r) => r,
+        Err(response) => return response,
+    };
+    if !response.status().is_success() {
+        return relay(&cx.s, response, Some(cx.session));
+    }
+    if is_event_stream(response.headers()) {
+        if !Splicer::supports(api) {
+            return relay(&cx.s, response, Some(cx.session));
+        }
+        return streamed(cx, response);
+    }
+    buffered(cx, response).await
+}
+
+impl Context {
+    async fn send(&self, body: Bytes) -> Result<reqwest::Response, Response> {
+        send(
+            &self.s,
+            &self.upstream,
+            self.parts.method.clone(),
+            &self.parts.uri,
+            &self.parts.headers,
+            body,
+        )
+        .await
+    }
+
+    /// Runs a round's internal calls off the async workers; returns the next request's body
+    /// when the upstream must be called again.
+    async fn execute(
+        &self,
+        calls: Vec<Call>,
+        assistant: Vec<Value>,
+        follow_up: bool,
+    ) -> Result<Option<Bytes>, String> {
+        let s = self.s.clone();
+        let (api, raw, session) = (self.api, self.raw.clone(), self.session.clone());
+        let (len, anchor) = (self.end.len, self.end.anchor);
+        tokio::task::spawn_blocking(move || {
+            let client: Value = serde_json::from_slice(&raw).map_err(|e| e.to_string())?;
+            let key = agent::state_key(&session);
+            let mut store = s
+                .store
+                .lock()
+                .map_err(|_| "the store lock is poisoned".to_owned())?;
+            let mut state: AgentState = store
+                .get_state(&key)
+                .map_err(|e| e.to_string())?
+                .map(|j| serde_json::from_str(&j))
+                .transpose()
+                .map_err(|e| e.to_string())?
+                .unwrap_or_default();
+            let max_bytes = s.settings.rewrite.trim.hard_cap_bytes;
+            let mut internal_calls = Vec::new();
+            let mut results = Vec::new();
+            for call in calls.iter().filter(|c| c.internal()) {
+                let text = agent::execute(
+                    call,
+                    api,
+                    &client,
+                    &session,
+                    &mut **store,
+                    &mut state,
+                    max_bytes,
+                )?;
+                internal_calls.push(call.raw.clone());
+                results.push(agent::result_part(api, &call.id, &text));
+            }
+            if follow_up {
+                let anchor = anchor.ok_or("an exchange needs a client history to follow")?;
+                let mut items = assistant;
+                items.extend(agent::result_items(api, results));
+                state.exchanges.push(Exchange {
+                    at: len,
+                    anchor,
+                    items,
+                });
+            } else if let Some(client_call) = calls.iter().find(|c| !c.internal()) {
+                state.merges.push(Merge {
+                    with_call: client_call.id.clone(),
+                    calls: internal_calls,
+                    results,
+                });
+            }
+            let json = serde_json::to_string(&state).map_err(|e| e.to_string())?;
+            store.put_state(&key, &json).map_err(|e| e.to_string())?;
+            drop(store);
+            if !follow_up {
+                return Ok(None);
+            }
+            let mut request = ApiRequest::parse(api, &raw).map_err(|e| e.to_string())?;
+            let Prepared { out, .. } = prepare(&s, &mut request, &session, false)?;
+            Ok(Some(Bytes::from(out.body.unwrap_or_else(|| raw.to_vec()))))
+        })
+        .await
+        .map_err(|e| format!("the agent tools task failed: {e}"))?
+    }
+
+    fn fail(&self, why: &str) {
+        self.s.counters.fail_open.fetch_add(1, Ordering::Relaxed);
+        self.s.log(&format!(
+            "ctxgc: agent tools failed for session {} ({}): {why}",
+            self.session,
+            self.api.name()
+        ));
+    }
+}
+
+/// Removes internal calls from a complete response.
+fn strip_internal(api: Api, response: &mut Value) {
+    let internal_call = |v: &Value| {
+        let name = v
+            .get("name")
+            .or_else(|| v.pointer("/function/name"))
+            .and_then(Value::as_str);
+        name.is_some_and(agent::is_internal)
+    };
+    let list = match api {
+        Api::ChatCompletions => response.pointer_mut("/choices/0/message/tool_calls"),
+        Api::Messages => response.get_mut("content"),
+        Api::Responses => response.get_mut("output"),
+    };
+    if let Some(Value::Array(items)) = list {
+        items.retain(|v| !internal_call(v));
+    }
+}
+
+async fn buffered(cx: Context, mut response: reqwest::Response) -> Response {
+    for round in 0..MAX_ROUNDS {
+        let status = response.status();
+        let headers = response_headers(&response);
+        let body = match response.bytes().await {
+            Ok(b) => b,
+            Err(e) => {
+                cx.s.log(&format!(
+                    "ctxgc: upstream response cut: {}",
+                    e.without_url()
+                ));
+                return crate::error(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_cut",
+                    "ctxgc: the upstream response was cut".into(),
+                );
+            }
+        };
+        let mut tap = usage::Tap::new(cx.session.clone(), false);
+        tap.feed(&body);
+        if let Some((session, u)) = tap.finished_usage() {
+            record_usage(&cx.s, &session, u);
+        }
+        let reply = |body: Bytes| {
+            let mut r = Response::new(Body::from(body));
+            *r.status_mut() = status;
+            *r.headers_mut() = headers.clone();
+            r
+        };
+        let parsed = serde_json::from_slice::<Value>(&body).ok();
+        let Some(mut value) = parsed.filter(|_| status.is_success()) else {
+            return reply(body);
+        };
+        let calls = agent::calls_in_response(cx.api, &value);
+        if !calls.iter().any(Call::internal) {
+            return reply(body);
+        }
+        let follow_up = calls.iter().all(Call::internal) && round + 1 < MAX_ROUNDS;
+        let assistant = agent::assistant_items(cx.api, &value);
+        match cx.execute(calls, assistant, follow_up).await {
+            Ok(Some(next)) => match cx.send(next).await {
+                Ok(r) => response = r,
+                Err(r) => return r,
+            },
+            Ok(None) => {
+                strip_internal(cx.api, &mut value);
+                return reply(Bytes::from(value.to_string()));
+            }
+            Err(why) => {
+                cx.fail(&why);
+                strip_internal(cx.api, &mut value);
+                return reply(Bytes::from(value.to_string()));
+            }
+        }
+    }
+    unreachable!("the last round never follows up")
+}
+
+/// An error told inside an SSE stream already under way.
+fn stream_error(api: Api, message: &str) -> Bytes {
+    Bytes::from(match api {
+        Api::Messages => format!(
+            "event: error\ndata: {}\n\n",
+            json!({"type": "error", "error": {"type": "api_error", "message": message}})
+        ),
+        _ => format!(
+            "data: {}\n\ndata: [DONE]\n\n",
+            json!({"error": {"type": "ctxgc_error", "message": message}})
+        ),
+    })
+}
+
+fn streamed(cx: Context, first: reqwest::Response) -> Response {
+    let status = first.status();
+    let headers = response_headers(&first);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(32);
+    tokio::spawn(async move {
+        let mut splicer = Splicer::new(cx.api);
+        let mut response = first;
+        for round in 0..MAX_ROUNDS {
+            splicer.set_last_round(round + 1 == MAX_ROUNDS);
+            let mut tap = usage::Tap::new(cx.session.clone(), true);
+            let mut body = response.bytes_stream();
+            while let Some(chunk) = body.next().await {
+                let bytes = match chunk {
+                    Ok(b) => b,
+                    Err(e) => {
+                        // A cut upstream stream reaches the client as a cut stream.
+                        let _ = tx.send(Err(std::io::Error::other(e.without_url()))).await;
+                        return;
+                    }
+                };
+                tap.feed(&bytes);
+                if let Some((session, u)) = tap.finished_usage() {
+                    record_usage(&cx.s, &session, u);
+                }
+                let out = splicer.feed(&bytes);
+                if !out.is_empty() && tx.send(Ok(Bytes::from(out))).await.is_err() {
+                    return; // the client went away
+                }
+            }
+            let (rest, done) = splicer.finish();
+            if !rest.is_empty() && tx.send(Ok(Bytes::from(rest))).await.is_err() {
+                return;
+            }
+            if !done.calls.iter().any(Call::internal) {
+                return;
+            }
+            let follow_up = done.follow_up;
+            match cx.execute(done.calls, done.assistant, follow_up).await {
+                Ok(Some(next)) => match cx.send(next).await {
+                    Ok(r) if r.status().is_success() && is_event_stream(r.headers()) => {
+                        response = r;
+                    }
+                    Ok(r) => {
+                        let why = format!(
+                            "the upstream answered {} to the request after the ctxgc tool calls: {}",
+                            r.status(),
+                            r.text().await.unwrap_or_default()
+                        );
+                        let _ = tx.send(Ok(stream_error(cx.api, &why))).await;
+                        return;
+                    }
+                    Err(_) => {
+                        let why = "the upstream could not be reached after the ctxgc tool calls";
+                        let _ = tx.send(Ok(stream_error(cx.api, why))).await;
+                        return;
+                    }
+                },
+                Ok(None) => return,
+                Err(why) => {
+                    cx.fail(&why);
+                    if follow_up {
+                        let _ = tx
+                            .send(Ok(stream_error(
+                                cx.api,
+                                &format!("ctxgc could not run its tools: {why}"),
+                            )))
+                            .await;
+                    }
+                    return;
+                }
+            }
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    let mut resp = Response::new(Body::from_stream(stream));
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}

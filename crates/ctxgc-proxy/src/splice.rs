@@ -1,0 +1,563 @@
+//! Streaming with internal tools: the client's SSE stream is the upstream's, minus the model's
+//! calls to ctxgc's own tools.
+//!
+//! Events pass through as they arrive, byte for byte, unless they carry an internal call: those
+//! are held back (and remembered, to run them), and the client's own calls are renumbered so
+//! their indices stay contiguous. When a round ends with internal calls only, its closing events
+//! are held back too, and the next round's stream continues the same response for the client
+//! (Anthropic: its `message_start` is dropped and block indices continue). Chat Completions and
+//! Anthropic Messages streams are handled.
+
+use std::collections::BTreeMap;
+
+use ctxgc_formats::Api;
+use serde_json::{Value, json};
+
+use crate::agent::{Call, is_internal};
+
+/// One tool call or content block being streamed.
+#[derive(Debug, Default, Clone)]
+struct Part {
+    /// The block as it started (Anthropic) or the call's id and name (Chat).
+    start: Value,
+    text: String,
+    json: String,
+    signature: String,
+    internal: bool,
+    /// Index shown to the client (`None`: held back).
+    shown: Option<u64>,
+}
+
+/// What a finished round asks for.
+#[derive(Debug, Default)]
+pub struct Round {
+    /// Every tool call of the round, internal or not.
+    pub calls: Vec<Call>,
+    /// The model's turn as history items, to send back with the results.
+    pub assistant: Vec<Value>,
+    /// The round ended with internal calls only: the proxy must call the upstream again.
+    pub follow_up: bool,
+}
+
+/// Rewrites one streamed response, round after round.
+pub struct Splicer {
+    api: Api,
+    round: usize,
+    last_round: bool,
+    pending: Vec<u8>,
+    parts: BTreeMap<u64, Part>,
+    text: String,
+    /// Next index shown to the client (Anthropic blocks carry on across rounds).
+    next_shown: u64,
+    client_calls: bool,
+    internal_calls: bool,
+    follow_up: bool,
+}
+
+fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
+    let crlf = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, 4));
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+fn data_of(event: &str) -> String {
+    event
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| d.strip_prefix(' ').unwrap_or(d))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl Splicer {
+    /// A splicer for a response of `api` (Chat Completions or Anthropic Messages).
+    pub fn new(api: Api) -> Splicer {
+        Splicer {
+            api,
+            round: 0,
+            last_round: false,
+            pending: Vec::new(),
+            parts: BTreeMap::new(),
+            text: String::new(),
+            next_shown: 0,
+            client_calls: false,
+            internal_calls: false,
+            follow_up: false,
+        }
+    }
+
+    /// Whether this API's streams can be spliced.
+    pub fn supports(api: Api) -> bool {
+        matches!(api, Api::ChatCompletions | Api::Messages)
+    }
+
+    /// Marks the current round as the last one allowed: it is never held back at its end.
+    pub fn set_last_round(&mut self, last: bool) {
+        self.last_round = last;
+    }
+
+    /// Feeds upstream bytes; returns the bytes to send to the client now.
+    pub fn feed(&mut self, chunk: &[u8]) -> Vec<u8> {
+        self.pending.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        while let Some((at, sep)) = event_end(&self.pending) {
+            let event: Vec<u8> = self.pending.drain(..at + sep).collect();
+            self.event(&event, &mut out);
+        }
+        out
+    }
+
+    /// The end of a round's stream: what is left, and what the round asks for.
+    pub fn finish(&mut self) -> (Vec<u8>, Round) {
+        let mut out = std::mem::take(&mut self.pending);
+        if self.follow_up {
+            out.clear();
+        }
+        let round = Round {
+            calls: self.calls(),
+            assistant: self.assistant(),
+            follow_up: self.follow_up,
+        };
+        self.round += 1;
+        self.parts.clear();
+        self.text.clear();
+        self.client_calls = false;
+        self.internal_calls = false;
+        self.follow_up = false;
+        if self.api == Api::ChatCompletions {
+            self.next_shown = 0;
+        }
+        (out, round)
+    }
+
+    fn event(&mut self, raw: &[u8], out: &mut Vec<u8>) {
+        if self.follow_up {
+            return; // the round's closing events: the next round continues the response
+        }
+        let Ok(text) = std::str::from_utf8(raw) else {
+            out.extend_from_slice(raw);
+            return;
+        };
+        let data = data_of(text);
+        let Ok(mut value) = serde_json::from_str::<Value>(&data) else {
+            out.extend_from_slice(raw); // `[DONE]`, comments, pings: as they came
+            return;
+        };
+        let keep = match self.api {
+            Api::Messages => self.anthropic(&mut value),
+            _ => self.chat(&mut value),
+        };
+        match keep {
+            Keep::Original => out.extend_from_slice(raw),
+            Keep::Drop => {}
+            Keep::Changed => {
+                if self.api == Api::Messages {
+                    let name = value["type"].as_str().unwrap_or("message");
+                    out.extend_from_slice(format!("event: {name}\n").as_bytes());
+                }
+                out.extend_from_slice(format!("data: {value}\n\n").as_bytes());
+            }
+        }
+    }
+
+    fn end_of_round(&mut self) -> bool {
+        if self.internal_calls && !self.client_calls && !self.last_round {
+            self.follow_up = true;
+        }
+        self.follow_up
+    }
+
+    fn chat(&mut self, v: &mut Value) -> Keep {
+        let mut changed = false;
+        // A later round continues the client's message: its role was announced already.
+        if self.round > 0
+            && let Some(delta) = v
+                .pointer_mut("/choices/0/delta")
+                .and_then(Value::as_object_mut)
+            && delta.remove("role").is_some()
+        {
+            changed = true;
+            let finished = !v["choices"][0]["finish_reason"].is_null();
+            if v["choices"][0]["delta"]
+                .as_object()
+                .is_some_and(|d| d.is_empty())
+                && !finished
+            {
+                return Keep::Drop;
+            }
+        }
+        if let Some(content) = v
+            .pointer("/choices/0/delta/content")
+            .and_then(Value::as_str)
+        {
+            self.text.push_str(content);
+        }
+        if let Some(calls) = v
+            .pointer_mut("/choices/0/delta/tool_calls")
+            .and_then(Value::as_array_mut)
+        {
+            let before = calls.len();
+            calls.retain_mut(|c| {
+                let index = c["index"].as_u64().unwrap_or(0);
+                let part = self.parts.entry(index).or_insert_with(|| {
+                    let name = c["function"]["name"].as_str().unwrap_or_default();
+                    let internal = is_internal(name);
+                    let shown = (!internal).then(|| {
+                        self.next_shown += 1;
+                        self.next_shown - 1
+                    });
+                    Part {
+                        start: json!({"id": c["id"].clone(), "name": name}),
+                        internal,
+                        shown,
+                        ..Default::default()
+                    }
+                });
+                if let Some(args) = c["function"]["arguments"].as_str() {
+                    part.json.push_str(args);
+                }
+                self.internal_calls |= part.internal;
+                self.client_calls |= !part.internal;
+                match part.shown {
+                    Some(shown) if shown != index => {
+                        c["index"] = json!(shown);
+                        changed = true;
+                        true
+                    }
+                    Some(_) => true,
+                    None => false,
+                }
+            });
+            if calls.len() != before {
+                changed = true;
+            }
+            if calls.is_empty()
+                && let Some(delta) = v
+                    .pointer_mut("/choices/0/delta")
+                    .and_then(Value::as_object_mut)
+            {
+                delta.remove("tool_calls");
+                let finished = !v["choices"][0]["finish_reason"].is_null();
+                let empty = v["choices"][0]["delta"]
+                    .as_object()
+                    .is_none_or(|d| d.keys().all(|k| k == "role"));
+                if empty && !finished && v.get("usage").is_none_or(Value::is_null) {
+                    return Keep::Drop;
+                }
+            }
+        }
+        let finished = v
+            .pointer("/choices/0/finish_reason")
+            .is_some_and(|f| !f.is_null());
+        if finished && self.end_of_round() {
+            return Keep::Drop;
+        }
+        if changed {
+            Keep::Changed
+        } else {
+            Keep::Original
+        }
+    }
+
+    fn anthropic(&mut self, v: &mut Value) -> Keep {
+        let kind = v["type"].as_str().unwrap_or_default().to_owned();
+        match kind.as_str() {
+            "message_start" if self.round > 0 => Keep::Drop,
+            "content_block_start" => {
+                let index = v["index"].as_u64().unwrap_or(0);
+                let block = v["content_block"].clone();
+                let is_call = block["type"] == "tool_use";
+                let internal = is_call && block["name"].as_str().is_some_and(is_internal);
+                self.internal_calls |= internal;
+                self.client_calls |= is_call && !internal;
+                let shown = (!internal).then(|| {
+                    self.next_shown += 1;
+                    self.next_shown - 1
+                });
+                self.parts.insert(
+                    index,
+                    Part {
+                        start: block,
+                        internal,
+                        shown,
+                        ..Default::default()
+                    },
+                );
+                self.route(v, index)
+            }
+            "content_block_delta" | "content_block_stop" => {
+                let index = v["index"].as_u64().unwrap_or(0);
+                if let Some(part) = self.parts.get_mut(&index) {
+                    let d = &v["delta"];
+                    let s = |k: &str| d[k].as_str().unwrap_or_default();
+                    match d["type"].as_str() {
+                        Some("text_delta") => part.text.push_str(s("text")),
+                        Some("thinking_delta") => part.text.push_str(s("thinking")),
+                        Some("input_json_delta") => part.json.push_str(s("partial_json")),
+                        Some("signature_delta") => part.signature.push_str(s("signature")),
+                        _ => {}
+                    }
+                }
+                self.route(v, index)
+            }
+            "message_delta" if self.end_of_round() => Keep::Drop,
+            _ => Keep::Original,
+        }
+    }
+
+    /// An Anthropic block event: held back when internal, renumbered when needed.
+    fn route(&self, v: &mut Value, index: u64) -> Keep {
+        match self.parts.get(&index).map(|p| p.shown) {
+            Some(None) => Keep::Drop,
+            Some(Some(shown)) if shown != index => {
+                v["index"] = json!(shown);
+                Keep::Changed
+            }
+            _ => Keep::Original,
+        }
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.parts
+            .values()
+            .filter(|p| self.api == Api::ChatCompletions || p.start["type"] == "tool_use")
+            .map(|p| {
+                let arguments = serde_json::from_str(&p.json).unwrap_or_else(|_| json!({}));
+                let id = p.start["id"].as_str().unwrap_or_default().to_owned();
+                let name = p.start["name"].as_str().unwrap_or_default().to_owned();
+                let raw = match self.api {
+                    Api::Messages => {
+                        json!({"type": "tool_use", "id": id, "name": name, "input": arguments})
+                    }
+                    _ => json!({"id": id, "type": "function", "function": {"name": name, "arguments": p.json}}),
+                };
+                Call {
+                    id,
+                    name,
+                    arguments,
+                    raw,
+                }
+            })
+            .collect()
+    }
+
+    fn assistant(&self) -> Vec<Value> {
+        match self.api {
+            Api::Messages => {
+                let content: Vec<Value> = self
+                    .parts
+                    .values()
+                    .map(|p| {
+                        let mut block = p.start.clone();
+                        match block["type"].as_str() {
+                            Some("text") => block["text"] = json!(p.text),
+                            Some("thinking") => {
+                                block["thinking"] = json!(p.text);
+                                block["signature"] = json!(p.signature);
+                            }
+                            Some("tool_use" | "server_tool_use") => {
+                                block["input"] = serde_json::from_str(&p.json)
+                                    .unwrap_or_else(|_| block["input"].clone());
+                            }
+                            _ => {}
+                        }
+                        if let Some(map) = block.as_object_mut() {
+                            map.remove("citations");
+                        }
+                        block
+                    })
+                    .collect();
+                vec![json!({"role": "assistant", "content": content})]
+            }
+            _ => {
+                let calls: Vec<Value> = self.calls().into_iter().map(|c| c.raw).collect();
+                let content = if self.text.is_empty() {
+                    Value::Null
+                } else {
+                    json!(self.text)
+                };
+                let mut m = json!({"role": "assistant", "content": content});
+                if !calls.is_empty() {
+                    m["tool_calls"] = json!(calls);
+                }
+                vec![m]
+            }
+        }
+    }
+}
+
+enum Keep {
+    Original,
+    Changed,
+    Drop,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed_all(s: &mut Splicer, events: &[String]) -> String {
+        let mut out = Vec::new();
+        for e in events {
+            // Split every event in two to exercise reassembly.
+            let (a, b) = e.as_bytes().split_at(e.len() / 2);
+            out.extend(s.feed(a));
+            out.extend(s.feed(b));
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    fn chat_call(index: u64, id: &str, name: &str, args: &str) -> String {
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": index, "id": id, "type": "function", "function": {"name": name, "arguments": args}}]}}]})
+        )
+    }
+
+    fn chat_finish() -> String {
+        format!(
+            "data: {}\n\n",
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+        )
+    }
+
+    #[test]
+    fn chat_internal_only_round_is_held_back_and_asks_for_a_follow_up() {
+        let mut s = Splicer::new(Api::ChatCompletions);
+        let events = vec![
+            format!(
+                "data: {}\n\n",
+                json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Let me look."}}]})
+            ),
+            chat_call(0, "t1", "recall_tool_result", "{\"id\":"),
+            format!(
+                "data: {}\n\n",
+                json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "\"r-1\"}"}}]}}]})
+            ),
+            chat_finish(),
+            "data: [DONE]\n\n".to_owned(),
+        ];
+        let out = feed_all(&mut s, &events);
+        assert_eq!(out, events[0], "only the text reaches the client");
+        let (rest, round) = s.finish();
+        assert!(rest.is_empty() && round.follow_up);
+        assert_eq!(round.calls.len(), 1);
+        assert_eq!(round.calls[0].arguments, json!({"id": "r-1"}));
+        assert_eq!(round.assistant[0]["content"], "Let me look.");
+        assert_eq!(
+            round.assistant[0]["tool_calls"][0]["function"]["name"],
+            "recall_tool_result"
+        );
+        // The next round streams through unchanged.
+        let next = vec![
+            format!(
+                "data: {}\n\n",
+                json!({"choices": [{"index": 0, "delta": {"content": "Found it."}, "finish_reason": "stop"}]})
+            ),
+            "data: [DONE]\n\n".to_owned(),
+        ];
+        assert_eq!(feed_all(&mut s, &next), next.concat());
+        assert!(!s.finish().1.follow_up);
+    }
+
+    #[test]
+    fn chat_mixed_calls_show_only_the_clients_renumbered() {
+        let mut s = Splicer::new(Api::ChatCompletions);
+        let events = vec![
+            chat_call(0, "t1", "trim_tool_result", "{\"summary\":\"x\"}"),
+            chat_call(1, "c1", "bash", "{}"),
+            chat_finish(),
+            "data: [DONE]\n\n".to_owned(),
+        ];
+        let out = feed_all(&mut s, &events);
+        assert!(!out.contains("trim_tool_result"));
+        assert!(
+            out.contains("\"index\":0") && out.contains("\"c1\""),
+            "{out}"
+        );
+        assert!(out.contains("tool_calls\"}") || out.contains("\"finish_reason\":\"tool_calls\""));
+        assert!(out.ends_with("data: [DONE]\n\n"));
+        let (_, round) = s.finish();
+        assert!(!round.follow_up);
+        assert_eq!(round.calls.len(), 2);
+    }
+
+    #[test]
+    fn chat_without_internal_calls_is_byte_identical() {
+        let mut s = Splicer::new(Api::ChatCompletions);
+        let events = vec![
+            chat_call(0, "c1", "bash", "{}"),
+            chat_finish(),
+            "data: [DONE]\n\n".to_owned(),
+        ];
+        assert_eq!(feed_all(&mut s, &events), events.concat());
+    }
+
+    fn ev(v: Value) -> String {
+        format!("event: {}\ndata: {}\n\n", v["type"].as_str().unwrap(), v)
+    }
+
+    #[test]
+    fn anthropic_rounds_continue_one_message_for_the_client() {
+        let mut s = Splicer::new(Api::Messages);
+        let round1 = vec![
+            ev(json!({"type": "message_start", "message": {"id": "m1", "content": []}})),
+            ev(
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+            ),
+            ev(
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}}),
+            ),
+            ev(
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "sig"}}),
+            ),
+            ev(json!({"type": "content_block_stop", "index": 0})),
+            ev(
+                json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "t1", "name": "recall_tool_result", "input": {}}}),
+            ),
+            ev(
+                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"id\": \"r-1\"}"}}),
+            ),
+            ev(json!({"type": "content_block_stop", "index": 1})),
+            ev(
+                json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}}),
+            ),
+            ev(json!({"type": "message_stop"})),
+        ];
+        let out = feed_all(&mut s, &round1);
+        assert_eq!(
+            out,
+            round1[..5].concat(),
+            "thinking shown, the internal call held"
+        );
+        let (_, round) = s.finish();
+        assert!(round.follow_up);
+        let content = &round.assistant[0]["content"];
+        assert_eq!(content[0]["signature"], "sig");
+        assert_eq!(content[1]["input"], json!({"id": "r-1"}));
+        let round2 = vec![
+            ev(json!({"type": "message_start", "message": {"id": "m2", "content": []}})),
+            ev(
+                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ),
+            ev(
+                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "done"}}),
+            ),
+            ev(json!({"type": "content_block_stop", "index": 0})),
+            ev(
+                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
+            ),
+            ev(json!({"type": "message_stop"})),
+        ];
+        let out = feed_all(&mut s, &round2);
+        assert!(!out.contains("message_start"));
+        assert!(out.contains("\"index\":1"), "indices continue: {out}");
+        assert!(out.contains("end_turn") && out.ends_with(&round2[5]));
+    }
+}

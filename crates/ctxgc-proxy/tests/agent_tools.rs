@@ -1,0 +1,636 @@
+//! The agent tools inside the proxy, end to end: a fake model upstream (OpenAI Chat Completions
+//! and Anthropic Messages, JSON and SSE, over a real socket) calls `recall_tool_result` and
+//! `trim_tool_result`; the proxy runs them, the client never sees them, and later requests carry
+//! what they did with a stable upstream prefix.
+
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::response::Response;
+use ctxgc_core::ContentId;
+use ctxgc_core::store::OriginalStore;
+use ctxgc_formats::Api;
+use ctxgc_proxy::{AppState, LogSink, ProxySettings, RewriteSettings};
+use serde_json::{Value, json};
+
+type Seen = Arc<Mutex<Vec<Value>>>;
+
+/// What the fake model says: some text and some tool calls (id, name, arguments).
+struct Turn {
+    text: String,
+    calls: Vec<(&'static str, &'static str, Value)>,
+}
+
+fn items(body: &Value) -> &Vec<Value> {
+    body["messages"].as_array().unwrap()
+}
+
+/// The latest message if it is a tool result: (call id, text).
+fn last_result(api: Api, body: &Value) -> Option<(String, String)> {
+    let last = items(body).last()?;
+    let text = |c: &Value| match c {
+        Value::String(s) => s.clone(),
+        other => other
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["text"].as_str())
+            .collect(),
+    };
+    match api {
+        Api::Messages => {
+            let block = last["content"]
+                .as_array()?
+                .iter()
+                .rfind(|b| b["type"] == "tool_result")?;
+            Some((
+                block["tool_use_id"].as_str()?.to_owned(),
+                text(&block["content"]),
+            ))
+        }
+        _ if last["role"] == "tool" => Some((
+            last["tool_call_id"].as_str()?.to_owned(),
+            text(&last["content"]),
+        )),
+        _ => None,
+    }
+}
+
+fn find_id(text: &str) -> Option<String> {
+    text.match_indices("r-")
+        .map(|(i, _)| &text[i..])
+        .find_map(|rest| {
+            let id = rest.get(..18)?;
+            id[2..]
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit())
+                .then(|| id.to_owned())
+        })
+}
+
+/// The fake model's policy.
+fn decide(api: Api, body: &Value) -> Turn {
+    match last_result(api, body) {
+        Some((id, text)) if id.starts_with("ctx_") => Turn {
+            text: format!("seen: {}", text.chars().take(400).collect::<String>()),
+            calls: vec![],
+        },
+        Some((_, text)) if text.contains("please trim") => Turn {
+            text: "Summarising.".into(),
+            calls: vec![
+                (
+                    "ctx_t",
+                    "trim_tool_result",
+                    json!({"summary": "build failed at step 3"}),
+                ),
+                ("c2", "bash", json!({"command": "ls"})),
+            ],
+        },
+        Some((_, text)) => match find_id(&text) {
+            Some(id) => Turn {
+                text: "Let me look.".into(),
+                calls: vec![(
+                    "ctx_r",
+                    "recall_tool_result",
+                    json!({"id": id, "pattern": "^error"}),
+                )],
+            },
+            None => Turn {
+                text: "done".into(),
+                calls: vec![],
+            },
+        },
+        None => Turn {
+            text: "ok".into(),
+            calls: vec![],
+        },
+    }
+}
+
+fn sse(events: Vec<String>) -> Response {
+    let stream = futures_util::stream::iter(
+        events
+            .into_iter()
+            .map(|e| Ok::<_, std::io::Error>(Bytes::from(e))),
+    );
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}
+
+fn render(api: Api, stream: bool, turn: Turn) -> Response {
+    let finish = if turn.calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    };
+    let stop = if turn.calls.is_empty() {
+        "end_turn"
+    } else {
+        "tool_use"
+    };
+    match (api, stream) {
+        (Api::Messages, false) => {
+            let mut content = vec![json!({"type": "text", "text": turn.text})];
+            content.extend(turn.calls.iter().map(|(id, name, input)| json!({"type": "tool_use", "id": id, "name": name, "input": input})));
+            let body = json!({"id": "msg_1", "type": "message", "role": "assistant", "content": content, "stop_reason": stop,
+                "usage": {"input_tokens": 50, "output_tokens": 5}});
+            Response::builder()
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap()
+        }
+        (Api::Messages, true) => {
+            let ev = |v: Value| format!("event: {}\ndata: {}\n\n", v["type"].as_str().unwrap(), v);
+            let mut events = vec![
+                ev(
+                    json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 50, "output_tokens": 1}}}),
+                ),
+                ev(
+                    json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                ),
+                ev(
+                    json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": turn.text}}),
+                ),
+                ev(json!({"type": "content_block_stop", "index": 0})),
+            ];
+            for (k, (id, name, input)) in turn.calls.iter().enumerate() {
+                let args = input.to_string();
+                let (a, b) = args.split_at(args.len() / 2);
+                let i = k + 1;
+                events.push(ev(json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}})));
+                events.push(ev(json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": a}})));
+                events.push(ev(json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": b}})));
+                events.push(ev(json!({"type": "content_block_stop", "index": i})));
+            }
+            events.push(ev(json!({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 9}})));
+            events.push(ev(json!({"type": "message_stop"})));
+            sse(events)
+        }
+        (_, false) => {
+            let mut message = json!({"role": "assistant", "content": turn.text});
+            if !turn.calls.is_empty() {
+                message["tool_calls"] = turn.calls.iter().map(|(id, name, args)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}})).collect();
+            }
+            let body = json!({"id": "cc", "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 5}});
+            Response::builder()
+                .header("content-type", "application/json")
+                .body(Body::from(body.to_string()))
+                .unwrap()
+        }
+        (_, true) => {
+            let chunk = |delta: Value, finish: Value| {
+                format!(
+                    "data: {}\n\n",
+                    json!({"id": "cc", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+                )
+            };
+            let mut events = vec![chunk(
+                json!({"role": "assistant", "content": turn.text}),
+                Value::Null,
+            )];
+            for (k, (id, name, args)) in turn.calls.iter().enumerate() {
+                let args = args.to_string();
+                let (a, b) = args.split_at(args.len() / 2);
+                events.push(chunk(json!({"tool_calls": [{"index": k, "id": id, "type": "function", "function": {"name": name, "arguments": a}}]}), Value::Null));
+                events.push(chunk(
+                    json!({"tool_calls": [{"index": k, "function": {"arguments": b}}]}),
+                    Value::Null,
+                ));
+            }
+            events.push(chunk(json!({}), json!(finish)));
+            events.push(format!("data: {}\n\n", json!({"id": "cc", "choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 5}})));
+            events.push("data: [DONE]\n\n".into());
+            sse(events)
+        }
+    }
+}
+
+async fn model(State(seen): State<Seen>, req: axum::extract::Request) -> Response {
+    let api = if req.uri().path().starts_with("/v1/messages") {
+        Api::Messages
+    } else {
+        Api::ChatCompletions
+    };
+    let body: Value = serde_json::from_slice(
+        &axum::body::to_bytes(req.into_body(), usize::MAX)
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    seen.lock().unwrap().push(body.clone());
+    let stream = body["stream"] == true;
+    render(api, stream, decide(api, &body))
+}
+
+struct Harness {
+    proxy: String,
+    seen: Seen,
+    db: std::path::PathBuf,
+    _dir: tempdir::Dir,
+}
+
+mod tempdir {
+    /// A directory removed when dropped.
+    pub struct Dir(pub std::path::PathBuf);
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+async fn start(name: &str) -> Harness {
+    let seen = Seen::default();
+    let app = Router::new().fallback(model).with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let dir = std::env::temp_dir().join(format!("ctxgc-agent-{name}-{}", std::process::id()));
+    let db = dir.join("store.sqlite");
+    let store = ctxgc_store::SqliteStore::open(&db).unwrap();
+    let sink: LogSink = Arc::new(|line: &str| eprintln!("{line}"));
+    let settings = ProxySettings {
+        openai_upstream: up.clone(),
+        anthropic_upstream: up,
+        max_body_bytes: 4 << 20,
+        rewrite: RewriteSettings {
+            trim: Default::default(),
+            window: 32_000,
+            cache_breakpoints: true,
+            prompt_cache_key: true,
+            engine: None,
+            inject_tools: true,
+        },
+    };
+    let state = AppState::new(settings, Box::new(store), sink).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    let router = ctxgc_proxy::router(state);
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    Harness {
+        proxy,
+        seen,
+        db,
+        _dir: tempdir::Dir(dir),
+    }
+}
+
+/// What the client got: text, tool calls (id, name, arguments, index), message starts.
+#[derive(Debug, Default)]
+struct Seen2Client {
+    text: String,
+    calls: Vec<(String, String, String, u64)>,
+    starts: usize,
+    raw: String,
+}
+
+fn client_view(api: Api, stream: bool, raw: &str) -> Seen2Client {
+    let mut v = Seen2Client {
+        raw: raw.to_owned(),
+        ..Default::default()
+    };
+    if !stream {
+        let body: Value = serde_json::from_str(raw).unwrap();
+        if api == Api::Messages {
+            for (i, b) in body["content"].as_array().unwrap().iter().enumerate() {
+                match b["type"].as_str() {
+                    Some("text") => v.text.push_str(b["text"].as_str().unwrap()),
+                    _ => v.calls.push((
+                        b["id"].as_str().unwrap().into(),
+                        b["name"].as_str().unwrap().into(),
+                        b["input"].to_string(),
+                        i as u64,
+                    )),
+                }
+            }
+        } else {
+            let m = &body["choices"][0]["message"];
+            v.text = m["content"].as_str().unwrap_or_default().into();
+            for (i, c) in m["tool_calls"].as_array().into_iter().flatten().enumerate() {
+                v.calls.push((
+                    c["id"].as_str().unwrap().into(),
+                    c["function"]["name"].as_str().unwrap().into(),
+                    c["function"]["arguments"].as_str().unwrap().into(),
+                    i as u64,
+                ));
+            }
+        }
+        return v;
+    }
+    for event in raw.split("\n\n").filter(|e| !e.is_empty()) {
+        let data = event
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap();
+        let Ok(e) = serde_json::from_str::<Value>(data) else {
+            continue;
+        };
+        if api == Api::Messages {
+            let index = e["index"].as_u64().unwrap_or(0);
+            match e["type"].as_str().unwrap() {
+                "message_start" => v.starts += 1,
+                "content_block_start" if e["content_block"]["type"] == "tool_use" => {
+                    let b = &e["content_block"];
+                    v.calls.push((
+                        b["id"].as_str().unwrap().into(),
+                        b["name"].as_str().unwrap().into(),
+                        String::new(),
+                        index,
+                    ));
+                }
+                "content_block_delta" => {
+                    if let Some(t) = e["delta"]["text"].as_str() {
+                        v.text.push_str(t);
+                    }
+                    if let Some(j) = e["delta"]["partial_json"].as_str() {
+                        v.calls
+                            .iter_mut()
+                            .find(|c| c.3 == index)
+                            .unwrap()
+                            .2
+                            .push_str(j);
+                    }
+                }
+                _ => {}
+            }
+        } else {
+            if e["choices"][0]["delta"]["role"].is_string() {
+                v.starts += 1;
+            }
+            if let Some(t) = e["choices"][0]["delta"]["content"].as_str() {
+                v.text.push_str(t);
+            }
+            for c in e["choices"][0]["delta"]["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                let index = c["index"].as_u64().unwrap();
+                if let Some(name) = c["function"]["name"].as_str() {
+                    v.calls.push((
+                        c["id"].as_str().unwrap().into(),
+                        name.into(),
+                        String::new(),
+                        index,
+                    ));
+                }
+                let args = c["function"]["arguments"].as_str().unwrap_or_default();
+                v.calls
+                    .iter_mut()
+                    .find(|x| x.3 == index)
+                    .unwrap()
+                    .2
+                    .push_str(args);
+            }
+        }
+    }
+    v
+}
+
+fn path(api: Api) -> &'static str {
+    if api == Api::Messages {
+        "/v1/messages"
+    } else {
+        "/v1/chat/completions"
+    }
+}
+
+fn first_request(api: Api, stream: bool, result: &str) -> Value {
+    if api == Api::Messages {
+        json!({"model": "claude", "max_tokens": 1000, "stream": stream, "system": "You are a coding agent.",
+        "tools": [{"name": "bash", "description": "Run a command", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "build it"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": "make"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": result}]}
+        ]})
+    } else {
+        json!({"model": "gpt-5", "stream": stream,
+        "tools": [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}],
+        "messages": [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "build it"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"make\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": result}
+        ]})
+    }
+}
+
+/// The client's next request: its history, the answer it got, then results for its calls (or a
+/// user message).
+fn next_request(api: Api, mut body: Value, got: &Seen2Client) -> Value {
+    let list = body["messages"].as_array_mut().unwrap();
+    if api == Api::Messages {
+        let mut content = vec![json!({"type": "text", "text": got.text})];
+        content.extend(got.calls.iter().map(|(id, name, args, _)| json!({"type": "tool_use", "id": id, "name": name, "input": serde_json::from_str::<Value>(args).unwrap()})));
+        list.push(json!({"role": "assistant", "content": content}));
+        list.push(if got.calls.is_empty() {
+            json!({"role": "user", "content": "thanks"})
+        } else {
+            json!({"role": "user", "content": got.calls.iter().map(|c| json!({"type": "tool_result", "tool_use_id": c.0, "content": "listing"})).collect::<Vec<_>>()})
+        });
+    } else {
+        let mut m = json!({"role": "assistant", "content": got.text});
+        if !got.calls.is_empty() {
+            m["tool_calls"] = got.calls.iter().map(|(id, name, args, _)| json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})).collect();
+        }
+        list.push(m);
+        if got.calls.is_empty() {
+            list.push(json!({"role": "user", "content": "thanks"}));
+        }
+        for c in &got.calls {
+            list.push(json!({"role": "tool", "tool_call_id": c.0, "content": "listing"}));
+        }
+    }
+    body
+}
+
+impl Harness {
+    async fn send(&self, api: Api, body: &Value) -> Seen2Client {
+        let r = reqwest::Client::new()
+            .post(format!("{}{}", self.proxy, path(api)))
+            .header("x-ctxgc-session", "agent-test")
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+        let raw = r.text().await.unwrap();
+        client_view(api, body["stream"] == true, &raw)
+    }
+
+    fn upstream_requests(&self) -> Vec<Value> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+fn without_cache_control(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| *k != "cache_control")
+                .map(|(k, v)| (k.clone(), without_cache_control(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_cache_control).collect()),
+        other => other.clone(),
+    }
+}
+
+fn build_log() -> String {
+    let mut log: String = (0..3000)
+        .map(|i| format!("[{i:05}] compiling module_{i} ... ok\n"))
+        .collect();
+    log.insert_str(
+        log.len() / 2,
+        "error[E0308]: mismatched types in module_1500\n",
+    );
+    log
+}
+
+const MODES: [(Api, bool); 4] = [
+    (Api::ChatCompletions, false),
+    (Api::ChatCompletions, true),
+    (Api::Messages, false),
+    (Api::Messages, true),
+];
+
+#[tokio::test]
+async fn a_recall_is_run_by_the_proxy_and_the_client_gets_one_answer() {
+    for (api, stream) in MODES {
+        let h = start(&format!("recall-{}-{stream}", api.name())).await;
+        let first = first_request(api, stream, &build_log());
+        let got = h.send(api, &first).await;
+        let ups = h.upstream_requests();
+        let mode = format!("{} stream={stream}", api.name());
+        assert_eq!(
+            ups.len(),
+            2,
+            "{mode}: one round for the recall, one for the answer"
+        );
+        // The tools were offered, after the client's own.
+        let names: Vec<String> = ups[0]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                t["name"]
+                    .as_str()
+                    .or(t["function"]["name"].as_str())
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            ["bash", "trim_tool_result", "recall_tool_result"],
+            "{mode}"
+        );
+        // The recalled error line reached the model and its answer reached the client, alone.
+        assert!(
+            got.text.contains("error[E0308]: mismatched types"),
+            "{mode}: {}",
+            got.raw
+        );
+        assert!(
+            got.calls.is_empty() && !got.raw.contains("recall_tool_result"),
+            "{mode}: {}",
+            got.raw
+        );
+        if stream {
+            assert_eq!(
+                got.starts, 1,
+                "{mode}: one message for the client: {}",
+                got.raw
+            );
+            assert!(
+                got.raw.contains("Let me look."),
+                "{mode}: text before the internal call streams"
+            );
+        }
+        // The next client request carries the exchange at the same place: the upstream sees the
+        // second round's prompt as its prefix.
+        let second = next_request(api, first, &got);
+        h.send(api, &second).await;
+        let ups = h.upstream_requests();
+        assert_eq!(ups.len(), 3, "{mode}");
+        let before = without_cache_control(&ups[1]["messages"]);
+        let after = without_cache_control(&ups[2]["messages"]);
+        let before = before.as_array().unwrap();
+        assert_eq!(
+            &after.as_array().unwrap()[..before.len()],
+            before.as_slice(),
+            "{mode}: prefix"
+        );
+        assert_eq!(ups[2]["tools"], ups[0]["tools"], "{mode}");
+    }
+}
+
+#[tokio::test]
+async fn a_trim_beside_a_client_call_is_hidden_and_applied_to_later_requests() {
+    for (api, stream) in MODES {
+        let h = start(&format!("trim-{}-{stream}", api.name())).await;
+        let result = format!("please trim\n{}", "step ok\n".repeat(200));
+        let first = first_request(api, stream, &result);
+        let got = h.send(api, &first).await;
+        let mode = format!("{} stream={stream}", api.name());
+        assert_eq!(
+            h.upstream_requests().len(),
+            1,
+            "{mode}: the client's own call ends the round"
+        );
+        assert_eq!(got.calls.len(), 1, "{mode}: {}", got.raw);
+        let (id, name, args, index) = &got.calls[0];
+        assert_eq!((id.as_str(), name.as_str()), ("c2", "bash"), "{mode}");
+        assert_eq!(
+            serde_json::from_str::<Value>(args).unwrap(),
+            json!({"command": "ls"})
+        );
+        assert_eq!(
+            *index,
+            if api == Api::Messages { 1 } else { 0 },
+            "{mode}: renumbered"
+        );
+        assert!(!got.raw.contains("trim_tool_result"), "{mode}");
+        // The client sends its result; the upstream sees the summary in place of the old result,
+        // the internal call inside the assistant turn and its result beside the client's.
+        let second = next_request(api, first, &got);
+        h.send(api, &second).await;
+        let ups = h.upstream_requests();
+        let sent = ups.last().unwrap();
+        let text = sent.to_string();
+        assert!(
+            !text.contains("please trim"),
+            "{mode}: the trimmed result is gone"
+        );
+        let original = ContentId::of(result.as_bytes());
+        assert!(
+            text.contains(&format!(
+                "[summary by the model; original: id {original}] build failed at step 3"
+            )),
+            "{mode}: {text}"
+        );
+        let messages = items(sent);
+        let assistant = &messages[messages.len() - 2 - usize::from(api != Api::Messages)];
+        assert!(
+            assistant.to_string().contains("ctx_t"),
+            "{mode}: call merged: {assistant}"
+        );
+        assert!(
+            messages.last().unwrap().to_string().contains("ctx_t"),
+            "{mode}: result merged"
+        );
+        // The original is in the store, recallable.
+        let store = ctxgc_store::SqliteStore::open(&h.db).unwrap();
+        assert_eq!(
+            store.get("agent-test", original).unwrap().as_deref(),
+            Some(result.as_str()),
+            "{mode}"
+        );
+    }
+}
