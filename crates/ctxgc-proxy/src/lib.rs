@@ -402,8 +402,9 @@ fn prepare(
             .map_err(|_| "the trim memo lock is poisoned".to_owned())?;
         rewrite::rewrite_with(request, session, settings, &mut memo)
     };
-    // The engine's events across requests (Chat Completions).
-    if let (Api::ChatCompletions, Some(policy)) = (request.api, &settings.engine)
+    // The engine's events across requests (Chat Completions and Anthropic Messages).
+    if let (Api::ChatCompletions | Api::Messages, Some(policy), false) =
+        (request.api, &settings.engine, counting)
         && let Some(serde_json::Value::Array(slot)) = request.body.get_mut("messages")
     {
         // Taken out, not cloned: it goes back unchanged unless an event or lineage applies.
@@ -429,14 +430,30 @@ fn prepare(
             .and_then(serde_json::Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let outcome = lineage::step(
-            &client,
-            &tools,
+        let step = lineage::StepInput {
+            api: request.api,
+            client: &client,
+            system: request.body.get("system"),
+            tools: &tools,
+        };
+        let mut outcome = lineage::step(
+            &step,
             current.as_ref(),
             policy,
             settings.window,
             calibration,
         );
+        // Where the proxy places Anthropic's breakpoints, the end of the summary (or pruned
+        // prefix) gets one too: what an event rewrote is then read from the cache afterwards.
+        if let (true, Some(messages), Some(l)) = (
+            out.added_breakpoints,
+            outcome.messages.as_mut(),
+            &outcome.lineage,
+        ) && let Some(last) = l.prefix.len().checked_sub(1)
+        {
+            rewrite::mark_breakpoint(&mut messages[last]);
+        }
+        out.originals.append(&mut outcome.originals);
         if let Ok(mut sessions) = state.sessions.lock() {
             sessions
                 .entry(session.to_owned())

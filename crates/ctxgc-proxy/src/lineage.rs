@@ -1,4 +1,4 @@
-//! Compaction across requests (Chat Completions): the engine's events, applied to clients that
+//! Compaction across requests (Chat Completions and Anthropic Messages): the engine's events, applied to clients that
 //! resend their whole history every time.
 //!
 //! After an event the proxy remembers, per session, that the client's first `covered` messages
@@ -13,9 +13,10 @@ use std::collections::BTreeMap;
 use ctxgc_core::engine::Policy;
 use ctxgc_core::engine::plan::{self, PlanInput, PlanKind, Replacement};
 use ctxgc_core::engine::summary::{self, SummaryInput};
-use ctxgc_core::tokens::TokenCounter;
-use ctxgc_core::{Message, Transcript};
+use ctxgc_core::tokens::{ProviderFamily, TokenCounter};
+use ctxgc_core::{ContentId, Message, Transcript};
 use ctxgc_formats::chat::message_from_chat;
+use ctxgc_formats::{Api, anthropic};
 use serde_json::{Value, json};
 
 /// The replacement in force for one session (stored as JSON in the session-state store).
@@ -29,12 +30,11 @@ pub struct Lineage {
     pub prefix: Vec<Value>,
 }
 
-/// Hash of a run of wire messages.
+/// Hash of a run of wire messages, blind to `cache_control` (clients move their breakpoints).
 pub fn hash_messages(messages: &[Value]) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for m in messages {
-        h.update(m.to_string().as_bytes());
-        h.update(b"\x1e");
+        h.update(&crate::agent::fingerprint(m).to_le_bytes());
     }
     h.digest()
 }
@@ -50,30 +50,107 @@ pub struct Outcome {
     /// ctxgc's own (uncalibrated) token count of what is sent, tool definitions included; the
     /// upstream's reported usage for this request calibrates later estimates against it.
     pub estimated_tokens: usize,
+    /// Tool outputs an event hid (pruned or summarised), to store before forwarding: their
+    /// abstracts and the summary name them by these ids.
+    pub originals: Vec<(ContentId, String)>,
 }
 
-fn view(messages: &[Value]) -> Option<Vec<Message>> {
-    let mut t = Transcript::default();
-    for (i, m) in messages.iter().enumerate() {
-        t.messages
-            .push(message_from_chat(m, &format!("messages[{i}]")).ok()?);
+/// The request a lineage step works on.
+pub struct StepInput<'a> {
+    /// Chat Completions or Anthropic Messages.
+    pub api: Api,
+    /// The client's messages (insertion-trimmed).
+    pub client: &'a [Value],
+    /// The top-level `system` (Anthropic).
+    pub system: Option<&'a Value>,
+    /// Tool definitions (paid on every request).
+    pub tools: &'a [Value],
+}
+
+/// The neutral view of wire messages, with where each neutral message came from: Anthropic
+/// splits a user turn into one message per tool result plus the rest of its blocks, and its
+/// system prompt is not a message.
+struct View {
+    messages: Vec<Message>,
+    /// (wire message index or `None` for the system prompt, block index of a tool result).
+    origin: Vec<(Option<usize>, Option<usize>)>,
+}
+
+fn view(api: Api, system: Option<&Value>, messages: &[Value]) -> Option<View> {
+    if api != Api::Messages {
+        let mut t = Transcript::default();
+        for (i, m) in messages.iter().enumerate() {
+            t.messages
+                .push(message_from_chat(m, &format!("messages[{i}]")).ok()?);
+        }
+        ctxgc_formats::resolve_tool_names(&mut t);
+        let origin = (0..messages.len()).map(|i| (Some(i), None)).collect();
+        return Some(View {
+            messages: t.messages,
+            origin,
+        });
     }
-    ctxgc_formats::resolve_tool_names(&mut t);
-    Some(t.messages)
+    let mut body = json!({"messages": messages});
+    if let Some(system) = system {
+        body["system"] = system.clone();
+    }
+    let t = anthropic::transcript_from_body(&body).ok()?;
+    // Rebuild the origins as transcript_from_body splits: results first, then the rest.
+    let mut origin = Vec::with_capacity(t.messages.len());
+    if system.is_some_and(|s| !s.is_null()) {
+        origin.push((None, None));
+    }
+    for (i, m) in messages.iter().enumerate() {
+        let blocks = m["content"].as_array();
+        let mut rest = m["content"].is_string();
+        for (j, b) in blocks.into_iter().flatten().enumerate() {
+            if b["type"] == "tool_result" {
+                origin.push((Some(i), Some(j)));
+            } else {
+                rest = true;
+            }
+        }
+        if rest || m["role"] == "assistant" {
+            origin.push((Some(i), None));
+        }
+    }
+    (origin.len() == t.messages.len()).then_some(View {
+        messages: t.messages,
+        origin,
+    })
+}
+
+impl View {
+    /// The first wire index at or after neutral message `n` that starts a wire message.
+    fn wire_boundary(&self, n: usize, wire_len: usize) -> usize {
+        let Some(&(Some(i), _)) = self.origin.get(n) else {
+            return if n >= self.origin.len() { wire_len } else { 0 };
+        };
+        let starts_here = n == 0 || self.origin[n - 1].0 != Some(i);
+        if starts_here { i } else { i + 1 }
+    }
+
+    /// Wire messages wholly before neutral message `n`.
+    fn wire_before(&self, n: usize) -> usize {
+        self.origin[..n]
+            .iter()
+            .filter_map(|o| o.0)
+            .max()
+            .map_or(0, |i| i + 1)
+    }
 }
 
 /// Applies the session's lineage to the client's (insertion-trimmed) messages, then runs an
-/// event if one is due.
-/// `tools` are the request's tool definitions (paid on every request); `calibration` scales
-/// ctxgc's token counts to the upstream's (reported usage / estimate, per session).
+/// event if one is due. `calibration` scales ctxgc's token counts to the upstream's (reported
+/// usage / estimate, per session).
 pub fn step(
-    client: &[Value],
-    tools: &[Value],
+    input: &StepInput<'_>,
     state: Option<&Lineage>,
     policy: &Policy,
     window: u64,
     calibration: f64,
 ) -> Outcome {
+    let (api, client) = (input.api, input.client);
     // 1. Reuse the replacement when the history still starts with what it covered.
     let (applied, lineage) = match state {
         Some(l)
@@ -87,11 +164,17 @@ pub fn step(
         _ => (None, None),
     };
     let current: &[Value] = applied.as_deref().unwrap_or(client);
-    let mut counter = TokenCounter::openai();
-    let fixed = counter.count_tools(tools) + 3;
+    let mut counter = match api {
+        Api::Messages => TokenCounter::new(ProviderFamily::Anthropic, Default::default()),
+        _ => TokenCounter::openai(),
+    };
+    let fixed = counter.count_tools(input.tools) + 3;
     let estimate = |counter: &mut TokenCounter, prompt: &[Value]| {
-        view(prompt).map_or(0, |m| {
-            m.iter().map(|m| counter.count_message(m)).sum::<usize>()
+        view(api, input.system, prompt).map_or(0, |v| {
+            v.messages
+                .iter()
+                .map(|m| counter.count_message(m))
+                .sum::<usize>()
         }) + fixed
     };
     let unchanged = |counter: &mut TokenCounter,
@@ -101,43 +184,70 @@ pub fn step(
         messages: applied,
         lineage,
         event: None,
+        originals: Vec::new(),
     };
     // 2. Is an event due? Plan on the prompt as the upstream would see it, in its tokens.
-    let Some(messages) = view(current) else {
+    let Some(view) = view(api, input.system, current) else {
         return unchanged(&mut counter, applied, lineage);
     };
+    let messages = &view.messages;
     let scale = |n: usize| (n as f64 * calibration).ceil() as usize;
     let tokens: Vec<usize> = messages
         .iter()
         .map(|m| scale(counter.count_message(m)))
         .collect();
     let metas = BTreeMap::new();
-    let input = PlanInput {
-        messages: &messages,
+    let plan_input = PlanInput {
+        messages,
         tokens: &tokens,
         fixed_tokens: scale(fixed),
         metas: &metas,
         window,
     };
-    let Some(plan) = plan::plan(&input, policy, &counter) else {
+    let Some(plan) = plan::plan(&plan_input, policy, &counter) else {
         return unchanged(&mut counter, applied, lineage);
     };
+    // Neutral boundaries as wire boundaries: the tail starts on a whole wire message.
+    let tail = view.wire_boundary(plan.tail_start, current.len());
+    let head = view.wire_before(plan.head_end);
     // The new boundary must not cut into the prefix already in force: wait for the next turn.
     let kept = lineage.as_ref().map_or(0, |l| l.prefix.len());
-    if plan.tail_start < kept {
+    if tail < kept || tail >= current.len() || head >= tail {
         return unchanged(&mut counter, applied, lineage);
     }
     let mut prompt = current.to_vec();
+    let mut originals = Vec::new();
+    let mut hide = |m: &Message| {
+        for r in m.tool_results() {
+            let text = r.text();
+            originals.push((ContentId::of(text.as_bytes()), text));
+        }
+    };
     let event = match plan.kind {
         PlanKind::PruneOnly => {
             for edit in &plan.edits {
-                let wire = &mut prompt[edit.index];
+                let (Some(i), block) = view.origin[edit.index] else {
+                    continue;
+                };
                 match &edit.replacement {
-                    Replacement::Result(text) => wire["content"] = json!(text),
+                    Replacement::Result(text) => {
+                        hide(&messages[edit.index]);
+                        match block {
+                            Some(j) => prompt[i]["content"][j]["content"] = json!(text),
+                            None => prompt[i]["content"] = json!(text),
+                        }
+                    }
                     Replacement::Arguments { call_id, arguments } => {
+                        let wire = &mut prompt[i];
                         for call in wire["tool_calls"].as_array_mut().into_iter().flatten() {
                             if call["id"] == *call_id.as_str() {
                                 call["function"]["arguments"] = json!(arguments);
+                            }
+                        }
+                        for b in wire["content"].as_array_mut().into_iter().flatten() {
+                            if b["type"] == "tool_use" && b["id"] == *call_id.as_str() {
+                                b["input"] = serde_json::from_str(arguments)
+                                    .unwrap_or_else(|_| b["input"].clone());
                             }
                         }
                     }
@@ -146,31 +256,32 @@ pub fn step(
             "prune"
         }
         PlanKind::Compaction => {
-            let input = SummaryInput {
-                messages: &messages,
+            let summary_input = SummaryInput {
+                messages,
                 from: plan.head_end,
                 to: plan.tail_start,
                 metas: &metas,
                 budget: plan.summary_budget,
             };
-            let body = summary::extractive_body(&input, &counter);
-            let text = summary::compose(&input, &body, &counter);
-            let mut next: Vec<Value> = prompt[..plan.head_end].to_vec();
+            messages[plan.head_end..plan.tail_start]
+                .iter()
+                .for_each(&mut hide);
+            let body = summary::extractive_body(&summary_input, &counter);
+            let text = summary::compose(&summary_input, &body, &counter);
+            let mut next: Vec<Value> = prompt[..head].to_vec();
             next.push(json!({"role": "user", "content": text}));
-            next.extend_from_slice(&prompt[plan.tail_start..]);
+            next.extend_from_slice(&prompt[tail..]);
             prompt = next;
             "compaction"
         }
     };
     // 3. The new lineage covers the client messages before the tail.
     let boundary = match plan.kind {
-        PlanKind::PruneOnly => plan.tail_start,
-        PlanKind::Compaction => plan.head_end + 1,
+        PlanKind::PruneOnly => tail,
+        PlanKind::Compaction => head + 1,
     };
     // Prompt index i >= kept is client index covered + (i - kept).
-    let covered = lineage
-        .as_ref()
-        .map_or(plan.tail_start, |l| l.covered + (plan.tail_start - kept));
+    let covered = lineage.as_ref().map_or(tail, |l| l.covered + (tail - kept));
     let lineage = Lineage {
         covered,
         covered_hash: hash_messages(&client[..covered]),
@@ -181,5 +292,6 @@ pub fn step(
         messages: Some(prompt),
         lineage: Some(lineage),
         event: Some(event),
+        originals,
     }
 }

@@ -23,7 +23,8 @@ pub struct RewriteSettings {
     pub cache_breakpoints: bool,
     /// Set OpenAI's `prompt_cache_key` to the session id when absent.
     pub prompt_cache_key: bool,
-    /// Run the engine's events (prune, compaction) across requests (Chat Completions), with
+    /// Run the engine's events (prune, compaction) across requests (Chat Completions and
+    /// Anthropic Messages), with
     /// this policy; `None` leaves histories whole.
     pub engine: Option<ctxgc_core::engine::Policy>,
     /// Add `trim_tool_result` and `recall_tool_result` to requests that carry tools, and run
@@ -40,6 +41,8 @@ pub struct Rewritten {
     pub originals: Vec<(ContentId, String)>,
     /// Bytes removed by trimming.
     pub bytes_saved: usize,
+    /// The request carried no Anthropic breakpoints and the proxy placed them.
+    pub added_breakpoints: bool,
 }
 
 /// A tool result's text inside the body: where it is and what the tool is.
@@ -217,38 +220,38 @@ fn has_cache_control(value: &Value) -> bool {
     }
 }
 
-/// Puts `cache_control` on the end of the system prompt and on the last block of the last
-/// message (2 of the 4 allowed breakpoints), converting string content to one text block.
-fn add_breakpoints(body: &mut Value) -> bool {
-    let mark = |block: &mut Value| {
-        if let Value::Object(map) = block {
-            map.insert("cache_control".into(), json!({"type": "ephemeral"}));
-        }
-    };
-    let to_blocks = |content: &mut Value| {
-        if let Value::String(text) = content {
-            *content = json!([{"type": "text", "text": text.clone()}]);
-        }
-    };
-    let mut changed = false;
-    if let Some(system) = body.get_mut("system") {
-        to_blocks(system);
-        if let Some(last) = system.as_array_mut().and_then(|a| a.last_mut()) {
-            mark(last);
-            changed = true;
-        }
+/// Puts `cache_control` on the last block of `content` (a system prompt or a message's
+/// content), converting a string to one text block.
+fn mark_content(content: &mut Value) -> bool {
+    if let Value::String(text) = content {
+        *content = json!([{"type": "text", "text": text.clone()}]);
     }
+    match content.as_array_mut().and_then(|a| a.last_mut()) {
+        Some(Value::Object(block)) => {
+            block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Puts an Anthropic breakpoint on the last block of a message.
+pub fn mark_breakpoint(message: &mut Value) -> bool {
+    message
+        .get_mut("content")
+        .is_some_and(mark_content)
+}
+
+/// Puts `cache_control` on the end of the system prompt and on the last block of the last
+/// message (2 of the 4 allowed breakpoints).
+fn add_breakpoints(body: &mut Value) -> bool {
+    let mut changed = body.get_mut("system").is_some_and(mark_content);
     if let Some(last) = body
         .get_mut("messages")
         .and_then(Value::as_array_mut)
         .and_then(|m| m.last_mut())
     {
-        let content = &mut last["content"];
-        to_blocks(content);
-        if let Some(block) = content.as_array_mut().and_then(|a| a.last_mut()) {
-            mark(block);
-            changed = true;
-        }
+        changed |= mark_breakpoint(last);
     }
     changed
 }
@@ -321,7 +324,8 @@ pub fn rewrite_with(
     }
     match request.api {
         Api::Messages if settings.cache_breakpoints && !has_cache_control(&request.body) => {
-            changed |= add_breakpoints(&mut request.body);
+            out.added_breakpoints = add_breakpoints(&mut request.body);
+            changed |= out.added_breakpoints;
         }
         Api::ChatCompletions | Api::Responses
             if settings.prompt_cache_key && request.body.get("prompt_cache_key").is_none() =>

@@ -136,8 +136,13 @@ impl Harness {
     /// Sends a Chat Completions body through the proxy; returns what the upstream received
     /// (path, headers, body).
     async fn chat(&self, body: &Value) -> (String, HeaderMap, Bytes) {
+        self.post("/v1/chat/completions", body).await
+    }
+
+    /// Sends a body to `path` through the proxy; returns what the upstream received.
+    async fn post(&self, path: &str, body: &Value) -> (String, HeaderMap, Bytes) {
         client()
-            .post(format!("{}/v1/chat/completions", self.proxy))
+            .post(format!("{}{path}", self.proxy))
             .json(body)
             .send()
             .await
@@ -575,4 +580,106 @@ async fn reported_usage_calibrates_the_sessions_token_estimates() {
     // calibration never lowers the estimates (an overflow fails, an early event only costs).
     assert!(usage.estimated_tokens > 2_000, "{usage:?}");
     assert_eq!(usage.calibration, Some(1.0));
+}
+
+fn without_cache_control(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| *k != "cache_control")
+                .map(|(k, v)| (k.clone(), without_cache_control(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_cache_control).collect()),
+        other => other.clone(),
+    }
+}
+
+#[tokio::test]
+async fn anthropic_compaction_is_prefix_stable_and_keeps_tool_pairs() {
+    let window = 12_000;
+    let h = start_with(Box::new(MemoryStore::default()), window, true).await;
+    let system = "You are a coding agent.";
+    let mut messages = vec![
+        json!({"role": "user", "content": "Fix the flaky test. You must not change the public API."}),
+    ];
+    let mut sent: Vec<Vec<Value>> = Vec::new();
+    let mut counter = ctxgc_core::tokens::TokenCounter::new(
+        ctxgc_core::tokens::ProviderFamily::Anthropic,
+        Default::default(),
+    );
+    for turn in 0..60 {
+        let id = format!("toolu_{turn}");
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "text", "text": format!("Step {turn}: I will run the next check.")},
+            {"type": "tool_use", "id": id, "name": "Bash", "input": {"command": format!("pytest -k case_{turn}")}}
+        ]}));
+        let output = format!(
+            "{}\nexit status: {}\n",
+            words(if turn % 4 == 0 { 900 } else { 250 }, turn),
+            turn % 2
+        );
+        // Like Claude Code, some result turns carry a reminder after the result.
+        let mut content =
+            vec![json!({"type": "tool_result", "tool_use_id": id, "content": output})];
+        if turn % 3 == 0 {
+            content.push(json!({"type": "text", "text": format!("<reminder {turn}>")}));
+        }
+        messages.push(json!({"role": "user", "content": content}));
+        let body = json!({"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": system, "messages": messages});
+        let seen = h.post("/v1/messages", &body).await;
+        let upstream: Value = serde_json::from_slice(&seen.2).unwrap();
+        let msgs = upstream["messages"].as_array().unwrap().clone();
+        let request =
+            ctxgc_formats::ApiRequest::parse(ctxgc_formats::Api::Messages, &seen.2).unwrap();
+        let tokens = counter.count_messages(&request.transcript().unwrap().messages);
+        assert!(
+            (tokens as u64) < window,
+            "turn {turn}: {tokens} tokens sent to a {window}-token model"
+        );
+        // Every tool_result answers a tool_use of the turn before, and every tool_use is answered.
+        for (i, m) in msgs.iter().enumerate() {
+            for b in m["content"].as_array().into_iter().flatten() {
+                if b["type"] == "tool_result" {
+                    assert!(
+                        i > 0
+                            && msgs[i - 1]["content"]
+                                .to_string()
+                                .contains(b["tool_use_id"].as_str().unwrap()),
+                        "turn {turn}: orphan result at {i}"
+                    );
+                }
+                if b["type"] == "tool_use" {
+                    assert!(
+                        msgs.get(i + 1).is_some_and(|n| n["content"]
+                            .to_string()
+                            .contains(b["id"].as_str().unwrap())),
+                        "turn {turn}: unanswered call at {i}"
+                    );
+                }
+            }
+        }
+        let breakpoints = upstream.to_string().matches("cache_control").count();
+        assert!(
+            (1..=4).contains(&breakpoints),
+            "turn {turn}: {breakpoints} breakpoints"
+        );
+        sent.push(msgs.iter().map(without_cache_control).collect());
+    }
+    let breaks = sent
+        .windows(2)
+        .filter(|w| !(w[1].len() >= w[0].len() && w[1][..w[0].len()] == w[0][..]))
+        .count();
+    let events = h.state.stats().events as usize;
+    eprintln!("{events} events over 60 Anthropic turns at a {window}-token window");
+    assert!(events >= 1, "the engine ran");
+    assert_eq!(
+        breaks, events,
+        "every prefix change is an event, and nothing else changes the prefix"
+    );
+    assert!(events <= 12, "events are rare: {events} in 60 turns");
+    assert!(sent.iter().any(|m| {
+        m.iter()
+            .any(|x| x["content"].to_string().contains("[ctxgc context summary"))
+    }));
 }

@@ -42,7 +42,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_prompt_cache_key: bool,
     /// Run the engine's events (prune first, then compaction) across requests on Chat
-    /// Completions (the Responses and Messages APIs get insertion trimming only, for now).
+    /// Completions and Anthropic Messages (the Responses API gets insertion trimming only).
     #[arg(long)]
     pub compact: bool,
     /// Add trim_tool_result and recall_tool_result to requests that carry tools and run the
