@@ -172,7 +172,7 @@ impl Context {
                 return Ok(None);
             }
             let mut request = ApiRequest::parse(api, &raw).map_err(|e| e.to_string())?;
-            let Prepared { out, .. } = prepare(&s, &mut request, &session, false)?;
+            let Prepared { out, .. } = prepare(&s, &mut request, &raw, &session, false)?;
             Ok(Some(Bytes::from(out.body.unwrap_or_else(|| raw.to_vec()))))
         })
         .await

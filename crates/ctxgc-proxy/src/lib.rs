@@ -12,6 +12,7 @@ mod agentic;
 pub mod lineage;
 pub mod rewrite;
 pub mod splice;
+pub mod splice_json;
 mod usage;
 
 use std::collections::BTreeMap;
@@ -283,8 +284,15 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
     let state = s.clone();
     let session_for_task = session.clone();
     let counting = parts.uri.path().ends_with("/count_tokens");
+    let raw_for_task = bytes.clone();
     let outcome = tokio::task::spawn_blocking(move || {
-        prepare(&state, &mut request, &session_for_task, counting)
+        prepare(
+            &state,
+            &mut request,
+            &raw_for_task,
+            &session_for_task,
+            counting,
+        )
     })
     .await
     .map_err(|e| format!("rewrite task failed: {e}"))
@@ -368,6 +376,7 @@ struct Prepared {
 fn prepare(
     state: &AppState,
     request: &mut ApiRequest,
+    raw: &[u8],
     session: &str,
     counting: bool,
 ) -> Result<Prepared, String> {
@@ -400,7 +409,15 @@ fn prepare(
             .memo
             .lock()
             .map_err(|_| "the trim memo lock is poisoned".to_owned())?;
-        rewrite::rewrite_with(request, session, settings, &mut memo)
+        let committed = state.committed.lock().ok();
+        let stored = |id| {
+            committed
+                .as_ref()
+                .is_some_and(|c| c.contains(&(session.to_owned(), id)))
+        };
+        // Once the agent state changed the parsed body, the client's bytes no longer match it.
+        let raw = (!agent_changed).then_some(raw);
+        rewrite::rewrite_with(request, raw, session, settings, &mut memo, &stored)
     };
     // The engine's events across requests (Chat Completions and Anthropic Messages).
     if let (Api::ChatCompletions | Api::Messages, Some(policy), false) =

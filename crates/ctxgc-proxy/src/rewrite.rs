@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 use ctxgc_core::ContentId;
 use ctxgc_core::trim::{self, ToolOutput, TrimConfig};
 use ctxgc_formats::{Api, ApiRequest};
+
+use crate::splice_json;
 use serde_json::{Value, json};
 
 /// Settings that shape rewriting.
@@ -46,11 +48,11 @@ pub struct Rewritten {
 }
 
 /// A tool result's text inside the body: where it is and what the tool is.
-struct Slot {
+struct Slot<'a> {
     /// JSON pointer to the string to replace.
     pointer: String,
     tool: String,
-    text: String,
+    text: &'a str,
     /// Results of one assistant turn share a group (and a turn budget).
     group: usize,
 }
@@ -94,7 +96,7 @@ fn tool_names(body: &Value, api: Api) -> BTreeMap<String, String> {
 }
 
 /// Every tool result text in the body, in order, grouped by assistant turn.
-fn slots(body: &Value, api: Api) -> Vec<Slot> {
+fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
     let names = tool_names(body, api);
     let name = |id: Option<&str>| {
         id.and_then(|id| names.get(id))
@@ -182,12 +184,18 @@ fn slots(body: &Value, api: Api) -> Vec<Slot> {
 }
 
 /// The texts of a result's content at `pointer`: a string, or an array of text parts.
-fn content_slots(out: &mut Vec<Slot>, pointer: String, content: &Value, tool: &str, group: usize) {
+fn content_slots<'a>(
+    out: &mut Vec<Slot<'a>>,
+    pointer: String,
+    content: &'a Value,
+    tool: &str,
+    group: usize,
+) {
     match content {
         Value::String(text) => out.push(Slot {
             pointer,
             tool: tool.to_owned(),
-            text: text.clone(),
+            text,
             group,
         }),
         Value::Array(parts) => {
@@ -200,7 +208,7 @@ fn content_slots(out: &mut Vec<Slot>, pointer: String, content: &Value, tool: &s
                     out.push(Slot {
                         pointer: format!("{pointer}/{k}/text"),
                         tool: tool.to_owned(),
-                        text: text.to_owned(),
+                        text,
                         group,
                     });
                 }
@@ -237,9 +245,7 @@ fn mark_content(content: &mut Value) -> bool {
 
 /// Puts an Anthropic breakpoint on the last block of a message.
 pub fn mark_breakpoint(message: &mut Value) -> bool {
-    message
-        .get_mut("content")
-        .is_some_and(mark_content)
+    message.get_mut("content").is_some_and(mark_content)
 }
 
 /// Puts `cache_control` on the end of the system prompt and on the last block of the last
@@ -258,19 +264,33 @@ fn add_breakpoints(body: &mut Value) -> bool {
 
 /// Rewrites a request for `session`.
 pub fn rewrite(request: &mut ApiRequest, session: &str, settings: &RewriteSettings) -> Rewritten {
-    rewrite_with(request, session, settings, &mut TrimMemo::default())
+    rewrite_with(
+        request,
+        None,
+        session,
+        settings,
+        &mut TrimMemo::default(),
+        &|_| false,
+    )
 }
 
-/// [`rewrite`] with a memo of trimmed turns kept across requests.
+/// [`rewrite`] with a memo of trimmed turns kept across requests; `stored(id)` tells which
+/// originals are in the store already (those are not copied into [`Rewritten::originals`]).
+/// `raw`, when given, is the body `request` was parsed from, unchanged since: the new body is
+/// then spliced from it rather than serialised again.
 pub fn rewrite_with(
     request: &mut ApiRequest,
+    raw: Option<&[u8]>,
     session: &str,
     settings: &RewriteSettings,
     memo: &mut TrimMemo,
+    stored: &dyn Fn(ContentId) -> bool,
 ) -> Rewritten {
     let mut out = Rewritten::default();
+    // Replacements are decided while the body is borrowed, then applied: tool outputs are
+    // never copied, except originals the store does not have yet.
+    let mut replacements: Vec<(String, Trimmed)> = Vec::new();
     let slots = slots(&request.body, request.api);
-    let mut changed = false;
     let mut start = 0;
     while start < slots.len() {
         let end = slots[start..]
@@ -291,17 +311,17 @@ pub fn rewrite_with(
                 .iter()
                 .map(|s| ToolOutput {
                     tool: &s.tool,
-                    text: &s.text,
+                    text: s.text,
                 })
                 .collect();
             let trimmed = trim::trim_turn(&settings.trim, settings.window, &outputs)
                 .into_iter()
                 .map(|t| {
-                    (
-                        t.trimmed,
-                        if t.trimmed { t.text } else { String::new() },
-                        t.id,
-                    )
+                    t.trimmed.then(|| Trimmed {
+                        json: serde_json::to_vec(&t.text).unwrap_or_default().into(),
+                        text: t.text.into(),
+                        id: t.id,
+                    })
                 })
                 .collect();
             if memo.turns.len() >= TrimMemo::MAX_TURNS {
@@ -309,37 +329,57 @@ pub fn rewrite_with(
             }
             memo.turns.insert(key, trimmed);
         }
-        for (slot, (trimmed, text, id)) in turn.iter().zip(&memo.turns[&key]) {
-            if !trimmed {
+        for (slot, trimmed) in turn.iter().zip(&memo.turns[&key]) {
+            let Some(trimmed) = trimmed else {
                 continue;
+            };
+            out.bytes_saved += slot.text.len().saturating_sub(trimmed.text.len());
+            if !stored(trimmed.id) {
+                out.originals.push((trimmed.id, slot.text.to_owned()));
             }
-            out.bytes_saved += slot.text.len().saturating_sub(text.len());
-            out.originals.push((*id, slot.text.clone()));
-            if let Some(node) = request.body.pointer_mut(&slot.pointer) {
-                *node = Value::String(text.clone());
-                changed = true;
-            }
+            replacements.push((slot.pointer.clone(), trimmed.clone()));
         }
         start = end;
     }
-    match request.api {
-        Api::Messages if settings.cache_breakpoints && !has_cache_control(&request.body) => {
-            out.added_breakpoints = add_breakpoints(&mut request.body);
-            changed |= out.added_breakpoints;
-        }
-        Api::ChatCompletions | Api::Responses
-            if settings.prompt_cache_key && request.body.get("prompt_cache_key").is_none() =>
-        {
-            if let Value::Object(map) = &mut request.body {
-                map.insert("prompt_cache_key".into(), json!(session));
-                changed = true;
-            }
-        }
-        _ => {}
+    drop(slots);
+    let breakpoints = request.api == Api::Messages
+        && settings.cache_breakpoints
+        && !has_cache_control(&request.body);
+    let cache_key = matches!(request.api, Api::ChatCompletions | Api::Responses)
+        && settings.prompt_cache_key
+        && request.body.get("prompt_cache_key").is_none()
+        && request.body.is_object();
+    if replacements.is_empty() && !breakpoints && !cache_key {
+        return out;
     }
-    if changed {
-        out.body = Some(request.to_bytes());
+    // Swapping strings (and adding the cache key) splices the client's bytes; anything more
+    // re-serialises the parsed body.
+    let spliced = match raw {
+        Some(raw) if !breakpoints => {
+            let encoded: Vec<(&str, &[u8])> = replacements
+                .iter()
+                .map(|(pointer, t)| (pointer.as_str(), &*t.json))
+                .collect();
+            splice_json::splice(
+                raw,
+                &encoded,
+                cache_key.then_some(("prompt_cache_key", session)),
+            )
+        }
+        _ => None,
+    };
+    for (pointer, trimmed) in replacements {
+        if let Some(node) = request.body.pointer_mut(&pointer) {
+            *node = Value::String(trimmed.text.to_string());
+        }
     }
+    if breakpoints {
+        out.added_breakpoints = add_breakpoints(&mut request.body);
+    }
+    if let (true, Value::Object(map)) = (cache_key, &mut request.body) {
+        map.insert("prompt_cache_key".into(), json!(session));
+    }
+    out.body = Some(spliced.unwrap_or_else(|| request.to_bytes()));
     out
 }
 
@@ -379,11 +419,19 @@ pub fn session_id(request: &ApiRequest, header: Option<&str>) -> String {
     format!("s-{:016x}", hasher.digest())
 }
 
+/// A trimmed output, also kept JSON-encoded: splicing it into a body is then a copy.
+#[derive(Clone)]
+struct Trimmed {
+    text: std::sync::Arc<str>,
+    json: std::sync::Arc<[u8]>,
+    id: ContentId,
+}
+
 /// Trimmed turns, memoised by content: clients resend the same history on every request, and
 /// trimming is a pure function of a turn's outputs, so each turn is trimmed once.
 #[derive(Default)]
 pub struct TrimMemo {
-    turns: std::collections::HashMap<u64, Vec<(bool, String, ContentId)>>,
+    turns: std::collections::HashMap<u64, Vec<Option<Trimmed>>>,
 }
 
 impl TrimMemo {

@@ -1,0 +1,356 @@
+//! Rewriting a JSON body by splicing its bytes: the values at a few JSON pointers are replaced
+//! by new strings and everything else is copied as the client sent it.
+//!
+//! Re-serialising a whole agent request costs about as much as parsing it (0.4 ms for 550 KB);
+//! a rewrite that only swaps tool outputs needs neither. The scanner walks only into the
+//! containers on a path to a target and skips everything else with a string-aware bracket
+//! count. Anything unexpected (a target not found, malformed input) returns `None` and the
+//! caller serialises the parsed value instead.
+
+/// Replaces the value at each pointer with the given JSON text (already encoded); optionally
+/// appends one top-level member (`key`, string value) before the closing brace. `None` when a
+/// pointer is not found.
+pub fn splice(
+    raw: &[u8],
+    replacements: &[(&str, &[u8])],
+    append: Option<(&str, &str)>,
+) -> Option<Vec<u8>> {
+    let mut spans: Vec<(usize, usize, usize)> = Vec::with_capacity(replacements.len());
+    let targets: Vec<&str> = replacements.iter().map(|(p, _)| *p).collect();
+    let mut scanner = Scanner {
+        raw,
+        targets: &targets,
+        found: &mut spans,
+    };
+    let start = scanner.ws(0);
+    let end = scanner.value(start, "")?;
+    if scanner.ws(end) != raw.len() || spans.len() != replacements.len() {
+        return None;
+    }
+    spans.sort_unstable();
+    let extra: usize = replacements.iter().map(|(_, t)| t.len() + 2).sum();
+    let mut out = Vec::with_capacity(raw.len() + extra + 64);
+    let mut at = 0;
+    for &(from, to, which) in &spans {
+        out.extend_from_slice(&raw[at..from]);
+        out.extend_from_slice(replacements[which].1);
+        at = to;
+    }
+    match append {
+        None => out.extend_from_slice(&raw[at..]),
+        Some((key, value)) => {
+            // The body is an object: insert before its closing brace.
+            let close = end - 1;
+            if raw.get(start) != Some(&b'{') || raw[close] != b'}' || at > close {
+                return None;
+            }
+            out.extend_from_slice(&raw[at..close]);
+            let empty = raw[start + 1..close].iter().all(u8::is_ascii_whitespace);
+            if !empty {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut out, key).ok()?;
+            out.push(b':');
+            serde_json::to_writer(&mut out, value).ok()?;
+            out.extend_from_slice(&raw[close..]);
+        }
+    }
+    Some(out)
+}
+
+struct Scanner<'a, 'b> {
+    raw: &'a [u8],
+    targets: &'b [&'b str],
+    found: &'b mut Vec<(usize, usize, usize)>,
+}
+
+impl Scanner<'_, '_> {
+    fn ws(&self, mut at: usize) -> usize {
+        while at < self.raw.len() && self.raw[at].is_ascii_whitespace() {
+            at += 1;
+        }
+        at
+    }
+
+    /// The end of the string starting at `at` (just past its closing quote). Tool outputs
+    /// escape a newline every few dozen bytes, so quotes are searched for, not escapes: a quote
+    /// preceded by an odd run of backslashes is escaped.
+    fn string_end(&self, at: usize) -> Option<usize> {
+        let mut i = at + 1;
+        loop {
+            i += memchr::memchr(b'"', &self.raw[i..])?;
+            let backslashes = self.raw[at + 1..i]
+                .iter()
+                .rev()
+                .take_while(|&&b| b == b'\\')
+                .count();
+            if backslashes % 2 == 0 {
+                return Some(i + 1);
+            }
+            i += 1;
+        }
+    }
+
+    /// Skips any value at `at`; returns its end.
+    fn skip(&self, at: usize) -> Option<usize> {
+        match *self.raw.get(at)? {
+            b'"' => self.string_end(at),
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                let mut i = at;
+                loop {
+                    let k = memchr::memchr3(b'"', b'[', b'{', &self.raw[i..]);
+                    // Closing brackets matter too: scan byte by byte between strings.
+                    let next = match k {
+                        Some(k) => i + k,
+                        None => self.raw.len(),
+                    };
+                    for j in i..next {
+                        match self.raw[j] {
+                            b']' | b'}' => {
+                                depth = depth.checked_sub(1)?;
+                                if depth == 0 {
+                                    return Some(j + 1);
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    match self.raw.get(next)? {
+                        b'"' => i = self.string_end(next)?,
+                        _ => {
+                            depth += 1;
+                            i = next + 1;
+                        }
+                    }
+                }
+            }
+            _ => {
+                let mut i = at;
+                while i < self.raw.len()
+                    && !matches!(self.raw[i], b',' | b'}' | b']')
+                    && !self.raw[i].is_ascii_whitespace()
+                {
+                    i += 1;
+                }
+                (i > at).then_some(i)
+            }
+        }
+    }
+
+    fn wanted(&self, pointer: &str) -> (Option<usize>, bool) {
+        let mut exact = None;
+        let mut inside = false;
+        for (k, t) in self.targets.iter().enumerate() {
+            if *t == pointer {
+                exact = Some(k);
+            } else if t.len() > pointer.len()
+                && t.starts_with(pointer)
+                && t.as_bytes()[pointer.len()] == b'/'
+            {
+                inside = true;
+            }
+        }
+        (exact, inside)
+    }
+
+    /// Scans the value at `at`, whose pointer is `pointer`; returns its end.
+    fn value(&mut self, at: usize, pointer: &str) -> Option<usize> {
+        let (exact, inside) = self.wanted(pointer);
+        if let Some(k) = exact {
+            let end = self.skip(at)?;
+            self.found.push((at, end, k));
+            return Some(end);
+        }
+        if !inside {
+            return self.skip(at);
+        }
+        match *self.raw.get(at)? {
+            b'{' => {
+                let mut i = self.ws(at + 1);
+                if self.raw.get(i) == Some(&b'}') {
+                    return Some(i + 1);
+                }
+                loop {
+                    if self.raw.get(i) != Some(&b'"') {
+                        return None;
+                    }
+                    let key_end = self.string_end(i)?;
+                    let key: String = serde_json::from_slice(&self.raw[i..key_end]).ok()?;
+                    let child = format!("{pointer}/{}", key.replace('~', "~0").replace('/', "~1"));
+                    i = self.ws(key_end);
+                    if self.raw.get(i) != Some(&b':') {
+                        return None;
+                    }
+                    i = self.ws(i + 1);
+                    let end = self.value(i, &child)?;
+                    i = self.ws(end);
+                    match self.raw.get(i)? {
+                        b',' => i = self.ws(i + 1),
+                        b'}' => return Some(i + 1),
+                        _ => return None,
+                    }
+                }
+            }
+            b'[' => {
+                let mut i = self.ws(at + 1);
+                if self.raw.get(i) == Some(&b']') {
+                    return Some(i + 1);
+                }
+                let mut index = 0usize;
+                loop {
+                    let child = format!("{pointer}/{index}");
+                    let end = self.value(i, &child)?;
+                    i = self.ws(end);
+                    index += 1;
+                    match self.raw.get(i)? {
+                        b',' => i = self.ws(i + 1),
+                        b']' => return Some(i + 1),
+                        _ => return None,
+                    }
+                }
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    /// Splices `reps` (pointer, text) encoding each text as a JSON string.
+    fn splice_texts(
+        raw: &[u8],
+        reps: &[(String, String)],
+        append: Option<(&str, &str)>,
+    ) -> Option<Vec<u8>> {
+        let owned: Vec<Vec<u8>> = reps
+            .iter()
+            .map(|(_, t)| serde_json::to_vec(t).unwrap())
+            .collect();
+        let encoded: Vec<(&str, &[u8])> = reps
+            .iter()
+            .zip(&owned)
+            .map(|((p, _), j)| (p.as_str(), j.as_slice()))
+            .collect();
+        splice(raw, &encoded, append)
+    }
+
+    fn apply(
+        value: &Value,
+        replacements: &[(String, String)],
+        append: Option<(&str, &str)>,
+    ) -> Value {
+        let mut v = value.clone();
+        for (p, t) in replacements {
+            *v.pointer_mut(p).unwrap() = Value::String(t.clone());
+        }
+        if let Some((k, val)) = append {
+            v[k] = json!(val);
+        }
+        v
+    }
+
+    #[test]
+    fn replaces_nested_strings_and_keeps_the_rest_verbatim() {
+        let raw = br#"{ "model": "m", "messages": [ {"role": "user", "content": "a \"quoted\" [x] {y}"},
+            {"role":"tool","content":[{"type":"text","text":"old \\ text"}]} ], "a/b": {"~k": "v"} }"#;
+        let reps = vec![
+            ("/messages/0/content".to_owned(), "new \"one\"".to_owned()),
+            (
+                "/messages/1/content/0/text".to_owned(),
+                "two\nlines".to_owned(),
+            ),
+            ("/a~1b/~0k".to_owned(), "w".to_owned()),
+        ];
+        let out = splice_texts(raw, &reps, Some(("prompt_cache_key", "s-1"))).unwrap();
+        let parsed: Value = serde_json::from_slice(&out).unwrap();
+        let value: Value = serde_json::from_slice(raw).unwrap();
+        assert_eq!(
+            parsed,
+            apply(&value, &reps, Some(("prompt_cache_key", "s-1")))
+        );
+        assert!(
+            out.starts_with(br#"{ "model": "m", "messages": [ {"role": "user", "content": "new"#)
+        );
+    }
+
+    #[test]
+    fn missing_pointers_and_bad_input_give_none() {
+        let raw = br#"{"messages": []}"#;
+        assert!(splice(raw, &[("/messages/0/content", b"\"x\"")], None).is_none());
+        assert!(splice(br#"{"a": "#, &[("/a", b"\"x\"")], None).is_none());
+        assert_eq!(
+            splice(b"{}", &[], Some(("k", "v"))).unwrap(),
+            br#"{"k":"v"}"#.to_vec()
+        );
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            ".{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(("[a-z/~\"\\\\ ]{0,5}", inner), 0..6)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn pointers(v: &Value, at: String, out: &mut Vec<String>) {
+        out.push(at.clone());
+        match v {
+            Value::Object(m) => m.iter().for_each(|(k, v)| {
+                pointers(
+                    v,
+                    format!("{at}/{}", k.replace('~', "~0").replace('/', "~1")),
+                    out,
+                )
+            }),
+            Value::Array(a) => a
+                .iter()
+                .enumerate()
+                .for_each(|(i, v)| pointers(v, format!("{at}/{i}"), out)),
+            _ => {}
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn splicing_equals_replacing_in_the_parsed_value(
+            body in prop::collection::vec(("[a-z]{1,4}", arb_json()), 1..5),
+            pick in prop::collection::vec(any::<prop::sample::Index>(), 0..4),
+            text in ".{0,20}",
+            pretty in any::<bool>(),
+        ) {
+            let value = Value::Object(body.into_iter().collect());
+            let raw = if pretty { serde_json::to_vec_pretty(&value).unwrap() } else { serde_json::to_vec(&value).unwrap() };
+            let mut all = Vec::new();
+            pointers(&value, String::new(), &mut all);
+            // Non-overlapping targets: drop any that lies inside another.
+            let mut chosen: Vec<String> = Vec::new();
+            for i in pick {
+                let p = all[i.index(all.len())].clone();
+                if p.is_empty() || chosen.iter().any(|c| p == *c || p.starts_with(&format!("{c}/")) || c.starts_with(&format!("{p}/"))) {
+                    continue;
+                }
+                chosen.push(p);
+            }
+            let reps: Vec<(String, String)> = chosen.into_iter().map(|p| (p, text.clone())).collect();
+            let out = splice_texts(&raw, &reps, Some(("zz_key", "v"))).expect("found");
+            let parsed: Value = serde_json::from_slice(&out).unwrap();
+            prop_assert_eq!(parsed, apply(&value, &reps, Some(("zz_key", "v"))));
+        }
+    }
+}
