@@ -419,10 +419,13 @@ fn prepare(
         let raw = (!agent_changed).then_some(raw);
         rewrite::rewrite_with(request, raw, session, settings, &mut memo, &stored)
     };
-    // The engine's events across requests (Chat Completions and Anthropic Messages).
-    if let (Api::ChatCompletions | Api::Messages, Some(policy), false) =
-        (request.api, &settings.engine, counting)
-        && let Some(serde_json::Value::Array(slot)) = request.body.get_mut("messages")
+    // The engine's events across requests.
+    let (items_key, system_key) = match request.api {
+        Api::Responses => ("input", "instructions"),
+        _ => ("messages", "system"),
+    };
+    if let (Some(policy), false) = (&settings.engine, counting)
+        && let Some(serde_json::Value::Array(slot)) = request.body.get_mut(items_key)
     {
         // Taken out, not cloned: it goes back unchanged unless an event or lineage applies.
         let client = std::mem::take(slot);
@@ -450,7 +453,7 @@ fn prepare(
         let step = lineage::StepInput {
             api: request.api,
             client: &client,
-            system: request.body.get("system"),
+            system: request.body.get(system_key),
             tools: &tools,
         };
         let mut outcome = lineage::step(
@@ -486,7 +489,7 @@ fn prepare(
         }
         drop(store);
         agent_changed |= outcome.messages.is_some();
-        request.body["messages"] = serde_json::Value::Array(outcome.messages.unwrap_or(client));
+        request.body[items_key] = serde_json::Value::Array(outcome.messages.unwrap_or(client));
     }
     if agent_changed {
         out.body = Some(request.to_bytes());

@@ -1,4 +1,4 @@
-//! Compaction across requests (Chat Completions and Anthropic Messages): the engine's events, applied to clients that
+//! Compaction across requests (Chat Completions, Anthropic Messages, Responses): the engine's events, applied to clients that
 //! resend their whole history every time.
 //!
 //! After an event the proxy remembers, per session, that the client's first `covered` messages
@@ -16,7 +16,7 @@ use ctxgc_core::engine::summary::{self, SummaryInput};
 use ctxgc_core::tokens::{ProviderFamily, TokenCounter};
 use ctxgc_core::{ContentId, Message, Transcript};
 use ctxgc_formats::chat::message_from_chat;
-use ctxgc_formats::{Api, anthropic};
+use ctxgc_formats::{Api, anthropic, responses};
 use serde_json::{Value, json};
 
 /// The replacement in force for one session (stored as JSON in the session-state store).
@@ -57,63 +57,111 @@ pub struct Outcome {
 
 /// The request a lineage step works on.
 pub struct StepInput<'a> {
-    /// Chat Completions or Anthropic Messages.
+    /// The API.
     pub api: Api,
-    /// The client's messages (insertion-trimmed).
+    /// The client's messages, or Responses `input` items (insertion-trimmed).
     pub client: &'a [Value],
-    /// The top-level `system` (Anthropic).
+    /// The system prompt outside the messages (Anthropic `system`, Responses `instructions`).
     pub system: Option<&'a Value>,
     /// Tool definitions (paid on every request).
     pub tools: &'a [Value],
 }
 
 /// The neutral view of wire messages, with where each neutral message came from: Anthropic
-/// splits a user turn into one message per tool result plus the rest of its blocks, and its
-/// system prompt is not a message.
+/// splits a user turn into one message per tool result plus the rest of its blocks; Responses
+/// joins consecutive assistant-side items (reasoning, text, calls) into one turn; a system
+/// prompt outside the messages (`system`, `instructions`) has no wire origin.
 struct View {
     messages: Vec<Message>,
-    /// (wire message index or `None` for the system prompt, block index of a tool result).
-    origin: Vec<(Option<usize>, Option<usize>)>,
+    origin: Vec<Option<Origin>>,
+}
+
+/// Wire items `first..=last`; `block`: the index of a tool result inside an Anthropic turn.
+#[derive(Clone, Copy)]
+struct Origin {
+    first: usize,
+    last: usize,
+    block: Option<usize>,
+}
+
+fn at(i: usize, block: Option<usize>) -> Option<Origin> {
+    Some(Origin {
+        first: i,
+        last: i,
+        block,
+    })
 }
 
 fn view(api: Api, system: Option<&Value>, messages: &[Value]) -> Option<View> {
-    if api != Api::Messages {
-        let mut t = Transcript::default();
-        for (i, m) in messages.iter().enumerate() {
-            t.messages
-                .push(message_from_chat(m, &format!("messages[{i}]")).ok()?);
-        }
-        ctxgc_formats::resolve_tool_names(&mut t);
-        let origin = (0..messages.len()).map(|i| (Some(i), None)).collect();
-        return Some(View {
-            messages: t.messages,
-            origin,
-        });
-    }
-    let mut body = json!({"messages": messages});
-    if let Some(system) = system {
-        body["system"] = system.clone();
-    }
-    let t = anthropic::transcript_from_body(&body).ok()?;
-    // Rebuild the origins as transcript_from_body splits: results first, then the rest.
-    let mut origin = Vec::with_capacity(t.messages.len());
-    if system.is_some_and(|s| !s.is_null()) {
-        origin.push((None, None));
-    }
-    for (i, m) in messages.iter().enumerate() {
-        let blocks = m["content"].as_array();
-        let mut rest = m["content"].is_string();
-        for (j, b) in blocks.into_iter().flatten().enumerate() {
-            if b["type"] == "tool_result" {
-                origin.push((Some(i), Some(j)));
-            } else {
-                rest = true;
+    let system = system.filter(|s| !s.is_null());
+    let (t, origin) = match api {
+        Api::ChatCompletions => {
+            let mut t = Transcript::default();
+            for (i, m) in messages.iter().enumerate() {
+                t.messages
+                    .push(message_from_chat(m, &format!("messages[{i}]")).ok()?);
             }
+            ctxgc_formats::resolve_tool_names(&mut t);
+            let origin = (0..messages.len()).map(|i| at(i, None)).collect();
+            (t, origin)
         }
-        if rest || m["role"] == "assistant" {
-            origin.push((Some(i), None));
+        Api::Messages => {
+            let mut body = json!({"messages": messages});
+            if let Some(system) = system {
+                body["system"] = system.clone();
+            }
+            let t = anthropic::transcript_from_body(&body).ok()?;
+            // As transcript_from_body splits a turn: its results first, then the rest.
+            let mut origin = Vec::with_capacity(t.messages.len());
+            if system.is_some() {
+                origin.push(None);
+            }
+            for (i, m) in messages.iter().enumerate() {
+                let mut rest = m["content"].is_string();
+                for (j, b) in m["content"].as_array().into_iter().flatten().enumerate() {
+                    if b["type"] == "tool_result" {
+                        origin.push(at(i, Some(j)));
+                    } else {
+                        rest = true;
+                    }
+                }
+                if rest || m["role"] == "assistant" {
+                    origin.push(at(i, None));
+                }
+            }
+            (t, origin)
         }
-    }
+        Api::Responses => {
+            let mut body = json!({"input": messages});
+            if let Some(system) = system {
+                body["instructions"] = system.clone();
+            }
+            let t = responses::transcript_from_body(&body).ok()?;
+            // As transcript_from_body groups items: assistant-side items join the turn before
+            // when it is an assistant turn.
+            let mut origin: Vec<Option<Origin>> = Vec::with_capacity(t.messages.len());
+            if system.is_some_and(Value::is_string) {
+                origin.push(None);
+            }
+            let mut assistant_open = false;
+            for (i, item) in messages.iter().enumerate() {
+                let kind = item["type"].as_str().unwrap_or("message");
+                let assistant_side = match kind {
+                    "message" => item["role"] == "assistant",
+                    k => !k.ends_with("_output"),
+                };
+                if assistant_side && assistant_open {
+                    if let Some(Some(o)) = origin.last_mut() {
+                        o.last = i;
+                    }
+                } else {
+                    origin.push(at(i, None));
+                }
+                assistant_open = assistant_side;
+            }
+            (t, origin)
+        }
+    };
     (origin.len() == t.messages.len()).then_some(View {
         messages: t.messages,
         origin,
@@ -123,20 +171,25 @@ fn view(api: Api, system: Option<&Value>, messages: &[Value]) -> Option<View> {
 impl View {
     /// The first wire index at or after neutral message `n` that starts a wire message.
     fn wire_boundary(&self, n: usize, wire_len: usize) -> usize {
-        let Some(&(Some(i), _)) = self.origin.get(n) else {
+        let Some(Some(o)) = self.origin.get(n) else {
             return if n >= self.origin.len() { wire_len } else { 0 };
         };
-        let starts_here = n == 0 || self.origin[n - 1].0 != Some(i);
-        if starts_here { i } else { i + 1 }
+        let shared = self.origin[..n]
+            .iter()
+            .flatten()
+            .next_back()
+            .is_some_and(|prev| prev.last >= o.first);
+        if shared { o.last + 1 } else { o.first }
     }
 
     /// Wire messages wholly before neutral message `n`.
     fn wire_before(&self, n: usize) -> usize {
         self.origin[..n]
             .iter()
-            .filter_map(|o| o.0)
+            .flatten()
+            .map(|o| o.last + 1)
             .max()
-            .map_or(0, |i| i + 1)
+            .unwrap_or(0)
     }
 }
 
@@ -226,29 +279,22 @@ pub fn step(
     let event = match plan.kind {
         PlanKind::PruneOnly => {
             for edit in &plan.edits {
-                let (Some(i), block) = view.origin[edit.index] else {
+                let Some(o) = view.origin[edit.index] else {
                     continue;
                 };
                 match &edit.replacement {
                     Replacement::Result(text) => {
                         hide(&messages[edit.index]);
-                        match block {
-                            Some(j) => prompt[i]["content"][j]["content"] = json!(text),
-                            None => prompt[i]["content"] = json!(text),
+                        let wire = &mut prompt[o.first];
+                        match (api, o.block) {
+                            (Api::Messages, Some(j)) => wire["content"][j]["content"] = json!(text),
+                            (Api::Responses, _) => wire["output"] = json!(text),
+                            _ => wire["content"] = json!(text),
                         }
                     }
                     Replacement::Arguments { call_id, arguments } => {
-                        let wire = &mut prompt[i];
-                        for call in wire["tool_calls"].as_array_mut().into_iter().flatten() {
-                            if call["id"] == *call_id.as_str() {
-                                call["function"]["arguments"] = json!(arguments);
-                            }
-                        }
-                        for b in wire["content"].as_array_mut().into_iter().flatten() {
-                            if b["type"] == "tool_use" && b["id"] == *call_id.as_str() {
-                                b["input"] = serde_json::from_str(arguments)
-                                    .unwrap_or_else(|_| b["input"].clone());
-                            }
+                        for wire in &mut prompt[o.first..=o.last] {
+                            set_arguments(wire, call_id, arguments);
                         }
                     }
                 }
@@ -293,5 +339,23 @@ pub fn step(
         lineage: Some(lineage),
         event: Some(event),
         originals,
+    }
+}
+
+/// Sets one call's arguments wherever the wire item holds it (a Chat `tool_calls` entry, an
+/// Anthropic `tool_use` block, a Responses `function_call` item).
+fn set_arguments(wire: &mut Value, call_id: &str, arguments: &str) {
+    for call in wire["tool_calls"].as_array_mut().into_iter().flatten() {
+        if call["id"] == call_id {
+            call["function"]["arguments"] = json!(arguments);
+        }
+    }
+    for b in wire["content"].as_array_mut().into_iter().flatten() {
+        if b["type"] == "tool_use" && b["id"] == call_id {
+            b["input"] = serde_json::from_str(arguments).unwrap_or_else(|_| b["input"].clone());
+        }
+    }
+    if wire["type"] == "function_call" && wire["call_id"] == call_id {
+        wire["arguments"] = json!(arguments);
     }
 }

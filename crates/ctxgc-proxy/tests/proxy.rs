@@ -595,91 +595,137 @@ fn without_cache_control(v: &Value) -> Value {
     }
 }
 
-#[tokio::test]
-async fn anthropic_compaction_is_prefix_stable_and_keeps_tool_pairs() {
-    let window = 12_000;
-    let h = start_with(Box::new(MemoryStore::default()), window, true).await;
-    let system = "You are a coding agent.";
-    let mut messages = vec![
-        json!({"role": "user", "content": "Fix the flaky test. You must not change the public API."}),
-    ];
-    let mut sent: Vec<Vec<Value>> = Vec::new();
-    let mut counter = ctxgc_core::tokens::TokenCounter::new(
-        ctxgc_core::tokens::ProviderFamily::Anthropic,
-        Default::default(),
+/// One agent turn in `api`'s wire form: a call, then its result (some results carry a reminder
+/// after them, as Claude Code's do).
+fn turn_items(api: ctxgc_formats::Api, turn: usize) -> Vec<Value> {
+    let id = format!("call_{turn}");
+    let output = format!(
+        "{}\nexit status: {}\n",
+        words(if turn % 4 == 0 { 900 } else { 250 }, turn),
+        turn % 2
     );
-    for turn in 0..60 {
-        let id = format!("toolu_{turn}");
-        messages.push(json!({"role": "assistant", "content": [
-            {"type": "text", "text": format!("Step {turn}: I will run the next check.")},
-            {"type": "tool_use", "id": id, "name": "Bash", "input": {"command": format!("pytest -k case_{turn}")}}
-        ]}));
-        let output = format!(
-            "{}\nexit status: {}\n",
-            words(if turn % 4 == 0 { 900 } else { 250 }, turn),
-            turn % 2
-        );
-        // Like Claude Code, some result turns carry a reminder after the result.
+    let say = format!("Step {turn}: I will run the next check.");
+    let command = format!("pytest -k case_{turn}");
+    if api == ctxgc_formats::Api::Messages {
         let mut content =
             vec![json!({"type": "tool_result", "tool_use_id": id, "content": output})];
         if turn % 3 == 0 {
             content.push(json!({"type": "text", "text": format!("<reminder {turn}>")}));
         }
-        messages.push(json!({"role": "user", "content": content}));
-        let body = json!({"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": system, "messages": messages});
-        let seen = h.post("/v1/messages", &body).await;
-        let upstream: Value = serde_json::from_slice(&seen.2).unwrap();
-        let msgs = upstream["messages"].as_array().unwrap().clone();
-        let request =
-            ctxgc_formats::ApiRequest::parse(ctxgc_formats::Api::Messages, &seen.2).unwrap();
-        let tokens = counter.count_messages(&request.transcript().unwrap().messages);
-        assert!(
-            (tokens as u64) < window,
-            "turn {turn}: {tokens} tokens sent to a {window}-token model"
-        );
-        // Every tool_result answers a tool_use of the turn before, and every tool_use is answered.
-        for (i, m) in msgs.iter().enumerate() {
-            for b in m["content"].as_array().into_iter().flatten() {
-                if b["type"] == "tool_result" {
-                    assert!(
-                        i > 0
-                            && msgs[i - 1]["content"]
-                                .to_string()
-                                .contains(b["tool_use_id"].as_str().unwrap()),
-                        "turn {turn}: orphan result at {i}"
-                    );
-                }
-                if b["type"] == "tool_use" {
-                    assert!(
-                        msgs.get(i + 1).is_some_and(|n| n["content"]
-                            .to_string()
-                            .contains(b["id"].as_str().unwrap())),
-                        "turn {turn}: unanswered call at {i}"
-                    );
-                }
-            }
-        }
-        let breakpoints = upstream.to_string().matches("cache_control").count();
-        assert!(
-            (1..=4).contains(&breakpoints),
-            "turn {turn}: {breakpoints} breakpoints"
-        );
-        sent.push(msgs.iter().map(without_cache_control).collect());
+        vec![
+            json!({"role": "assistant", "content": [
+                {"type": "text", "text": say},
+                {"type": "tool_use", "id": id, "name": "Bash", "input": {"command": command}}
+            ]}),
+            json!({"role": "user", "content": content}),
+        ]
+    } else {
+        vec![
+            json!({"type": "reasoning", "id": format!("rs_{turn}"), "summary": [{"type": "summary_text", "text": say}]}),
+            json!({"type": "function_call", "call_id": id, "name": "shell", "arguments": json!({"command": command}).to_string()}),
+            json!({"type": "function_call_output", "call_id": id, "output": output}),
+        ]
     }
-    let breaks = sent
-        .windows(2)
-        .filter(|w| !(w[1].len() >= w[0].len() && w[1][..w[0].len()] == w[0][..]))
-        .count();
-    let events = h.state.stats().events as usize;
-    eprintln!("{events} events over 60 Anthropic turns at a {window}-token window");
-    assert!(events >= 1, "the engine ran");
-    assert_eq!(
-        breaks, events,
-        "every prefix change is an event, and nothing else changes the prefix"
-    );
-    assert!(events <= 12, "events are rare: {events} in 60 turns");
-    assert!(sent.iter().any(|m| {
-        m.iter()
-            .any(|x| x["content"].to_string().contains("[ctxgc context summary"))
-    }));
+}
+
+/// Call ids an item makes (`calls`) or answers (`results`): Anthropic blocks or Responses items.
+fn ids(item: &Value, results: bool) -> Vec<String> {
+    let blocks = item["content"].as_array().cloned().unwrap_or_default();
+    std::iter::once(item.clone())
+        .chain(blocks)
+        .filter_map(|b| match (b["type"].as_str(), results) {
+            (Some("tool_use"), false) => b["id"].as_str().map(str::to_owned),
+            (Some("function_call"), false) => b["call_id"].as_str().map(str::to_owned),
+            (Some("tool_result"), true) => b["tool_use_id"].as_str().map(str::to_owned),
+            (Some("function_call_output"), true) => b["call_id"].as_str().map(str::to_owned),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every result answers a call made before it, and every call is answered after it.
+fn assert_pairs(items: &[Value], turn: usize) {
+    for (i, item) in items.iter().enumerate() {
+        for id in ids(item, true) {
+            assert!(
+                items[..i].iter().any(|p| ids(p, false).contains(&id)),
+                "turn {turn}: orphan result {id}"
+            );
+        }
+        for id in ids(item, false) {
+            assert!(
+                items[i + 1..].iter().any(|n| ids(n, true).contains(&id)),
+                "turn {turn}: unanswered call {id}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn anthropic_and_responses_compaction_is_prefix_stable_and_keeps_tool_pairs() {
+    use ctxgc_formats::Api;
+    for api in [Api::Messages, Api::Responses] {
+        let window = 12_000;
+        let h = start_with(Box::new(MemoryStore::default()), window, true).await;
+        let (path, key) = if api == Api::Messages {
+            ("/v1/messages", "messages")
+        } else {
+            ("/v1/responses", "input")
+        };
+        let mut items = vec![
+            json!({"role": "user", "content": "Fix the flaky test. You must not change the public API."}),
+        ];
+        let mut sent: Vec<Vec<Value>> = Vec::new();
+        let mut counter = ctxgc_core::tokens::TokenCounter::new(
+            if api == Api::Messages {
+                ctxgc_core::tokens::ProviderFamily::Anthropic
+            } else {
+                ctxgc_core::tokens::ProviderFamily::Openai
+            },
+            Default::default(),
+        );
+        for turn in 0..60 {
+            items.extend(turn_items(api, turn));
+            let body = if api == Api::Messages {
+                json!({"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": "You are a coding agent.", "messages": items})
+            } else {
+                json!({"model": "gpt-5", "instructions": "You are a coding agent.", "input": items})
+            };
+            let seen = h.post(path, &body).await;
+            let upstream: Value = serde_json::from_slice(&seen.2).unwrap();
+            let msgs = upstream[key].as_array().unwrap().clone();
+            let request = ctxgc_formats::ApiRequest::parse(api, &seen.2).unwrap();
+            let tokens = counter.count_messages(&request.transcript().unwrap().messages);
+            assert!(
+                (tokens as u64) < window,
+                "{}: turn {turn}: {tokens} tokens sent to a {window}-token model",
+                api.name()
+            );
+            assert_pairs(&msgs, turn);
+            let breakpoints = upstream.to_string().matches("cache_control").count();
+            assert!(breakpoints <= 4, "turn {turn}: {breakpoints} breakpoints");
+            sent.push(msgs.iter().map(without_cache_control).collect());
+        }
+        let breaks = sent
+            .windows(2)
+            .filter(|w| !(w[1].len() >= w[0].len() && w[1][..w[0].len()] == w[0][..]))
+            .count();
+        let events = h.state.stats().events as usize;
+        eprintln!(
+            "{}: {events} events over 60 turns at a {window}-token window",
+            api.name()
+        );
+        assert!(events >= 1, "the engine ran");
+        assert_eq!(
+            breaks,
+            events,
+            "{}: every prefix change is an event, and nothing else changes the prefix",
+            api.name()
+        );
+        assert!(events <= 12, "events are rare: {events} in 60 turns");
+        assert!(sent.iter().any(|m| {
+            m.iter()
+                .any(|x| x["content"].to_string().contains("[ctxgc context summary"))
+        }));
+    }
 }
