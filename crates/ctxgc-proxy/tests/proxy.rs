@@ -601,7 +601,7 @@ fn turn_items(api: ctxgc_formats::Api, turn: usize) -> Vec<Value> {
     let id = format!("call_{turn}");
     let output = format!(
         "{}\nexit status: {}\n",
-        words(if turn % 4 == 0 { 900 } else { 250 }, turn),
+        words(if turn.is_multiple_of(4) { 900 } else { 250 }, turn),
         turn % 2
     );
     let say = format!("Step {turn}: I will run the next check.");
@@ -609,7 +609,7 @@ fn turn_items(api: ctxgc_formats::Api, turn: usize) -> Vec<Value> {
     if api == ctxgc_formats::Api::Messages {
         let mut content =
             vec![json!({"type": "tool_result", "tool_use_id": id, "content": output})];
-        if turn % 3 == 0 {
+        if turn.is_multiple_of(3) {
             content.push(json!({"type": "text", "text": format!("<reminder {turn}>")}));
         }
         vec![
