@@ -25,8 +25,7 @@ pub struct RewriteSettings {
     pub cache_breakpoints: bool,
     /// Set OpenAI's `prompt_cache_key` to the session id when absent.
     pub prompt_cache_key: bool,
-    /// Run the engine's events (prune, compaction) across requests (Chat Completions and
-    /// Anthropic Messages), with
+    /// Run the engine's events (prune, compaction) across requests, with
     /// this policy; `None` leaves histories whole.
     pub engine: Option<ctxgc_core::engine::Policy>,
     /// Add `trim_tool_result` and `recall_tool_result` to requests that carry tools, and run

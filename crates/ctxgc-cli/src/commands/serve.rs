@@ -41,8 +41,7 @@ pub struct ServeArgs {
     /// Do not set OpenAI's prompt_cache_key when absent.
     #[arg(long)]
     pub no_prompt_cache_key: bool,
-    /// Run the engine's events (prune first, then compaction) across requests on Chat
-    /// Completions and Anthropic Messages (the Responses API gets insertion trimming only).
+    /// Run the engine's events (prune first, then compaction) across requests.
     #[arg(long)]
     pub compact: bool,
     /// Add trim_tool_result and recall_tool_result to requests that carry tools and run the
