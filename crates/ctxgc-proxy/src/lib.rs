@@ -397,9 +397,7 @@ fn prepare(
             .unwrap_or_default();
         let end = agentic::ClientEnd::of(request);
         agent_changed |= agent::apply(&mut request.body, request.api, &agent_state);
-        // Responses streams are not spliced yet: no internal tools there.
-        let streamed_responses = request.api == Api::Responses && request.body["stream"] == true;
-        if !counting && !streamed_responses && agent::inject(&mut request.body, request.api) {
+        if !counting && agent::inject(&mut request.body, request.api) {
             agent_changed = true;
             injected = Some(end);
         }

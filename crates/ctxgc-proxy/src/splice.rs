@@ -5,8 +5,9 @@
 //! are held back (and remembered, to run them), and the client's own calls are renumbered so
 //! their indices stay contiguous. When a round ends with internal calls only, its closing events
 //! are held back too, and the next round's stream continues the same response for the client
-//! (Anthropic: its `message_start` is dropped and block indices continue). Chat Completions and
-//! Anthropic Messages streams are handled.
+//! (Anthropic: its `message_start` is dropped and block indices continue; Responses: its
+//! `response.created` is dropped, output indices continue, sequence numbers run on without gaps
+//! and the final `response.completed` lists every item the client was shown).
 
 use std::collections::BTreeMap;
 
@@ -52,6 +53,11 @@ pub struct Splicer {
     client_calls: bool,
     internal_calls: bool,
     follow_up: bool,
+    /// Responses: the items shown to the client so far, over all rounds.
+    shown_items: Vec<Value>,
+    /// Responses: events were held back, so sequence numbers are renumbered from `next_seq`.
+    renumber: bool,
+    next_seq: u64,
 }
 
 fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
@@ -89,12 +95,15 @@ impl Splicer {
             client_calls: false,
             internal_calls: false,
             follow_up: false,
+            shown_items: Vec::new(),
+            renumber: false,
+            next_seq: 0,
         }
     }
 
     /// Whether this API's streams can be spliced.
     pub fn supports(api: Api) -> bool {
-        matches!(api, Api::ChatCompletions | Api::Messages)
+        matches!(api, Api::ChatCompletions | Api::Messages | Api::Responses)
     }
 
     /// Marks the current round as the last one allowed: it is never held back at its end.
@@ -151,13 +160,14 @@ impl Splicer {
         };
         let keep = match self.api {
             Api::Messages => self.anthropic(&mut value),
-            _ => self.chat(&mut value),
+            Api::Responses => self.responses(&mut value),
+            Api::ChatCompletions => self.chat(&mut value),
         };
         match keep {
             Keep::Original => out.extend_from_slice(raw),
             Keep::Drop => {}
             Keep::Changed => {
-                if self.api == Api::Messages {
+                if text.lines().any(|l| l.starts_with("event:")) {
                     let name = value["type"].as_str().unwrap_or("message");
                     out.extend_from_slice(format!("event: {name}\n").as_bytes());
                 }
@@ -265,6 +275,74 @@ impl Splicer {
         }
     }
 
+    fn responses(&mut self, v: &mut Value) -> Keep {
+        let kind = v["type"].as_str().unwrap_or_default().to_owned();
+        let mut keep = match kind.as_str() {
+            "response.created" | "response.in_progress" if self.round > 0 => Keep::Drop,
+            "response.output_item.added" => {
+                let index = v["output_index"].as_u64().unwrap_or(0);
+                let item = v["item"].clone();
+                let is_call = item["type"] == "function_call";
+                let internal = is_call && item["name"].as_str().is_some_and(is_internal);
+                self.internal_calls |= internal;
+                self.client_calls |= is_call && !internal;
+                let shown = (!internal).then(|| {
+                    self.next_shown += 1;
+                    self.next_shown - 1
+                });
+                self.parts.insert(
+                    index,
+                    Part {
+                        start: item,
+                        internal,
+                        shown,
+                        ..Default::default()
+                    },
+                );
+                Keep::Original
+            }
+            "response.output_item.done" => {
+                let index = v["output_index"].as_u64().unwrap_or(0);
+                if let Some(part) = self.parts.get_mut(&index) {
+                    part.start = v["item"].clone();
+                    if part.shown.is_some() {
+                        self.shown_items.push(v["item"].clone());
+                    }
+                }
+                Keep::Original
+            }
+            "response.completed" | "response.incomplete" => {
+                if self.end_of_round() {
+                    Keep::Drop
+                } else if self.round > 0 || self.internal_calls {
+                    // The client's response lists what it was shown, over every round.
+                    v["response"]["output"] = json!(self.shown_items);
+                    Keep::Changed
+                } else {
+                    Keep::Original
+                }
+            }
+            _ => Keep::Original,
+        };
+        if let Some(index) = v["output_index"].as_u64()
+            && matches!(keep, Keep::Original)
+        {
+            keep = self.route_key(v, index, "output_index");
+        }
+        if matches!(keep, Keep::Drop) {
+            self.renumber = true;
+            return keep;
+        }
+        if let Some(seq) = v["sequence_number"].as_u64() {
+            if (self.renumber || self.round > 0) && seq != self.next_seq {
+                v["sequence_number"] = json!(self.next_seq);
+                keep = Keep::Changed;
+            }
+            self.next_seq = v["sequence_number"].as_u64().unwrap_or(seq) + 1;
+        }
+        keep
+    }
+
     fn anthropic(&mut self, v: &mut Value) -> Keep {
         let kind = v["type"].as_str().unwrap_or_default().to_owned();
         match kind.as_str() {
@@ -313,10 +391,16 @@ impl Splicer {
 
     /// An Anthropic block event: held back when internal, renumbered when needed.
     fn route(&self, v: &mut Value, index: u64) -> Keep {
+        self.route_key(v, index, "index")
+    }
+
+    /// An event of one block or item (its index under `key`): held back when internal,
+    /// renumbered when needed.
+    fn route_key(&self, v: &mut Value, index: u64, key: &str) -> Keep {
         match self.parts.get(&index).map(|p| p.shown) {
             Some(None) => Keep::Drop,
             Some(Some(shown)) if shown != index => {
-                v["index"] = json!(shown);
+                v[key] = json!(shown);
                 Keep::Changed
             }
             _ => Keep::Original,
@@ -324,6 +408,23 @@ impl Splicer {
     }
 
     fn calls(&self) -> Vec<Call> {
+        if self.api == Api::Responses {
+            return self
+                .parts
+                .values()
+                .filter(|p| p.start["type"] == "function_call")
+                .map(|p| {
+                    let text = |k: &str| p.start[k].as_str().unwrap_or_default().to_owned();
+                    Call {
+                        id: text("call_id"),
+                        name: text("name"),
+                        arguments: serde_json::from_str(&text("arguments"))
+                            .unwrap_or_else(|_| json!({})),
+                        raw: p.start.clone(),
+                    }
+                })
+                .collect();
+        }
         self.parts
             .values()
             .filter(|p| self.api == Api::ChatCompletions || p.start["type"] == "tool_use")
@@ -349,6 +450,7 @@ impl Splicer {
 
     fn assistant(&self) -> Vec<Value> {
         match self.api {
+            Api::Responses => self.parts.values().map(|p| p.start.clone()).collect(),
             Api::Messages => {
                 let content: Vec<Value> = self
                     .parts

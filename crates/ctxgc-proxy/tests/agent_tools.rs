@@ -24,7 +24,10 @@ struct Turn {
 }
 
 fn items(body: &Value) -> &Vec<Value> {
-    body["messages"].as_array().unwrap()
+    body.get("messages")
+        .or(body.get("input"))
+        .and_then(Value::as_array)
+        .unwrap()
 }
 
 /// The latest message if it is a tool result: (call id, text).
@@ -50,7 +53,10 @@ fn last_result(api: Api, body: &Value) -> Option<(String, String)> {
                 text(&block["content"]),
             ))
         }
-        _ if last["role"] == "tool" => Some((
+        Api::Responses if last["type"] == "function_call_output" => {
+            Some((last["call_id"].as_str()?.to_owned(), text(&last["output"])))
+        }
+        Api::ChatCompletions if last["role"] == "tool" => Some((
             last["tool_call_id"].as_str()?.to_owned(),
             text(&last["content"]),
         )),
@@ -133,6 +139,7 @@ fn render(api: Api, stream: bool, turn: Turn) -> Response {
         "tool_use"
     };
     match (api, stream) {
+        (Api::Responses, _) => render_responses(stream, turn),
         (Api::Messages, false) => {
             let mut content = vec![json!({"type": "text", "text": turn.text})];
             content.extend(turn.calls.iter().map(|(id, name, input)| json!({"type": "tool_use", "id": id, "name": name, "input": input})));
@@ -210,9 +217,69 @@ fn render(api: Api, stream: bool, turn: Turn) -> Response {
     }
 }
 
+/// The Responses API's output items for a turn, then the JSON or SSE response.
+fn render_responses(stream: bool, turn: Turn) -> Response {
+    let message = json!({"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+        "content": [{"type": "output_text", "text": turn.text, "annotations": []}]});
+    let calls: Vec<Value> = turn
+        .calls
+        .iter()
+        .map(|(id, name, args)| {
+            json!({"type": "function_call", "id": format!("fc_{id}"),
+        "call_id": id, "name": name, "arguments": args.to_string(), "status": "completed"})
+        })
+        .collect();
+    let mut output = vec![message.clone()];
+    output.extend(calls.iter().cloned());
+    let usage = json!({"input_tokens": 50, "output_tokens": 5, "total_tokens": 55, "input_tokens_details": {"cached_tokens": 0}});
+    if !stream {
+        let body = json!({"id": "resp_1", "object": "response", "status": "completed", "output": output, "usage": usage});
+        return Response::builder()
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+    }
+    let mut seq = 0;
+    let mut ev = |mut v: Value| {
+        v["sequence_number"] = json!(seq);
+        seq += 1;
+        format!("event: {}\ndata: {}\n\n", v["type"].as_str().unwrap(), v)
+    };
+    let mut events = vec![
+        ev(
+            json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "output": []}}),
+        ),
+        ev(
+            json!({"type": "response.output_item.added", "output_index": 0, "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}}),
+        ),
+        ev(
+            json!({"type": "response.output_text.delta", "output_index": 0, "item_id": "msg_1", "content_index": 0, "delta": turn.text}),
+        ),
+        ev(json!({"type": "response.output_item.done", "output_index": 0, "item": message})),
+    ];
+    for (k, call) in calls.iter().enumerate() {
+        let args = call["arguments"].as_str().unwrap();
+        let (a, b) = args.split_at(args.len() / 2);
+        let mut added = call.clone();
+        added["arguments"] = json!("");
+        events.push(ev(
+            json!({"type": "response.output_item.added", "output_index": k + 1, "item": added}),
+        ));
+        events.push(ev(json!({"type": "response.function_call_arguments.delta", "output_index": k + 1, "item_id": call["id"], "delta": a})));
+        events.push(ev(json!({"type": "response.function_call_arguments.delta", "output_index": k + 1, "item_id": call["id"], "delta": b})));
+        events.push(ev(
+            json!({"type": "response.output_item.done", "output_index": k + 1, "item": call}),
+        ));
+    }
+    events.push(ev(json!({"type": "response.completed", "response": {"id": "resp_1", "status": "completed", "output": output, "usage": usage}})));
+    sse(events)
+}
+
 async fn model(State(seen): State<Seen>, req: axum::extract::Request) -> Response {
     let api = if req.uri().path().starts_with("/v1/messages") {
         Api::Messages
+    } else if req.uri().path().starts_with("/v1/responses") {
+        Api::Responses
     } else {
         Api::ChatCompletions
     };
@@ -294,6 +361,46 @@ fn client_view(api: Api, stream: bool, raw: &str) -> Seen2Client {
         raw: raw.to_owned(),
         ..Default::default()
     };
+    if api == Api::Responses {
+        let mut outputs = Vec::new();
+        let mut seq = 0;
+        if stream {
+            for event in raw.split("\n\n").filter(|e| !e.is_empty()) {
+                let data = event
+                    .lines()
+                    .find_map(|l| l.strip_prefix("data: "))
+                    .unwrap();
+                let e: Value = serde_json::from_str(data).unwrap();
+                // What the client reads is one response: sequence numbers run on without gaps.
+                assert_eq!(e["sequence_number"], json!(seq), "{raw}");
+                seq += 1;
+                match e["type"].as_str().unwrap() {
+                    "response.created" => v.starts += 1,
+                    "response.output_text.delta" => v.text.push_str(e["delta"].as_str().unwrap()),
+                    "response.output_item.done" if e["item"]["type"] == "function_call" => {
+                        outputs.push((e["output_index"].as_u64().unwrap(), e["item"].clone()))
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            let body: Value = serde_json::from_str(raw).unwrap();
+            for (i, item) in body["output"].as_array().unwrap().iter().enumerate() {
+                match item["type"].as_str().unwrap() {
+                    "message" => v
+                        .text
+                        .push_str(item["content"][0]["text"].as_str().unwrap()),
+                    _ => outputs.push((i as u64, item.clone())),
+                }
+            }
+        }
+        for (index, c) in outputs {
+            let s = |k: &str| c[k].as_str().unwrap().to_owned();
+            v.calls
+                .push((s("call_id"), s("name"), s("arguments"), index));
+        }
+        return v;
+    }
     if !stream {
         let body: Value = serde_json::from_str(raw).unwrap();
         if api == Api::Messages {
@@ -393,14 +500,23 @@ fn client_view(api: Api, stream: bool, raw: &str) -> Seen2Client {
 }
 
 fn path(api: Api) -> &'static str {
-    if api == Api::Messages {
-        "/v1/messages"
-    } else {
-        "/v1/chat/completions"
+    match api {
+        Api::Messages => "/v1/messages",
+        Api::Responses => "/v1/responses",
+        Api::ChatCompletions => "/v1/chat/completions",
     }
 }
 
 fn first_request(api: Api, stream: bool, result: &str) -> Value {
+    if api == Api::Responses {
+        return json!({"model": "gpt-5", "stream": stream, "instructions": "You are a coding agent.",
+        "tools": [{"type": "function", "name": "bash", "parameters": {"type": "object"}}],
+        "input": [
+            {"role": "user", "content": "build it"},
+            {"type": "function_call", "call_id": "c1", "name": "bash", "arguments": "{\"command\":\"make\"}"},
+            {"type": "function_call_output", "call_id": "c1", "output": result}
+        ]});
+    }
     if api == Api::Messages {
         json!({"model": "claude", "max_tokens": 1000, "stream": stream, "system": "You are a coding agent.",
         "tools": [{"name": "bash", "description": "Run a command", "input_schema": {"type": "object"}}],
@@ -424,6 +540,22 @@ fn first_request(api: Api, stream: bool, result: &str) -> Value {
 /// The client's next request: its history, the answer it got, then results for its calls (or a
 /// user message).
 fn next_request(api: Api, mut body: Value, got: &Seen2Client) -> Value {
+    if api == Api::Responses {
+        let list = body["input"].as_array_mut().unwrap();
+        list.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": got.text}]}));
+        for (id, name, args, _) in &got.calls {
+            list.push(
+                json!({"type": "function_call", "call_id": id, "name": name, "arguments": args}),
+            );
+        }
+        for (id, ..) in &got.calls {
+            list.push(json!({"type": "function_call_output", "call_id": id, "output": "listing"}));
+        }
+        if got.calls.is_empty() {
+            list.push(json!({"role": "user", "content": "thanks"}));
+        }
+        return body;
+    }
     let list = body["messages"].as_array_mut().unwrap();
     if api == Api::Messages {
         let mut content = vec![json!({"type": "text", "text": got.text})];
@@ -493,11 +625,13 @@ fn build_log() -> String {
     log
 }
 
-const MODES: [(Api, bool); 4] = [
+const MODES: [(Api, bool); 6] = [
     (Api::ChatCompletions, false),
     (Api::ChatCompletions, true),
     (Api::Messages, false),
     (Api::Messages, true),
+    (Api::Responses, false),
+    (Api::Responses, true),
 ];
 
 #[tokio::test]
@@ -559,8 +693,8 @@ async fn a_recall_is_run_by_the_proxy_and_the_client_gets_one_answer() {
         h.send(api, &second).await;
         let ups = h.upstream_requests();
         assert_eq!(ups.len(), 3, "{mode}");
-        let before = without_cache_control(&ups[1]["messages"]);
-        let after = without_cache_control(&ups[2]["messages"]);
+        let before = without_cache_control(&Value::Array(items(&ups[1]).clone()));
+        let after = without_cache_control(&Value::Array(items(&ups[2]).clone()));
         let before = before.as_array().unwrap();
         assert_eq!(
             &after.as_array().unwrap()[..before.len()],
@@ -593,7 +727,7 @@ async fn a_trim_beside_a_client_call_is_hidden_and_applied_to_later_requests() {
         );
         assert_eq!(
             *index,
-            if api == Api::Messages { 1 } else { 0 },
+            if api == Api::ChatCompletions { 0 } else { 1 },
             "{mode}: renumbered"
         );
         assert!(!got.raw.contains("trim_tool_result"), "{mode}");
