@@ -26,6 +26,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use ctxgc_core::engine::{SummaryReply, SummaryRequest};
 use ctxgc_core::store::Store;
 use ctxgc_formats::{Api, ApiRequest, FormatError};
 use futures_util::StreamExt;
@@ -47,6 +48,10 @@ pub struct ProxySettings {
     pub max_body_bytes: usize,
     /// Rewriting settings.
     pub rewrite: RewriteSettings,
+    /// Who writes compaction summaries: an LLM, or `None` for the extractive summarizer.
+    pub summarizer: Option<Arc<ctxgc_summarize::LlmSummarizer>>,
+    /// After the LLM summarizer fails, compactions are summarised extractively for this long.
+    pub summarizer_cooldown: std::time::Duration,
 }
 
 /// Counters served at `/ctxgc/stats`.
@@ -109,6 +114,8 @@ pub struct AppState {
     memo: Mutex<rewrite::TrimMemo>,
     counters: Counters,
     sessions: Mutex<BTreeMap<String, SessionUsage>>,
+    /// Until when the LLM summarizer is not asked (after a failure).
+    summarizer_cooling_until: Mutex<Option<std::time::Instant>>,
     log: LogSink,
 }
 
@@ -157,6 +164,7 @@ impl AppState {
             memo: Mutex::new(Default::default()),
             counters: Counters::default(),
             sessions: Mutex::new(BTreeMap::new()),
+            summarizer_cooling_until: Mutex::new(None),
             log,
         }))
     }
@@ -181,6 +189,29 @@ impl AppState {
 
     fn log(&self, line: &str) {
         (self.log)(line);
+    }
+
+    /// The LLM summarizer as a blocking call (from a blocking task of the runtime), unless
+    /// none is configured or it is cooling down after a failure.
+    fn llm_summarizer(
+        &self,
+    ) -> Option<impl FnMut(&SummaryRequest) -> Result<SummaryReply, String> + use<>> {
+        let llm = self.settings.summarizer.clone()?;
+        let cooling = self
+            .summarizer_cooling_until
+            .lock()
+            .ok()
+            .and_then(|u| *u)
+            .is_some_and(|until| std::time::Instant::now() < until);
+        if cooling {
+            return None;
+        }
+        let handle = tokio::runtime::Handle::try_current().ok()?;
+        Some(move |request: &SummaryRequest| {
+            handle
+                .block_on(llm.summarize(request))
+                .map_err(|e| e.to_string())
+        })
     }
 }
 
@@ -454,13 +485,22 @@ fn prepare(
             system: request.body.get(system_key),
             tools: &tools,
         };
+        let mut llm = state.llm_summarizer();
         let mut outcome = lineage::step(
             &step,
             current.as_ref(),
             policy,
             settings.window,
             calibration,
-        );
+            llm.as_mut().map(|f| f as &mut lineage::SummarizeFn<'_>),
+        )
+        .map_err(|why| {
+            // Fail open now; the next compactions are summarised extractively for a while.
+            if let Ok(mut until) = state.summarizer_cooling_until.lock() {
+                *until = Some(std::time::Instant::now() + state.settings.summarizer_cooldown);
+            }
+            format!("the summarizer failed: {why}")
+        })?;
         // Where the proxy places Anthropic's breakpoints, the end of the summary (or pruned
         // prefix) gets one too: what an event rewrote is then read from the cache afterwards.
         if let (true, Some(messages), Some(l)) = (

@@ -10,9 +10,9 @@
 
 use std::collections::BTreeMap;
 
-use ctxgc_core::engine::Policy;
 use ctxgc_core::engine::plan::{self, PlanInput, PlanKind, Replacement};
 use ctxgc_core::engine::summary::{self, SummaryInput};
+use ctxgc_core::engine::{Policy, SummaryReply, SummaryRequest};
 use ctxgc_core::tokens::{ProviderFamily, TokenCounter};
 use ctxgc_core::{ContentId, Message, Transcript};
 use ctxgc_formats::chat::message_from_chat;
@@ -54,6 +54,9 @@ pub struct Outcome {
     /// abstracts and the summary name them by these ids.
     pub originals: Vec<(ContentId, String)>,
 }
+
+/// Writes a compaction's summary (a blocking call to an LLM).
+pub type SummarizeFn<'a> = dyn FnMut(&SummaryRequest) -> Result<SummaryReply, String> + 'a;
 
 /// The request a lineage step works on.
 pub struct StepInput<'a> {
@@ -196,13 +199,16 @@ impl View {
 /// Applies the session's lineage to the client's (insertion-trimmed) messages, then runs an
 /// event if one is due. `calibration` scales ctxgc's token counts to the upstream's (reported
 /// usage / estimate, per session).
+/// `summarize` writes a compaction's summary (an LLM); `None` summarises extractively. Its
+/// failure is returned: the caller forwards the request without the event.
 pub fn step(
     input: &StepInput<'_>,
     state: Option<&Lineage>,
     policy: &Policy,
     window: u64,
     calibration: f64,
-) -> Outcome {
+    summarize: Option<&mut SummarizeFn<'_>>,
+) -> Result<Outcome, String> {
     let (api, client) = (input.api, input.client);
     // 1. Reuse the replacement when the history still starts with what it covered.
     let (applied, lineage) = match state {
@@ -241,7 +247,7 @@ pub fn step(
     };
     // 2. Is an event due? Plan on the prompt as the upstream would see it, in its tokens.
     let Some(view) = view(api, input.system, current) else {
-        return unchanged(&mut counter, applied, lineage);
+        return Ok(unchanged(&mut counter, applied, lineage));
     };
     let messages = &view.messages;
     let scale = |n: usize| (n as f64 * calibration).ceil() as usize;
@@ -258,7 +264,7 @@ pub fn step(
         window,
     };
     let Some(plan) = plan::plan(&plan_input, policy, &counter) else {
-        return unchanged(&mut counter, applied, lineage);
+        return Ok(unchanged(&mut counter, applied, lineage));
     };
     // Neutral boundaries as wire boundaries: the tail starts on a whole wire message.
     let tail = view.wire_boundary(plan.tail_start, current.len());
@@ -266,7 +272,7 @@ pub fn step(
     // The new boundary must not cut into the prefix already in force: wait for the next turn.
     let kept = lineage.as_ref().map_or(0, |l| l.prefix.len());
     if tail < kept || tail >= current.len() || head >= tail {
-        return unchanged(&mut counter, applied, lineage);
+        return Ok(unchanged(&mut counter, applied, lineage));
     }
     let mut prompt = current.to_vec();
     let mut originals = Vec::new();
@@ -312,7 +318,17 @@ pub fn step(
             messages[plan.head_end..plan.tail_start]
                 .iter()
                 .for_each(&mut hide);
-            let body = summary::extractive_body(&summary_input, &counter);
+            let body = match summarize {
+                Some(summarize) => {
+                    let request = SummaryRequest {
+                        messages: summary::llm_request_messages(&summary_input),
+                        tools: input.tools.to_vec(),
+                        budget: plan.summary_budget,
+                    };
+                    summarize(&request)?.body
+                }
+                None => summary::extractive_body(&summary_input, &counter),
+            };
             let text = summary::compose(&summary_input, &body, &counter);
             let mut next: Vec<Value> = prompt[..head].to_vec();
             next.push(json!({"role": "user", "content": text}));
@@ -333,13 +349,13 @@ pub fn step(
         covered_hash: hash_messages(&client[..covered]),
         prefix: prompt[..boundary].to_vec(),
     };
-    Outcome {
+    Ok(Outcome {
         estimated_tokens: estimate(&mut counter, &prompt),
         messages: Some(prompt),
         lineage: Some(lineage),
         event: Some(event),
         originals,
-    }
+    })
 }
 
 /// Sets one call's arguments wherever the wire item holds it (a Chat `tool_calls` entry, an

@@ -333,6 +333,8 @@ async fn start(name: &str) -> Harness {
             engine: None,
             inject_tools: true,
         },
+        summarizer: None,
+        summarizer_cooldown: std::time::Duration::from_secs(300),
     };
     let state = AppState::new(settings, Box::new(store), sink).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -76,7 +76,13 @@ async fn upstream_handler(State(u): State<Upstream>, req: axum::extract::Request
             .body(Body::from_stream(stream))
             .unwrap();
     }
-    let reply = json!({"id": "x", "object": "chat.completion", "path": path, "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}],
+    // A summarizer's request gets a recognisable summary.
+    let content = if path.starts_with("/summarizer") {
+        "## Progress\nLLM-WRITTEN SUMMARY".to_owned()
+    } else {
+        "ok".to_owned()
+    };
+    let reply = json!({"id": "x", "object": "chat.completion", "path": path, "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 0}}});
     Response::builder()
         .header("content-type", "application/json")
@@ -96,6 +102,16 @@ async fn start(store: Box<dyn Store>) -> Harness {
 }
 
 async fn start_with(store: Box<dyn Store>, window: u64, engine: bool) -> Harness {
+    start_full(store, window, engine, None).await
+}
+
+/// `summarizer`: the LLM summarizer's base URL; a path is taken to be on the fake upstream.
+async fn start_full(
+    store: Box<dyn Store>,
+    window: u64,
+    engine: bool,
+    summarizer: Option<&str>,
+) -> Harness {
     let upstream = Upstream::default();
     let app = Router::new()
         .fallback(upstream_handler)
@@ -106,6 +122,22 @@ async fn start_with(store: Box<dyn Store>, window: u64, engine: bool) -> Harness
     let logs = Arc::new(Mutex::new(Vec::new()));
     let sink_logs = logs.clone();
     let sink: LogSink = Arc::new(move |line: &str| sink_logs.lock().unwrap().push(line.to_owned()));
+    let summarizer = summarizer.map(|base| {
+        let base = if base.starts_with('/') {
+            format!("{up}{base}")
+        } else {
+            base.to_owned()
+        };
+        let mut s = ctxgc_summarize::LlmSettings::new(
+            ctxgc_summarize::Protocol::OpenAiChat,
+            "summarizer-model",
+            Some("sk-summarizer-SECRET".into()),
+        );
+        s.base_url = base;
+        s.max_retries = 0;
+        s.timeout = Duration::from_secs(5);
+        Arc::new(ctxgc_summarize::LlmSummarizer::new(s).unwrap())
+    });
     let settings = ProxySettings {
         openai_upstream: up.clone(),
         anthropic_upstream: up,
@@ -118,6 +150,8 @@ async fn start_with(store: Box<dyn Store>, window: u64, engine: bool) -> Harness
             engine: engine.then(Default::default),
             inject_tools: false,
         },
+        summarizer,
+        summarizer_cooldown: std::time::Duration::from_secs(300),
     };
     let state = AppState::new(settings, store, sink).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -728,4 +762,92 @@ async fn anthropic_and_responses_compaction_is_prefix_stable_and_keeps_tool_pair
                 .any(|x| x["content"].to_string().contains("[ctxgc context summary"))
         }));
     }
+}
+
+/// A Chat session of `turns` turns sent through `h`; per turn, the client's body, the body the
+/// upstream got and the proxy's fail-open count after it.
+async fn chat_session(h: &Harness, turns: usize) -> Vec<(Value, Bytes, u64)> {
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a coding agent."}),
+        json!({"role": "user", "content": "Fix the flaky test. You must not change the public API."}),
+    ];
+    let mut out = Vec::new();
+    for turn in 0..turns {
+        let id = format!("call_{turn}");
+        messages.push(json!({"role": "assistant", "content": format!("Step {turn}."), "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"command\":\"pytest -k case_{turn}\"}}")}}]}));
+        let output = format!(
+            "{}\nexit status: {}\n",
+            words(if turn.is_multiple_of(4) { 900 } else { 250 }, turn),
+            turn % 2
+        );
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
+        let body = json!({"model": "gpt-5", "prompt_cache_key": "k", "messages": messages});
+        let seen = h.chat(&body).await;
+        out.push((body, seen.2, h.state.stats().fail_open));
+    }
+    out
+}
+
+#[tokio::test]
+async fn an_llm_summarizer_writes_compactions_and_its_failure_fails_open() {
+    // The LLM writes the summary.
+    let h = start_full(
+        Box::new(MemoryStore::default()),
+        12_000,
+        true,
+        Some("/summarizer/v1"),
+    )
+    .await;
+    let turns = chat_session(&h, 40).await;
+    let summarized = turns
+        .iter()
+        .any(|(_, sent, _)| String::from_utf8_lossy(sent).contains("LLM-WRITTEN SUMMARY"));
+    assert!(summarized, "a compaction carries the LLM's summary");
+    let asked = h
+        .upstream
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(p, ..)| p == "/summarizer/v1/chat/completions")
+        .count();
+    assert!(asked >= 1);
+    assert_eq!(h.state.stats().fail_open, 0);
+
+    // The LLM is down: the compacting request is forwarded unchanged, then compactions are
+    // extractive during the cooldown.
+    let h = start_full(
+        Box::new(MemoryStore::default()),
+        12_000,
+        true,
+        Some("http://127.0.0.1:9/v1"),
+    )
+    .await;
+    let turns = chat_session(&h, 40).await;
+    let stats = h.state.stats();
+    assert_eq!(stats.fail_open, 1, "one failure, then the cooldown");
+    let failed = turns.iter().position(|t| t.2 == 1).unwrap();
+    let (client, sent, _) = &turns[failed];
+    assert_eq!(
+        serde_json::from_slice::<Value>(sent).unwrap(),
+        *client,
+        "the request whose compaction failed went through unchanged"
+    );
+    assert_ne!(
+        serde_json::from_slice::<Value>(&turns[failed - 1].1).unwrap(),
+        turns[failed - 1].0,
+        "the turn before was rewritten (so unchanged means something)"
+    );
+    assert!(
+        turns[failed + 1..]
+            .iter()
+            .any(|(_, sent, _)| String::from_utf8_lossy(sent).contains("[ctxgc context summary")),
+        "later compactions are extractive"
+    );
+    let logs = h.logs.lock().unwrap().join("\n");
+    assert!(logs.contains("summarizer failed"), "{logs}");
+    assert!(
+        !logs.contains("sk-summarizer-SECRET"),
+        "keys never reach the logs"
+    );
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, ValueEnum};
+use clap::Args;
 use ctxgc_core::config::Config;
 use ctxgc_core::engine::drive::{drive, outline};
 use ctxgc_core::engine::{EventRecord, Session, SessionReport, Summarizer};
@@ -14,21 +14,13 @@ use ctxgc_core::tokens::{ProviderFamily, TokenCounter};
 use ctxgc_core::{Message, Transcript};
 use ctxgc_formats::import;
 use ctxgc_store::SqliteStore;
-use ctxgc_summarize::{BlockingSummarizer, LlmSettings, LlmSummarizer, Protocol};
+use ctxgc_summarize::BlockingSummarizer;
+
+use super::summarizer::{SummarizerArgs, SummarizerKind};
 use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::table::{num, render};
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum SummarizerKind {
-    /// Deterministic, no LLM (the default).
-    Extractive,
-    /// An OpenAI-compatible Chat Completions endpoint.
-    Openai,
-    /// The Anthropic Messages API.
-    Anthropic,
-}
 
 #[derive(Debug, Args)]
 pub struct CompactArgs {
@@ -38,19 +30,8 @@ pub struct CompactArgs {
     /// The model's context window in tokens.
     #[arg(long, default_value_t = 32_000)]
     pub window: u64,
-    /// Who writes compaction summaries.
-    #[arg(long, value_enum, default_value = "extractive")]
-    pub summarizer: SummarizerKind,
-    /// Summarizer model (openai/anthropic).
-    #[arg(long, default_value = "gpt-5-mini")]
-    pub model: String,
-    /// Summarizer API base, e.g. http://127.0.0.1:8000/v1 (default: the provider's).
-    #[arg(long)]
-    pub base_url: Option<String>,
-    /// Environment variable holding the summarizer's API key
-    /// (default OPENAI_API_KEY or ANTHROPIC_API_KEY).
-    #[arg(long)]
-    pub api_key_env: Option<String>,
+    #[command(flatten)]
+    pub summarizer: SummarizerArgs,
     /// Where originals go: `memory` or `sqlite:PATH`.
     #[arg(long, default_value = "memory")]
     pub store: String,
@@ -77,25 +58,9 @@ struct Outcome {
 }
 
 fn summarizer(args: &CompactArgs, config: &Config) -> Result<Option<BlockingSummarizer>> {
-    let protocol = match args.summarizer {
-        SummarizerKind::Extractive => return Ok(None),
-        SummarizerKind::Openai => Protocol::OpenAiChat,
-        SummarizerKind::Anthropic => Protocol::AnthropicMessages,
+    let Some(client) = args.summarizer.llm()? else {
+        return Ok(None);
     };
-    let var = args.api_key_env.clone().unwrap_or_else(|| match protocol {
-        Protocol::OpenAiChat => "OPENAI_API_KEY".into(),
-        Protocol::AnthropicMessages => "ANTHROPIC_API_KEY".into(),
-    });
-    let mut settings = LlmSettings::new(protocol, args.model.clone(), std::env::var(&var).ok());
-    if let Some(url) = &args.base_url {
-        settings.base_url = url.clone();
-    }
-    if settings.api_key.is_none() && args.base_url.is_none() {
-        bail!(
-            "the {protocol:?} summarizer needs an API key in ${var} (or --base-url for a local server)"
-        );
-    }
-    let client = LlmSummarizer::new(settings)?;
     Ok(Some(BlockingSummarizer::new(
         client,
         Duration::from_secs(config.engine.llm_cooldown_secs),
@@ -109,7 +74,7 @@ fn run_one(
     store: &mut dyn OriginalStore,
     summarizer: Option<&mut dyn Summarizer>,
 ) -> Result<Outcome> {
-    let family = match args.summarizer {
+    let family = match args.summarizer.summarizer {
         SummarizerKind::Anthropic => ProviderFamily::Anthropic,
         _ => ProviderFamily::Openai,
     };
@@ -387,10 +352,7 @@ mod tests {
         let args = CompactArgs {
             paths: vec![],
             window: 32_000,
-            summarizer: SummarizerKind::Extractive,
-            model: String::new(),
-            base_url: None,
-            api_key_env: None,
+            summarizer: SummarizerArgs::extractive(),
             store: "memory".into(),
             json: false,
         };

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -10,6 +11,8 @@ use ctxgc_core::config::Config;
 use ctxgc_core::store::{MemoryStore, Store};
 use ctxgc_proxy::{AppState, ProxySettings, RewriteSettings};
 use ctxgc_store::{RedisStore, SqliteStore};
+
+use super::summarizer::SummarizerArgs;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -48,6 +51,10 @@ pub struct ServeArgs {
     /// model's calls to them inside the proxy (also `[proxy] inject_tools = true`).
     #[arg(long)]
     pub inject_tools: bool,
+    /// Who writes compaction summaries (with --compact). On a summarizer failure the request is
+    /// forwarded unchanged and later compactions are extractive for `[engine] llm_cooldown_secs`.
+    #[command(flatten)]
+    pub summarizer: SummarizerArgs,
 }
 
 pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
@@ -82,6 +89,8 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             engine: args.compact.then(|| config.engine.clone()),
             inject_tools: config.proxy.inject_tools || args.inject_tools,
         },
+        summarizer: args.summarizer.llm()?.map(Arc::new),
+        summarizer_cooldown: Duration::from_secs(config.engine.llm_cooldown_secs),
     };
     let log: ctxgc_proxy::LogSink = Arc::new(|line: &str| eprintln!("{line}"));
     let state = AppState::new(settings, store, log).map_err(anyhow::Error::msg)?;
