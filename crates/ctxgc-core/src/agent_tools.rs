@@ -73,6 +73,7 @@ mod tests {
                 .iter()
                 .map(|t| Encoding::O200kBase.count(&t.to_string()))
                 .sum();
+            eprintln!("{api}: the two tool definitions take {tokens} o200k tokens");
             assert!(tokens < 150, "{api}: {tokens} tokens");
         }
     }

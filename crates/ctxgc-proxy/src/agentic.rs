@@ -146,6 +146,7 @@ impl Context {
                     &mut state,
                     max_bytes,
                 )?;
+                s.counters.agent_tool_calls.fetch_add(1, Ordering::Relaxed);
                 internal_calls.push(call.raw.clone());
                 results.push(agent::result_part(api, &call.id, &text));
             }

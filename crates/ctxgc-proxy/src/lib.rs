@@ -4,8 +4,10 @@
 //! `/v1/responses`, `/v1/messages` and `/v1/messages/count_tokens` are rewritten (insertion-time
 //! trimming of tool results, originals stored first, cache keys and breakpoints); everything else
 //! is forwarded untouched. Responses are never rewritten: they stream back byte for byte as they
-//! arrive. Any internal failure forwards the original request unchanged (fail open) and is
-//! logged and counted. Headers are forwarded and never logged or stored.
+//! arrive, except that the proxy's own agent tools (`--inject-tools`) are run here and hidden
+//! from the client. With `--compact`, the engine's events run across requests. Any internal
+//! failure forwards the original request unchanged (fail open) and is logged and counted.
+//! Headers are forwarded and never logged or stored.
 
 pub mod agent;
 mod agentic;
@@ -65,6 +67,7 @@ struct Counters {
     bytes_saved: AtomicU64,
     originals_stored: AtomicU64,
     events: AtomicU64,
+    agent_tool_calls: AtomicU64,
 }
 
 /// Per-session usage as the upstream reported it.
@@ -138,6 +141,8 @@ pub struct Stats {
     pub originals_stored: u64,
     /// Engine events (prune, compaction) run across requests.
     pub events: u64,
+    /// Calls to `trim_tool_result` / `recall_tool_result` the proxy ran.
+    pub agent_tool_calls: u64,
     /// Sessions seen.
     pub sessions: usize,
     /// Usage per session, as the upstream reported it.
@@ -182,6 +187,7 @@ impl AppState {
             bytes_saved: c.bytes_saved.load(Ordering::Relaxed),
             originals_stored: c.originals_stored.load(Ordering::Relaxed),
             events: c.events.load(Ordering::Relaxed),
+            agent_tool_calls: c.agent_tool_calls.load(Ordering::Relaxed),
             sessions: usage.len(),
             usage,
         }

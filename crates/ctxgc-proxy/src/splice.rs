@@ -82,7 +82,7 @@ fn data_of(event: &str) -> String {
 }
 
 impl Splicer {
-    /// A splicer for a response of `api` (Chat Completions or Anthropic Messages).
+    /// A splicer for a streamed response of `api`.
     pub fn new(api: Api) -> Splicer {
         Splicer {
             api,
