@@ -499,6 +499,11 @@ mod tests {
     use super::*;
     use ctxgc_core::store::{MemoryStore, OriginalStore};
 
+    /// Runs a call on a Chat body for session `s`.
+    fn run(call: &Call, body: &Value, store: &mut MemoryStore, state: &mut AgentState) -> String {
+        execute(call, Api::ChatCompletions, body, "s", store, state, 1 << 20).unwrap()
+    }
+
     fn chat_body() -> Value {
         json!({"model": "m", "tools": [{"type": "function", "function": {"name": "bash", "parameters": {}}}],
         "messages": [
@@ -530,16 +535,7 @@ mod tests {
             arguments: json!({"summary": "one error: boom"}),
             raw: Value::Null,
         };
-        let reply = execute(
-            &call,
-            Api::ChatCompletions,
-            &body,
-            "s",
-            &mut store,
-            &mut state,
-            1 << 20,
-        )
-        .unwrap();
+        let reply = run(&call, &body, &mut store, &mut state);
         let id = ContentId::of(b"line 1\nerror: boom\nline 3");
         assert!(reply.contains(&id.to_string()), "{reply}");
         assert_eq!(
@@ -564,31 +560,13 @@ mod tests {
             arguments: json!({"id": id.to_string(), "pattern": "error"}),
             raw: Value::Null,
         };
-        let out = execute(
-            &recall,
-            Api::ChatCompletions,
-            &later,
-            "s",
-            &mut store,
-            &mut state,
-            1 << 20,
-        )
-        .unwrap();
+        let out = run(&recall, &later, &mut store, &mut state);
         assert!(out.contains("error: boom"), "{out}");
         let unknown = Call {
             arguments: json!({"id": "r-0000000000000001"}),
             ..recall
         };
-        let out = execute(
-            &unknown,
-            Api::ChatCompletions,
-            &later,
-            "s",
-            &mut store,
-            &mut state,
-            1 << 20,
-        )
-        .unwrap();
+        let out = run(&unknown, &later, &mut store, &mut state);
         assert!(out.starts_with("error: no original"), "{out}");
     }
 
@@ -723,16 +701,7 @@ mod tests {
             raw: Value::Null,
         };
         let mut state = AgentState::default();
-        let out = execute(
-            &call,
-            Api::ChatCompletions,
-            &body,
-            "s",
-            &mut MemoryStore::default(),
-            &mut state,
-            1 << 20,
-        )
-        .unwrap();
+        let out = run(&call, &body, &mut MemoryStore::default(), &mut state);
         assert!(out.starts_with("error: nothing to trim"), "{out}");
         assert!(state.trims.is_empty());
     }

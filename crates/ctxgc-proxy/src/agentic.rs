@@ -47,38 +47,27 @@ impl ClientEnd {
     }
 }
 
-/// Everything a round needs to go on.
-struct Context {
-    s: Arc<AppState>,
-    api: Api,
-    upstream: String,
-    parts: Parts,
-    raw: Bytes,
-    end: ClientEnd,
-    session: String,
+/// A client request whose rounds the proxy runs.
+pub struct Context {
+    /// The server.
+    pub s: Arc<AppState>,
+    /// The request's API.
+    pub api: Api,
+    /// The upstream base URL.
+    pub upstream: String,
+    /// The client's request line and headers.
+    pub parts: Parts,
+    /// The client's body as it came.
+    pub raw: Bytes,
+    /// Where the client's own history ended.
+    pub end: ClientEnd,
+    /// The session.
+    pub session: String,
 }
 
 /// Forwards `first` (a request with the tools injected) and runs the rounds.
-#[allow(clippy::too_many_arguments)]
-pub async fn run(
-    s: Arc<AppState>,
-    api: Api,
-    upstream: String,
-    parts: Parts,
-    raw: Bytes,
-    end: ClientEnd,
-    session: String,
-    first: Bytes,
-) -> Response {
-    let cx = Context {
-        s,
-        api,
-        upstream,
-        parts,
-        raw,
-        end,
-        session,
-    };
+pub async fn run(cx: Context, first: Bytes) -> Response {
+    let api = cx.api;
     let response = match cx.send(first).await {
         Ok(r) => r,
         Err(response) => return response,

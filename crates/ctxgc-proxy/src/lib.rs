@@ -374,17 +374,16 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
         _ => &s.settings.openai_upstream,
     };
     if let Some(client) = agentic {
-        return agentic::run(
-            s.clone(),
+        let cx = agentic::Context {
+            s: s.clone(),
             api,
-            upstream.clone(),
+            upstream: upstream.clone(),
             parts,
             raw,
-            client,
+            end: client,
             session,
-            forward_bytes,
-        )
-        .await;
+        };
+        return agentic::run(cx, forward_bytes).await;
     }
     forward(
         &s,

@@ -281,24 +281,7 @@ impl Splicer {
             "response.created" | "response.in_progress" if self.round > 0 => Keep::Drop,
             "response.output_item.added" => {
                 let index = v["output_index"].as_u64().unwrap_or(0);
-                let item = v["item"].clone();
-                let is_call = item["type"] == "function_call";
-                let internal = is_call && item["name"].as_str().is_some_and(is_internal);
-                self.internal_calls |= internal;
-                self.client_calls |= is_call && !internal;
-                let shown = (!internal).then(|| {
-                    self.next_shown += 1;
-                    self.next_shown - 1
-                });
-                self.parts.insert(
-                    index,
-                    Part {
-                        start: item,
-                        internal,
-                        shown,
-                        ..Default::default()
-                    },
-                );
+                self.start_part(index, v["item"].clone(), "function_call");
                 Keep::Original
             }
             "response.output_item.done" => {
@@ -343,30 +326,35 @@ impl Splicer {
         keep
     }
 
+    /// A block (Anthropic) or output item (Responses) starts: an internal call is held back,
+    /// anything else gets the next index shown to the client.
+    fn start_part(&mut self, index: u64, start: Value, call_type: &str) {
+        let is_call = start["type"] == call_type;
+        let internal = is_call && start["name"].as_str().is_some_and(is_internal);
+        self.internal_calls |= internal;
+        self.client_calls |= is_call && !internal;
+        let shown = (!internal).then(|| {
+            self.next_shown += 1;
+            self.next_shown - 1
+        });
+        self.parts.insert(
+            index,
+            Part {
+                start,
+                internal,
+                shown,
+                ..Default::default()
+            },
+        );
+    }
+
     fn anthropic(&mut self, v: &mut Value) -> Keep {
         let kind = v["type"].as_str().unwrap_or_default().to_owned();
         match kind.as_str() {
             "message_start" if self.round > 0 => Keep::Drop,
             "content_block_start" => {
                 let index = v["index"].as_u64().unwrap_or(0);
-                let block = v["content_block"].clone();
-                let is_call = block["type"] == "tool_use";
-                let internal = is_call && block["name"].as_str().is_some_and(is_internal);
-                self.internal_calls |= internal;
-                self.client_calls |= is_call && !internal;
-                let shown = (!internal).then(|| {
-                    self.next_shown += 1;
-                    self.next_shown - 1
-                });
-                self.parts.insert(
-                    index,
-                    Part {
-                        start: block,
-                        internal,
-                        shown,
-                        ..Default::default()
-                    },
-                );
+                self.start_part(index, v["content_block"].clone(), "tool_use");
                 self.route(v, index)
             }
             "content_block_delta" | "content_block_stop" => {

@@ -3,6 +3,8 @@
 //! `trim_tool_result`; the proxy runs them, the client never sees them, and later requests carry
 //! what they did with a stable upstream prefix.
 
+mod common;
+use common::without_cache_control;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -600,19 +602,6 @@ impl Harness {
 
     fn upstream_requests(&self) -> Vec<Value> {
         self.seen.lock().unwrap().clone()
-    }
-}
-
-fn without_cache_control(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, _)| *k != "cache_control")
-                .map(|(k, v)| (k.clone(), without_cache_control(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(without_cache_control).collect()),
-        other => other.clone(),
     }
 }
 

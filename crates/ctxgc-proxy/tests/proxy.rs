@@ -1,6 +1,8 @@
 //! The proxy end to end: a client -> ctxgc -> a fake upstream that speaks the OpenAI and
 //! Anthropic wire protocols (JSON and SSE, tool-use deltas included) over real sockets.
 
+mod common;
+use common::without_cache_control;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -614,19 +616,6 @@ async fn reported_usage_calibrates_the_sessions_token_estimates() {
     // calibration never lowers the estimates (an overflow fails, an early event only costs).
     assert!(usage.estimated_tokens > 2_000, "{usage:?}");
     assert_eq!(usage.calibration, Some(1.0));
-}
-
-fn without_cache_control(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, _)| *k != "cache_control")
-                .map(|(k, v)| (k.clone(), without_cache_control(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(without_cache_control).collect()),
-        other => other.clone(),
-    }
 }
 
 /// One agent turn in `api`'s wire form: a call, then its result (some results carry a reminder
