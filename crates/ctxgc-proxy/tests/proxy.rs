@@ -2,6 +2,8 @@
 //! Anthropic wire protocols (JSON and SSE, tool-use deltas included) over real sockets.
 
 mod common;
+#[path = "../../ctxgc-store/tests/support/redis_server.rs"]
+mod redis_server;
 use common::without_cache_control;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -545,20 +547,31 @@ async fn compaction_across_requests_is_prefix_stable_between_events() {
 
 #[tokio::test]
 async fn a_second_replica_continues_the_lineage_from_the_shared_store() {
+    // Two replicas on one SQLite file.
     let dir = std::env::temp_dir().join(format!("ctxgc-replicas-{}", std::process::id()));
     let db = dir.join("shared.sqlite");
-    let a = start_with(
+    replicas_continue_each_other(
         Box::new(ctxgc_store::SqliteStore::open(&db).unwrap()),
-        12_000,
-        true,
+        Box::new(ctxgc_store::SqliteStore::open(&db).unwrap()),
     )
     .await;
-    let b = start_with(
-        Box::new(ctxgc_store::SqliteStore::open(&db).unwrap()),
-        12_000,
-        true,
+    let _ = std::fs::remove_dir_all(dir);
+    // Two replicas on one Redis (a real redis-server).
+    let Some((_server, url)) = redis_server::start() else {
+        return;
+    };
+    replicas_continue_each_other(
+        Box::new(ctxgc_store::RedisStore::connect(&url).unwrap()),
+        Box::new(ctxgc_store::RedisStore::connect(&url).unwrap()),
     )
     .await;
+}
+
+/// Replica A runs a session through an event; the next turn goes to replica B (a load
+/// balancer's choice), which must send the prefix A sent, from the shared store alone.
+async fn replicas_continue_each_other(store_a: Box<dyn Store>, store_b: Box<dyn Store>) {
+    let a = start_with(store_a, 12_000, true).await;
+    let b = start_with(store_b, 12_000, true).await;
     let mut messages = vec![
         json!({"role": "system", "content": "You are a coding agent."}),
         json!({"role": "user", "content": "Fix it."}),
@@ -593,7 +606,6 @@ async fn a_second_replica_continues_the_lineage_from_the_shared_store() {
         &last_a[..],
         "replica B continued A's lineage"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]

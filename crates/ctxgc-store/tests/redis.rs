@@ -1,57 +1,11 @@
 //! The Redis store against a real `redis-server` (installed by `.ci/run` when missing).
 
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+mod support;
+use support::redis_server::start;
 
 use ctxgc_core::ContentId;
 use ctxgc_core::store::{OriginalStore, StateStore};
 use ctxgc_store::RedisStore;
-
-struct Server(Child);
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start() -> Option<(Server, String)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
-    let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
-        .stdout(Stdio::null())
-        .spawn();
-    let Ok(child) = child else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "redis-server is missing on CI: .ci/run should install it"
-        );
-        eprintln!("redis-server not installed: skipped (apt-get install redis-server)");
-        return None;
-    };
-    let server = Server(child);
-    let url = format!("redis://127.0.0.1:{port}");
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Some((server, url));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    None
-}
 
 #[test]
 fn replicas_share_originals_through_redis() {
