@@ -433,9 +433,11 @@ fn prepare(
             .unwrap_or_default();
         let end = agentic::ClientEnd::of(request);
         agent_changed |= agent::apply(&mut request.body, request.api, &agent_state);
-        if !counting && agent::inject(&mut request.body, request.api) {
+        // A token count includes the tools the real request will carry; its answer holds no
+        // calls to run.
+        if agent::inject(&mut request.body, request.api) {
             agent_changed = true;
-            injected = Some(end);
+            injected = (!counting).then_some(end);
         }
     }
     let mut out = {
@@ -458,7 +460,7 @@ fn prepare(
         Api::Responses => ("input", "instructions"),
         _ => ("messages", "system"),
     };
-    if let (Some(policy), false) = (&settings.engine, counting)
+    if let Some(policy) = &settings.engine
         && let Some(serde_json::Value::Array(slot)) = request.body.get_mut(items_key)
     {
         // Taken out, not cloned: it goes back unchanged unless an event or lineage applies.
@@ -489,6 +491,8 @@ fn prepare(
             client: &client,
             system: request.body.get(system_key),
             tools: &tools,
+            // A token count sees the lineage in force but never runs or records an event.
+            events: !counting,
         };
         let mut llm = state.llm_summarizer();
         let mut outcome = lineage::step(
@@ -517,7 +521,7 @@ fn prepare(
             rewrite::mark_breakpoint(&mut messages[last]);
         }
         out.originals.append(&mut outcome.originals);
-        if let Ok(mut sessions) = state.sessions.lock() {
+        if !counting && let Ok(mut sessions) = state.sessions.lock() {
             sessions
                 .entry(session.to_owned())
                 .or_default()
@@ -526,7 +530,8 @@ fn prepare(
         if outcome.event.is_some() {
             state.counters.events.fetch_add(1, Ordering::Relaxed);
         }
-        if outcome.lineage != current {
+        // A token count of some other history must not end the lineage in force.
+        if !counting && outcome.lineage != current {
             let json = serde_json::to_string(&outcome.lineage).map_err(|e| e.to_string())?;
             store.put_state(session, &json).map_err(|e| e.to_string())?;
         }

@@ -68,6 +68,8 @@ pub struct StepInput<'a> {
     pub system: Option<&'a Value>,
     /// Tool definitions (paid on every request).
     pub tools: &'a [Value],
+    /// Whether an event may run (not for a token count).
+    pub events: bool,
 }
 
 /// The neutral view of wire messages, with where each neutral message came from: Anthropic
@@ -245,6 +247,9 @@ pub fn step(
         event: None,
         originals: Vec::new(),
     };
+    if !input.events {
+        return Ok(unchanged(&mut counter, applied, lineage));
+    }
     // 2. Is an event due? Plan on the prompt as the upstream would see it, in its tokens.
     let Some(view) = view(api, input.system, current) else {
         return Ok(unchanged(&mut counter, applied, lineage));

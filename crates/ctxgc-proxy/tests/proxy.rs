@@ -762,6 +762,41 @@ async fn anthropic_and_responses_compaction_is_prefix_stable_and_keeps_tool_pair
             m.iter()
                 .any(|x| x["content"].to_string().contains("[ctxgc context summary"))
         }));
+        if api == Api::Messages {
+            // A token count of the latest history sees what the last request sent (lineage
+            // applied), runs no event, and a count of some other history ends no lineage.
+            let body = json!({"model": "claude-sonnet-4-5", "system": "You are a coding agent.", "messages": items});
+            let seen = h.post("/v1/messages/count_tokens", &body).await;
+            let counted: Value = serde_json::from_slice(&seen.2).unwrap();
+            let counted: Vec<Value> = counted["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(without_cache_control)
+                .collect();
+            assert_eq!(
+                &counted,
+                sent.last().unwrap(),
+                "count_tokens sees the lineage"
+            );
+            // Same session, a history the lineage does not cover (its first exchange only).
+            let other = json!({"model": "claude-sonnet-4-5", "system": "You are a coding agent.", "messages": items[..3]});
+            h.post("/v1/messages/count_tokens", &other).await;
+            assert_eq!(h.state.stats().events as usize, events);
+            let seen = h.post(path, &json!({"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": "You are a coding agent.", "messages": items})).await;
+            let again: Value = serde_json::from_slice(&seen.2).unwrap();
+            let again: Vec<Value> = again["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(without_cache_control)
+                .collect();
+            assert_eq!(
+                &again,
+                sent.last().unwrap(),
+                "the lineage survived the counts"
+            );
+        }
     }
 }
 
