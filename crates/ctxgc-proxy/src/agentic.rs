@@ -22,7 +22,8 @@ use crate::{
     usage,
 };
 
-/// Upstream calls per client request at most; the last round is returned as it is.
+/// Upstream calls per client request at most; the last round is asked for an answer without
+/// tool calls (`tool_choice: none`).
 const MAX_ROUNDS: usize = 4;
 
 /// Where the client's own history ended: an exchange is anchored there.
@@ -98,12 +99,14 @@ impl Context {
     }
 
     /// Runs a round's internal calls off the async workers; returns the next request's body
-    /// when the upstream must be called again.
+    /// when the upstream must be called again. When that next round is the `last` allowed, it
+    /// asks for an answer without tool calls.
     async fn execute(
         &self,
         calls: Vec<Call>,
         assistant: Vec<Value>,
         follow_up: bool,
+        last: bool,
     ) -> Result<Option<Bytes>, String> {
         let s = self.s.clone();
         let (api, raw, session) = (self.api, self.raw.clone(), self.session.clone());
@@ -163,6 +166,14 @@ impl Context {
             }
             let mut request = ApiRequest::parse(api, &raw).map_err(|e| e.to_string())?;
             let Prepared { out, .. } = prepare(&s, &mut request, &raw, &session, false)?;
+            if last {
+                // The client could not run a call the model makes now: ask for an answer.
+                request.body["tool_choice"] = match api {
+                    Api::Messages => json!({"type": "none"}),
+                    _ => json!("none"),
+                };
+                return Ok(Some(Bytes::from(request.to_bytes())));
+            }
             Ok(Some(Bytes::from(out.body.unwrap_or_else(|| raw.to_vec()))))
         })
         .await
@@ -237,7 +248,10 @@ async fn buffered(cx: Context, mut response: reqwest::Response) -> Response {
         }
         let follow_up = calls.iter().all(Call::internal) && round + 1 < MAX_ROUNDS;
         let assistant = agent::assistant_items(cx.api, &value);
-        match cx.execute(calls, assistant, follow_up).await {
+        match cx
+            .execute(calls, assistant, follow_up, round + 2 == MAX_ROUNDS)
+            .await
+        {
             Ok(Some(next)) => match cx.send(next).await {
                 Ok(r) => response = r,
                 Err(r) => return r,
@@ -307,7 +321,11 @@ fn streamed(cx: Context, first: reqwest::Response) -> Response {
                 return;
             }
             let follow_up = done.follow_up;
-            match cx.execute(done.calls, done.assistant, follow_up).await {
+            let last = round + 2 == MAX_ROUNDS;
+            match cx
+                .execute(done.calls, done.assistant, follow_up, last)
+                .await
+            {
                 Ok(Some(next)) => match cx.send(next).await {
                     Ok(r) if r.status().is_success() && is_event_stream(r.headers()) => {
                         response = r;

@@ -80,6 +80,24 @@ fn find_id(text: &str) -> Option<String> {
 
 /// The fake model's policy.
 fn decide(api: Api, body: &Value) -> Turn {
+    // A model that would recall forever unless told to answer.
+    if body.to_string().contains("ALWAYS-RECALL") {
+        let told = body["tool_choice"] == "none" || body["tool_choice"]["type"] == "none";
+        return match told {
+            true => Turn {
+                text: "answer without tools".into(),
+                calls: vec![],
+            },
+            false => Turn {
+                text: "again".into(),
+                calls: vec![(
+                    "ctx_loop",
+                    "recall_tool_result",
+                    json!({"id": "r-0000000000000000"}),
+                )],
+            },
+        };
+    }
     match last_result(api, body) {
         Some((id, text)) if id.starts_with("ctx_") => Turn {
             text: format!("seen: {}", text.chars().take(400).collect::<String>()),
@@ -755,6 +773,36 @@ async fn a_trim_beside_a_client_call_is_hidden_and_applied_to_later_requests() {
         assert_eq!(
             store.get("agent-test", original).unwrap().as_deref(),
             Some(result.as_str()),
+            "{mode}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_model_that_keeps_calling_internal_tools_is_asked_to_answer() {
+    for (api, stream) in MODES {
+        let h = start(&format!("loop-{}-{stream}", api.name())).await;
+        let got = h
+            .send(api, &first_request(api, stream, "ALWAYS-RECALL"))
+            .await;
+        let ups = h.upstream_requests();
+        let mode = format!("{} stream={stream}", api.name());
+        assert_eq!(ups.len(), 4, "{mode}: four rounds at most");
+        assert!(
+            ups[..3].iter().all(|u| u.get("tool_choice").is_none()),
+            "{mode}"
+        );
+        assert!(
+            ups[3]["tool_choice"] == "none" || ups[3]["tool_choice"]["type"] == "none",
+            "{mode}"
+        );
+        assert!(
+            got.text.ends_with("answer without tools"),
+            "{mode}: {}",
+            got.raw
+        );
+        assert!(
+            got.calls.is_empty() && !got.raw.contains("recall_tool_result"),
             "{mode}"
         );
     }
