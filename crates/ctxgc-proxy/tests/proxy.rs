@@ -765,15 +765,22 @@ async fn anthropic_and_responses_compaction_is_prefix_stable_and_keeps_tool_pair
         if api == Api::Messages {
             // A token count of the latest history sees what the last request sent (lineage
             // applied), runs no event, and a count of some other history ends no lineage.
-            let body = json!({"model": "claude-sonnet-4-5", "system": "You are a coding agent.", "messages": items});
-            let seen = h.post("/v1/messages/count_tokens", &body).await;
-            let counted: Value = serde_json::from_slice(&seen.2).unwrap();
-            let counted: Vec<Value> = counted["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(without_cache_control)
-                .collect();
+            // The messages the upstream got for a body sent to `path`, breakpoints aside.
+            let upstream_messages = async |path: &str, body: Value| -> Vec<Value> {
+                let seen = h.post(path, &body).await;
+                let sent: Value = serde_json::from_slice(&seen.2).unwrap();
+                sent["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(without_cache_control)
+                    .collect()
+            };
+            let counted = upstream_messages(
+                "/v1/messages/count_tokens",
+                json!({"model": "claude-sonnet-4-5", "system": "You are a coding agent.", "messages": items}),
+            )
+            .await;
             assert_eq!(
                 &counted,
                 sent.last().unwrap(),
@@ -783,14 +790,11 @@ async fn anthropic_and_responses_compaction_is_prefix_stable_and_keeps_tool_pair
             let other = json!({"model": "claude-sonnet-4-5", "system": "You are a coding agent.", "messages": items[..3]});
             h.post("/v1/messages/count_tokens", &other).await;
             assert_eq!(h.state.stats().events as usize, events);
-            let seen = h.post(path, &json!({"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": "You are a coding agent.", "messages": items})).await;
-            let again: Value = serde_json::from_slice(&seen.2).unwrap();
-            let again: Vec<Value> = again["messages"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(without_cache_control)
-                .collect();
+            let again = upstream_messages(
+                path,
+                json!({"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": "You are a coding agent.", "messages": items}),
+            )
+            .await;
             assert_eq!(
                 &again,
                 sent.last().unwrap(),
