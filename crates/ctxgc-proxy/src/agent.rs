@@ -27,8 +27,27 @@ pub fn is_internal(name: &str) -> bool {
 }
 
 /// The store key of a session's agent state (beside its lineage).
-pub fn state_key(session: &str) -> String {
+fn state_key(session: &str) -> String {
     format!("{session}#agent")
+}
+
+/// The session's agent state from the store (empty when there is none).
+pub fn load(store: &dyn Store, session: &str) -> Result<AgentState, String> {
+    store
+        .get_state(&state_key(session))
+        .map_err(|e| e.to_string())?
+        .map(|json| serde_json::from_str(&json))
+        .transpose()
+        .map_err(|e| format!("the agent state of {session} is unreadable: {e}"))
+        .map(Option::unwrap_or_default)
+}
+
+/// Stores the session's agent state.
+pub fn save(store: &mut dyn Store, session: &str, state: &AgentState) -> Result<(), String> {
+    let json = serde_json::to_string(state).map_err(|e| e.to_string())?;
+    store
+        .put_state(&state_key(session), &json)
+        .map_err(|e| e.to_string())
 }
 
 /// What the model did with the internal tools in one session.

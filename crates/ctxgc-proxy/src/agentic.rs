@@ -15,7 +15,7 @@ use ctxgc_formats::{Api, ApiRequest};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use crate::agent::{self, AgentState, Call, Exchange, Merge};
+use crate::agent::{self, Call, Exchange, Merge};
 use crate::splice::Splicer;
 use crate::{
     AppState, Prepared, is_event_stream, prepare, record_usage, relay, response_headers, send,
@@ -113,18 +113,11 @@ impl Context {
         let (len, anchor) = (self.end.len, self.end.anchor);
         tokio::task::spawn_blocking(move || {
             let client: Value = serde_json::from_slice(&raw).map_err(|e| e.to_string())?;
-            let key = agent::state_key(&session);
             let mut store = s
                 .store
                 .lock()
                 .map_err(|_| "the store lock is poisoned".to_owned())?;
-            let mut state: AgentState = store
-                .get_state(&key)
-                .map_err(|e| e.to_string())?
-                .map(|j| serde_json::from_str(&j))
-                .transpose()
-                .map_err(|e| e.to_string())?
-                .unwrap_or_default();
+            let mut state = agent::load(&**store, &session)?;
             let max_bytes = s.settings.rewrite.trim.hard_cap_bytes;
             let mut internal_calls = Vec::new();
             let mut results = Vec::new();
@@ -158,8 +151,7 @@ impl Context {
                     results,
                 });
             }
-            let json = serde_json::to_string(&state).map_err(|e| e.to_string())?;
-            store.put_state(&key, &json).map_err(|e| e.to_string())?;
+            agent::save(&mut **store, &session, &state)?;
             drop(store);
             if !follow_up {
                 return Ok(None);

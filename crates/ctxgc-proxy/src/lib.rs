@@ -420,17 +420,13 @@ fn prepare(
     let mut agent_changed = false;
     let mut injected = None;
     if settings.inject_tools {
-        let key = agent::state_key(session);
-        let agent_state: agent::AgentState = state
-            .store
-            .lock()
-            .map_err(|_| "the store lock is poisoned".to_owned())?
-            .get_state(&key)
-            .map_err(|e| e.to_string())?
-            .map(|json| serde_json::from_str(&json))
-            .transpose()
-            .map_err(|e| format!("the agent state of {session} is unreadable: {e}"))?
-            .unwrap_or_default();
+        let agent_state = {
+            let store = state
+                .store
+                .lock()
+                .map_err(|_| "the store lock is poisoned".to_owned())?;
+            agent::load(&**store, session)?
+        };
         let end = agentic::ClientEnd::of(request);
         agent_changed |= agent::apply(&mut request.body, request.api, &agent_state);
         // A token count includes the tools the real request will carry; its answer holds no
