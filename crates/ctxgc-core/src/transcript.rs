@@ -54,6 +54,19 @@ pub struct ToolCall {
     pub implicit: bool,
 }
 
+#[cfg(test)]
+impl ToolCall {
+    /// A non-implicit call with id `c` (for tests).
+    pub(crate) fn for_test(name: &str, args: serde_json::Value) -> ToolCall {
+        ToolCall {
+            id: "c".into(),
+            name: name.into(),
+            arguments: args.to_string(),
+            implicit: false,
+        }
+    }
+}
+
 impl ToolCall {
     /// The value of a string argument, if the arguments are a JSON object that has it.
     pub fn string_argument(&self, key: &str) -> Option<String> {

@@ -162,12 +162,7 @@ mod tests {
     use serde_json::json;
 
     fn call(name: &str, args: serde_json::Value) -> ToolCall {
-        ToolCall {
-            id: "c".into(),
-            name: name.into(),
-            arguments: args.to_string(),
-            implicit: false,
-        }
+        ToolCall::for_test(name, args)
     }
 
     #[test]

@@ -329,12 +329,7 @@ mod tests {
     use super::*;
 
     fn call(name: &str, args: serde_json::Value) -> ToolCall {
-        ToolCall {
-            id: "c".into(),
-            name: name.into(),
-            arguments: args.to_string(),
-            implicit: false,
-        }
+        ToolCall::for_test(name, args)
     }
 
     #[test]

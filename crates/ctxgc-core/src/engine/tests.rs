@@ -143,6 +143,11 @@ fn without_durations(events: &[EventRecord]) -> Vec<EventRecord> {
         .collect()
 }
 
+/// Drives a whole transcript through `session` with the extractive summarizer.
+fn drive_through(source: &Transcript, session: &mut Session) {
+    drive(source, session, &mut MemoryStore::default(), None, |_| {}).unwrap();
+}
+
 fn run(source: &Transcript, window: u64) -> (Session, MemoryStore, Vec<String>) {
     let config = small_config();
     let mut session = Session::new("s", window, &config, ProviderFamily::Openai);
@@ -268,14 +273,7 @@ fn prune_only_when_it_buys_runway_else_compaction() {
             .collect::<Vec<_>>(),
     );
     let mut session = Session::new("s", 8_000, &config, ProviderFamily::Openai);
-    drive(
-        &chatty,
-        &mut session,
-        &mut MemoryStore::default(),
-        None,
-        |_| {},
-    )
-    .unwrap();
+    drive_through(&chatty, &mut session);
     assert!(
         session
             .events()
@@ -299,14 +297,7 @@ fn later_compactions_update_the_previous_summary() {
             .collect::<Vec<_>>(),
     );
     let mut session = Session::new("s", 8_000, &config, ProviderFamily::Openai);
-    drive(
-        &source,
-        &mut session,
-        &mut MemoryStore::default(),
-        None,
-        |_| {},
-    )
-    .unwrap();
+    drive_through(&source, &mut session);
     let compactions = session
         .events()
         .iter()
@@ -552,14 +543,7 @@ fn ineffective_events_stop_automatic_events() {
     let mut source = shell_session(40, 2_000);
     source.messages[1] = Message::text(Role::User, words(3_000, 1));
     let mut session = Session::new("s", 6_000, &config, ProviderFamily::Openai);
-    drive(
-        &source,
-        &mut session,
-        &mut MemoryStore::default(),
-        None,
-        |_| {},
-    )
-    .unwrap();
+    drive_through(&source, &mut session);
     let report = session.report();
     assert!(report.stopped.is_some(), "{report:?}");
     assert!(
