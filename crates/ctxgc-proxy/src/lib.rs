@@ -407,8 +407,8 @@ struct Prepared {
 }
 
 /// Everything done to a request before it is forwarded: the session's agent state replayed and
-/// the agent tools injected, insertion trimming, the engine's lineage (Chat Completions), and
-/// the originals committed to the store.
+/// the agent tools injected, insertion trimming, the engine's lineage, and the originals
+/// committed to the store.
 fn prepare(
     state: &AppState,
     request: &mut ApiRequest,
