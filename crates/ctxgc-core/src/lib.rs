@@ -23,4 +23,7 @@ pub mod transcript;
 pub mod trim;
 
 pub use content_id::ContentId;
-pub use transcript::{Block, Message, RecordedUsage, Role, ToolCall, ToolResult, Transcript};
+pub use transcript::{
+    Block, ClientCompaction, Message, RecordedUsage, Recording, Role, ToolCall, ToolResult,
+    Transcript,
+};

@@ -143,6 +143,17 @@ pub struct RecordedUsage {
     /// Completion (output) tokens.
     #[serde(default)]
     pub completion_tokens: u64,
+    /// Prompt tokens written to the provider's cache (Anthropic `cache_creation_input_tokens`;
+    /// providers that do not bill writes report none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    /// Of those, tokens written with the one-hour TTL.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_1h_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One message of a conversation.
@@ -241,6 +252,53 @@ pub struct Transcript {
     /// Tool definitions the agent sent with each request (provider JSON, kept as is).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<Value>,
+    /// For sessions read from a client's own log: when each request was sent and where the
+    /// client compacted its own history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording: Option<Recording>,
+}
+
+/// What a client's own session log says beyond the messages.
+///
+/// A client that compacts its own history (Claude Code's `compact_boundary`, Codex's `compacted`
+/// records) sends, after the compaction, only its leading system messages and what it put in
+/// place of the history. The transcript keeps the whole conversation and marks those
+/// replacement messages, so a replay can follow either the requests the client really sent or
+/// the underlying conversation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Recording {
+    /// The client and its version (`claude-code 2.0.58`, `codex 0.169.0`).
+    pub client: String,
+    /// Milliseconds since the Unix epoch at which each message was sent, aligned with the
+    /// transcript's messages; for an assistant message, when the request that produced it was
+    /// sent.
+    pub sent_ms: Vec<Option<i64>>,
+    /// The client's own compactions, in order.
+    pub compactions: Vec<ClientCompaction>,
+}
+
+/// One compaction the client made: `messages[at..at + len]` are what it put in place of the
+/// history, and every later request starts with the leading system messages and `messages[at..]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientCompaction {
+    /// Index of the first replacement message.
+    pub at: usize,
+    /// How many replacement messages there are.
+    pub len: usize,
+}
+
+impl Recording {
+    /// When message `index` was sent, if the log says.
+    pub fn sent_at(&self, index: usize) -> Option<i64> {
+        self.sent_ms.get(index).copied().flatten()
+    }
+
+    /// Whether message `index` is one the client wrote in place of compacted history.
+    pub fn is_replacement(&self, index: usize) -> bool {
+        self.compactions
+            .iter()
+            .any(|c| (c.at..c.at + c.len).contains(&index))
+    }
 }
 
 impl Transcript {
@@ -297,6 +355,7 @@ mod tests {
                 Message::tool_result("c1", None, "a\nb", false),
             ],
             tools: vec![],
+            recording: None,
         };
         assert_eq!(t.tool_name_for_call("c1"), Some("bash"));
         assert_eq!(t.tool_name_for_call("c2"), None);

@@ -178,6 +178,14 @@ pub fn usage_from_value(value: &Value) -> Option<RecordedUsage> {
             .get("completion_tokens")
             .and_then(Value::as_u64)
             .unwrap_or(0),
+        cache_write_tokens: value
+            .get("cache_write_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        cache_write_1h_tokens: value
+            .get("cache_write_1h_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
     })
 }
 
@@ -243,14 +251,18 @@ pub fn message_to_chat(message: &Message) -> Value {
         obj.insert("tool_calls".into(), Value::Array(calls));
     }
     if let Some(u) = message.usage {
-        obj.insert(
-            "usage".into(),
-            json!({
-                "prompt_tokens": u.prompt_tokens,
-                "cached_tokens": u.cached_tokens,
-                "completion_tokens": u.completion_tokens,
-            }),
-        );
+        let mut usage = json!({
+            "prompt_tokens": u.prompt_tokens,
+            "cached_tokens": u.cached_tokens,
+            "completion_tokens": u.completion_tokens,
+        });
+        if u.cache_write_tokens > 0 {
+            usage["cache_write_tokens"] = json!(u.cache_write_tokens);
+        }
+        if u.cache_write_1h_tokens > 0 {
+            usage["cache_write_1h_tokens"] = json!(u.cache_write_1h_tokens);
+        }
+        obj.insert("usage".into(), usage);
     }
     Value::Object(obj)
 }

@@ -38,7 +38,11 @@ pub fn transcript_from_body(body: &Value) -> Result<Transcript, FormatError> {
     Ok(t)
 }
 
-fn push_item(messages: &mut Vec<Message>, item: &Value, at: &str) -> Result<(), FormatError> {
+pub(crate) fn push_item(
+    messages: &mut Vec<Message>,
+    item: &Value,
+    at: &str,
+) -> Result<(), FormatError> {
     let kind = item
         .get("type")
         .and_then(Value::as_str)

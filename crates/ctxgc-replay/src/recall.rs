@@ -174,6 +174,7 @@ mod tests {
                 ),
             ],
             tools: vec![],
+            recording: None,
         };
         let p = probes(&t);
         assert_eq!(

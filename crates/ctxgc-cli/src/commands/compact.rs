@@ -348,6 +348,7 @@ mod tests {
             id: "t".into(),
             messages,
             tools: vec![],
+            recording: None,
         };
         let args = CompactArgs {
             paths: vec![],

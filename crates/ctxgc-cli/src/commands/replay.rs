@@ -163,7 +163,11 @@ fn load(args: &ReplayArgs) -> Result<Vec<Transcript>> {
     let mut out = Vec::new();
     if args.sample {
         for (name, bytes) in SAMPLES {
-            out.push(import::import_bytes(Path::new(name), bytes)?.transcript);
+            out.extend(
+                import::import_bytes(Path::new(name), bytes)?
+                    .into_iter()
+                    .map(|i| i.transcript),
+            );
         }
     }
     for result in import::import_paths(&args.paths) {

@@ -129,6 +129,7 @@ fn build(steps: &[Step]) -> Transcript {
         id: "random".into(),
         messages,
         tools: vec![],
+        recording: None,
     }
 }
 
@@ -640,5 +641,6 @@ fn real_transcript(doc: &serde_json::Value) -> Transcript {
         id: "django".into(),
         messages,
         tools: vec![],
+        recording: None,
     }
 }

@@ -6,10 +6,15 @@
 //! - SWE-agent `*.traj` (a `history` array);
 //! - request bodies of the three APIs (also wrapped as `{"path": ..., "body": ...}`);
 //! - a bare JSON array of Chat Completions messages;
+//! - Claude Code session logs and Codex CLI rollouts (JSONL, with the usage the provider billed
+//!   and the time of every request);
 //! - the canonical JSONL that `ctxgc import --out` writes (one Chat message per line).
 
+mod claude_code;
+mod codex;
 pub mod mini_swe;
 pub mod swe_agent;
+mod time;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -36,6 +41,10 @@ pub enum SourceFormat {
     ChatMessages,
     /// ctxgc's canonical JSONL.
     CanonicalJsonl,
+    /// A Claude Code session log.
+    ClaudeCode,
+    /// A Codex CLI rollout.
+    CodexRollout,
 }
 
 impl fmt::Display for SourceFormat {
@@ -47,6 +56,8 @@ impl fmt::Display for SourceFormat {
             SourceFormat::Request(api) => write!(f, "{} request", api.name()),
             SourceFormat::ChatMessages => f.write_str("chat messages"),
             SourceFormat::CanonicalJsonl => f.write_str("ctxgc jsonl"),
+            SourceFormat::ClaudeCode => f.write_str("claude-code log"),
+            SourceFormat::CodexRollout => f.write_str("codex rollout"),
         }
     }
 }
@@ -86,31 +97,70 @@ pub fn session_id(path: &Path) -> String {
     name
 }
 
-/// Imports the bytes of one file.
-pub fn import_bytes(path: &Path, bytes: &[u8]) -> Result<Imported, ImportError> {
+/// Imports the bytes of one file: one session, or several for a client log with sub-agents.
+pub fn import_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<Imported>, ImportError> {
     let fail = |why: String| ImportError {
         path: path.to_owned(),
         why,
     };
     let id = session_id(path);
     let is_jsonl = path.extension().is_some_and(|e| e == "jsonl");
-    let (format, mut transcript) = if is_jsonl {
+    let (format, transcripts) = if is_jsonl {
         let text = std::str::from_utf8(bytes).map_err(|e| fail(format!("not UTF-8 text: {e}")))?;
-        (
-            SourceFormat::CanonicalJsonl,
-            read_jsonl(text).map_err(|e| fail(e.to_string()))?,
-        )
+        import_jsonl(text, &id).map_err(|e| fail(e.to_string()))?
     } else {
         let doc: Value = serde_json::from_slice(bytes)
             .map_err(|e| fail(format!("not a transcript: invalid JSON ({e})")))?;
-        detect_and_import(&doc, &id).map_err(|e| fail(e.to_string()))?
+        let (format, mut t) = detect_and_import(&doc, &id).map_err(|e| fail(e.to_string()))?;
+        t.id = id;
+        (format, vec![t])
     };
-    transcript.id = id;
-    Ok(Imported {
-        path: path.to_owned(),
-        format,
-        transcript,
-    })
+    Ok(transcripts
+        .into_iter()
+        .map(|transcript| Imported {
+            path: path.to_owned(),
+            format,
+            transcript,
+        })
+        .collect())
+}
+
+/// A JSONL file: a Claude Code log, a Codex rollout or canonical JSONL, told apart by its
+/// first line.
+fn import_jsonl(text: &str, id: &str) -> Result<(SourceFormat, Vec<Transcript>), FormatError> {
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .ok_or_else(|| FormatError::shape("file", "not a transcript: an empty JSONL file"))?;
+    let first: Value = serde_json::from_str(first)
+        .map_err(|e| FormatError::shape("line 1", format!("invalid JSON: {e}")))?;
+    let client_log = if claude_code::is_claude_code_line(&first) {
+        Some(SourceFormat::ClaudeCode)
+    } else if codex::is_rollout_line(&first) {
+        Some(SourceFormat::CodexRollout)
+    } else {
+        None
+    };
+    let Some(format) = client_log else {
+        let mut t = read_jsonl(text)?;
+        t.id = id.to_owned();
+        return Ok((SourceFormat::CanonicalJsonl, vec![t]));
+    };
+    let mut lines = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: Value = serde_json::from_str(line).map_err(|e| {
+            FormatError::shape(&format!("line {}", n + 1), format!("invalid JSON: {e}"))
+        })?;
+        lines.push(value);
+    }
+    let transcripts = match format {
+        SourceFormat::ClaudeCode => claude_code::import(&lines, id)?,
+        _ => vec![codex::import(&lines, id)?],
+    };
+    Ok((format, transcripts))
 }
 
 fn detect_and_import(doc: &Value, id: &str) -> Result<(SourceFormat, Transcript), FormatError> {
@@ -165,26 +215,29 @@ fn detect_and_import(doc: &Value, id: &str) -> Result<(SourceFormat, Transcript)
     ))
 }
 
-/// Imports files and directories (recursively, in name order). Every file of a directory is
-/// expected to be a transcript, except `README*` and hidden files.
+/// Imports files and directories (recursively, in name order): one result per session, or one
+/// error per file that is not a transcript. Every file of a directory is expected to be a
+/// transcript, except `README*` and hidden files.
 pub fn import_paths(paths: &[PathBuf]) -> Vec<Result<Imported, ImportError>> {
     let mut files = Vec::new();
     for path in paths {
         collect_files(path, &mut files);
     }
-    files
-        .into_iter()
-        .map(|file| match file {
-            Ok(path) => match std::fs::read(&path) {
-                Ok(bytes) => import_bytes(&path, &bytes),
-                Err(e) => Err(ImportError {
-                    why: format!("cannot read: {e}"),
-                    path,
-                }),
-            },
-            Err(e) => Err(e),
-        })
-        .collect()
+    let mut out = Vec::new();
+    for file in files {
+        let imported = file.and_then(|path| match std::fs::read(&path) {
+            Ok(bytes) => import_bytes(&path, &bytes),
+            Err(e) => Err(ImportError {
+                why: format!("cannot read: {e}"),
+                path,
+            }),
+        });
+        match imported {
+            Ok(sessions) => out.extend(sessions.into_iter().map(Ok)),
+            Err(e) => out.push(Err(e)),
+        }
+    }
+    out
 }
 
 fn collect_files(path: &Path, out: &mut Vec<Result<PathBuf, ImportError>>) {
