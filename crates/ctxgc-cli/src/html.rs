@@ -159,29 +159,18 @@ fn bars(
     svg
 }
 
-fn table(rows: &[Row]) -> String {
-    let mut out = String::from(
-        "<table><tr><th>policy</th><th>requests</th><th>input tokens</th><th>cached</th><th>cost</th><th>vs none</th><th>events/100 turns</th><th>summarizer calls</th><th>earliest changed</th><th>peak prompt</th><th>overflows</th><th>recall</th></tr>",
-    );
-    for r in rows {
-        let _ = write!(
-            out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.1}%</td><td>${:.2}</td><td>{}</td><td>{:.1}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&r.policy),
-            r.requests,
-            crate::table::num(r.input_tokens),
-            r.cached_share * 100.0,
-            r.cost,
-            r.cost_vs_none.map_or("-".into(), |c| format!("{c:.2}x")),
-            r.events_per_100_turns,
-            r.summarizer_calls,
-            r.earliest_changed_median
-                .map_or("-".into(), |e| e.to_string()),
-            crate::table::num(r.peak_prompt as u64),
-            r.overflows,
-            r.recall
-                .map_or("-".into(), |x| format!("{:.1}%", x * 100.0)),
-        );
+fn table<S: AsRef<str>>(header: &[S], cells: &[Vec<String>]) -> String {
+    let mut out = String::from("<table><tr>");
+    for h in header {
+        let _ = write!(out, "<th>{}</th>", esc(h.as_ref()));
+    }
+    out.push_str("</tr>");
+    for row in cells {
+        out.push_str("<tr>");
+        for cell in row {
+            let _ = write!(out, "<td>{}</td>", esc(cell));
+        }
+        out.push_str("</tr>");
     }
     out.push_str("</table>");
     out
@@ -194,6 +183,7 @@ pub fn report(
     chart_source: usize,
     chart_session: &str,
     chart_window: u64,
+    sections: &[(String, Vec<String>, Vec<Vec<String>>)],
 ) -> String {
     let mut page = String::from(
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>ctxgc replay report</title><style>
@@ -224,7 +214,8 @@ th{background:#f3f4f6}.legend span{margin-right:14px;font-size:12px}.legend i{di
             esc(cache),
             esc(model)
         );
-        page.push_str(&table(rows));
+        let (header, cells) = crate::commands::replay::policy_cells(rows);
+        page.push_str(&table(&header, &cells));
         let max_cost = rows
             .iter()
             .filter_map(|r| r.cost_vs_none)
@@ -244,6 +235,10 @@ th{background:#f3f4f6}.legend span{margin-right:14px;font-size:12px}.legend i{di
             1.0,
         ));
         page.push_str("</div></div>");
+    }
+    for (title, header, cells) in sections {
+        let _ = write!(page, "<h2>{}</h2>", esc(title));
+        page.push_str(&table(header, cells));
     }
     page.push_str("</body></html>\n");
     page

@@ -7,6 +7,8 @@
 //! for what the agent went on to use ([`recall`]).
 
 pub mod cache;
+pub mod causes;
+pub mod kinds;
 pub mod policies;
 pub mod prices;
 pub mod recall;

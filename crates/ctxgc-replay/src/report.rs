@@ -2,7 +2,9 @@
 
 use serde::Serialize;
 
-use crate::cache::CacheKind;
+use ctxgc_core::{Role, Transcript};
+
+use crate::cache::{CacheKind, Served};
 use crate::prices::ModelPrice;
 use crate::run::SessionRun;
 
@@ -33,60 +35,129 @@ pub struct Row {
     pub overflows: usize,
     /// Reference recall (found / asked).
     pub recall: Option<f64>,
+    /// Share of the gap between `none` and `foresight` that the policy closes:
+    /// (cost of none - cost) / (cost of none - cost of foresight).
+    pub gap_closed: Option<f64>,
+    /// On client logs: whether the policy ran on the requests the client sent (`client`), on
+    /// the underlying conversation with the client's own compactions taken out
+    /// (`underlying`), or on both kinds of session (`mixed`); `None` without client logs.
+    pub path: Option<&'static str>,
 }
 
-/// Rows for one window and cache model, from runs of every policy over the same sessions.
+/// Rows for one window and cache model, from runs of every policy over the same sessions,
+/// after the `recorded` row when there is one.
 pub fn rows(
     runs: &[SessionRun],
     window: u64,
     cache: CacheKind,
     price: &ModelPrice,
     policies: &[String],
+    recorded: Option<Row>,
 ) -> Vec<Row> {
-    let mut rows: Vec<Row> = policies
-        .iter()
-        .map(|policy| {
-            let mine: Vec<&SessionRun> = runs
-                .iter()
-                .filter(|r| r.window == window && &r.policy == policy)
-                .collect();
-            let all = || mine.iter().flat_map(|r| r.requests.iter());
-            let agent = || all().filter(|r| !r.summarizer);
-            let input: u64 = all().map(|r| r.tokens as u64).sum();
-            let cached: u64 = all().map(|r| r.served[cache.name()].cached as u64).sum();
-            let turns = agent().count();
-            let events = agent().filter(|r| r.event.is_some()).count();
-            let mut earliest: Vec<usize> = agent().filter_map(|r| r.earliest_changed).collect();
-            earliest.sort_unstable();
-            let (found, asked) = agent().fold((0, 0), |(f, a), r| (f + r.recall.0, a + r.recall.1));
-            Row {
-                policy: policy.clone(),
-                requests: turns,
-                input_tokens: input,
-                cached_share: if input == 0 {
-                    0.0
-                } else {
-                    cached as f64 / input as f64
-                },
-                cost: mine.iter().map(|r| r.cost(cache, price)).sum(),
-                cost_vs_none: None,
-                events_per_100_turns: if turns == 0 {
-                    0.0
-                } else {
-                    events as f64 * 100.0 / turns as f64
-                },
-                summarizer_calls: all().filter(|r| r.summarizer).count(),
-                earliest_changed_median: earliest.get(earliest.len() / 2).copied(),
-                peak_prompt: agent().map(|r| r.tokens).max().unwrap_or(0),
-                overflows: agent().filter(|r| r.tokens as u64 > window).count(),
-                recall: (asked > 0).then(|| found as f64 / asked as f64),
-            }
-        })
-        .collect();
+    let mut rows: Vec<Row> = recorded.into_iter().collect();
+    rows.extend(policies.iter().map(|policy| {
+        let mine: Vec<&SessionRun> = runs
+            .iter()
+            .filter(|r| r.window == window && &r.policy == policy)
+            .collect();
+        let all = || mine.iter().flat_map(|r| r.requests.iter());
+        let agent = || all().filter(|r| !r.summarizer);
+        let input: u64 = all().map(|r| r.tokens as u64).sum();
+        let cached: u64 = all().map(|r| r.served[cache.name()].cached as u64).sum();
+        let turns = agent().count();
+        let events = agent().filter(|r| r.event.is_some()).count();
+        let mut earliest: Vec<usize> = agent().filter_map(|r| r.earliest_changed).collect();
+        earliest.sort_unstable();
+        let (found, asked) = agent().fold((0, 0), |(f, a), r| (f + r.recall.0, a + r.recall.1));
+        Row {
+            policy: policy.clone(),
+            requests: turns,
+            input_tokens: input,
+            cached_share: if input == 0 {
+                0.0
+            } else {
+                cached as f64 / input as f64
+            },
+            cost: mine.iter().map(|r| r.cost(cache, price)).sum(),
+            cost_vs_none: None,
+            events_per_100_turns: if turns == 0 {
+                0.0
+            } else {
+                events as f64 * 100.0 / turns as f64
+            },
+            summarizer_calls: all().filter(|r| r.summarizer).count(),
+            earliest_changed_median: earliest.get(earliest.len() / 2).copied(),
+            peak_prompt: agent().map(|r| r.tokens).max().unwrap_or(0),
+            overflows: agent().filter(|r| r.tokens as u64 > window).count(),
+            recall: (asked > 0).then(|| found as f64 / asked as f64),
+            gap_closed: None,
+            path: path_of(&mine),
+        }
+    }));
     if let Some(none) = rows.iter().find(|r| r.policy == "none").map(|r| r.cost) {
+        let foresight = rows
+            .iter()
+            .find(|r| r.policy == "foresight")
+            .map(|r| r.cost);
         for row in &mut rows {
             row.cost_vs_none = (none > 0.0).then(|| row.cost / none);
+            row.gap_closed = foresight
+                .filter(|f| none - f > 0.0)
+                .map(|f| (none - row.cost) / (none - f));
         }
     }
     rows
+}
+
+fn path_of(runs: &[&SessionRun]) -> Option<&'static str> {
+    let on_logs: Vec<&&SessionRun> = runs.iter().filter(|r| r.on_client_log).collect();
+    let client = on_logs.iter().filter(|r| r.client_path).count();
+    match (on_logs.len(), client) {
+        (0, _) => None,
+        (n, c) if c == n => Some("client"),
+        (_, 0) => Some("underlying"),
+        _ => Some("mixed"),
+    }
+}
+
+/// The row priced from the usage the providers recorded, over the sessions that have it:
+/// uncached input, cache reads and cache writes as billed (one-hour writes at twice the input
+/// price, as Anthropic bills them), and the recorded output.
+pub fn recorded_row(transcripts: &[Transcript], price: &ModelPrice) -> Option<Row> {
+    let (mut requests, mut input, mut cached, mut cost) = (0usize, 0u64, 0u64, 0.0f64);
+    let mut peak = 0usize;
+    for t in transcripts {
+        for m in t.messages.iter().filter(|m| m.role == Role::Assistant) {
+            let Some(u) = m.usage else { continue };
+            let written = u.cache_write_tokens.min(u.prompt_tokens);
+            let read = u.cached_tokens.min(u.prompt_tokens - written);
+            let served = Served {
+                cached: read as usize,
+                written: (written - u.cache_write_1h_tokens.min(written)) as usize,
+                uncached: (u.prompt_tokens - written - read) as usize,
+            };
+            cost += price.cost(&served, u.completion_tokens as usize)
+                + u.cache_write_1h_tokens.min(written) as f64 * price.input * 2.0 / 1e6;
+            requests += 1;
+            input += u.prompt_tokens;
+            cached += read;
+            peak = peak.max(u.prompt_tokens as usize);
+        }
+    }
+    (requests > 0).then(|| Row {
+        policy: "recorded".into(),
+        requests,
+        input_tokens: input,
+        cached_share: cached as f64 / input.max(1) as f64,
+        cost,
+        cost_vs_none: None,
+        events_per_100_turns: 0.0,
+        summarizer_calls: 0,
+        earliest_changed_median: None,
+        peak_prompt: peak,
+        overflows: 0,
+        recall: None,
+        gap_closed: None,
+        path: Some("client"),
+    })
 }

@@ -1,9 +1,10 @@
 //! Checking the simulator against what providers recorded.
 //!
-//! The Gemini and GPT-5-mini transcripts carry the provider's usage for every call
-//! (`prompt_tokens`, `cached_tokens`). Under the `none` policy the replay's requests are exactly
-//! what the agent sent, so simulated prompt and cached tokens can be compared with the recorded
-//! ones, session by session.
+//! Recorded transcripts carry the provider's usage for every call: the GPT-5-mini and Gemini
+//! sets `prompt_tokens` and `cached_tokens`, Claude Code logs also the cache writes, Codex
+//! rollouts the cached input. Under the `none` policy the replay's requests are exactly what the
+//! agent sent, so simulated prompt, cache-read, cache-write and uncached tokens can be compared
+//! with the recorded ones, session by session, under the cache model of the session's provider.
 
 use ctxgc_core::{Role, Transcript};
 use serde::Serialize;
@@ -15,49 +16,102 @@ use crate::run::SessionRun;
 pub struct SessionCheck {
     /// Session id.
     pub session: String,
+    /// The cache model compared.
+    pub cache: &'static str,
     /// Requests compared.
     pub requests: usize,
     /// Simulated prompt tokens / recorded prompt tokens.
     pub prompt_ratio: f64,
-    /// Simulated cached tokens / recorded cached tokens (None when nothing was recorded cached).
+    /// Simulated cache reads / recorded (None when nothing was recorded read).
     pub cached_ratio: Option<f64>,
+    /// Simulated cache writes / recorded (None when nothing was recorded written).
+    pub written_ratio: Option<f64>,
+    /// Simulated uncached input / recorded (None when nothing was recorded uncached).
+    pub uncached_ratio: Option<f64>,
     /// Recorded cached share.
     pub recorded_cached_share: f64,
     /// Simulated cached share.
     pub simulated_cached_share: f64,
 }
 
+/// The cache model that serves a transcript's provider: Anthropic where the usage records
+/// cache writes, else OpenAI's automatic caching.
+pub fn cache_of(t: &Transcript) -> &'static str {
+    let writes = t
+        .messages
+        .iter()
+        .filter_map(|m| m.usage)
+        .any(|u| u.cache_write_tokens > 0);
+    if writes { "anthropic" } else { "openai" }
+}
+
 /// Compares a `none` run with the usage recorded in its transcript, under `cache`.
-pub fn check(t: &Transcript, run: &SessionRun, cache: &str) -> Option<SessionCheck> {
-    let (mut sim_prompt, mut rec_prompt, mut sim_cached, mut rec_cached, mut n) =
-        (0u64, 0u64, 0u64, 0u64, 0usize);
+pub fn check(t: &Transcript, run: &SessionRun, cache: &'static str) -> Option<SessionCheck> {
+    let mut sim = [0u64; 4]; // prompt, read, written, uncached
+    let mut rec = [0u64; 4];
+    let mut n = 0usize;
     for r in run.requests.iter().filter(|r| !r.summarizer) {
         let m = &t.messages[r.source_index];
         let Some(usage) = m.usage.filter(|_| m.role == Role::Assistant) else {
             continue;
         };
-        sim_prompt += r.tokens as u64;
-        rec_prompt += usage.prompt_tokens;
-        sim_cached += r.served.get(cache)?.cached as u64;
-        rec_cached += usage.cached_tokens;
+        let served = r.served.get(cache)?;
+        for (slot, value) in
+            sim.iter_mut()
+                .zip([r.tokens, served.cached, served.written, served.uncached])
+        {
+            *slot += value as u64;
+        }
+        let written = usage.cache_write_tokens;
+        for (slot, value) in rec.iter_mut().zip([
+            usage.prompt_tokens,
+            usage.cached_tokens,
+            written,
+            usage
+                .prompt_tokens
+                .saturating_sub(usage.cached_tokens + written),
+        ]) {
+            *slot += value;
+        }
         n += 1;
     }
-    (n > 0 && rec_prompt > 0).then(|| SessionCheck {
+    let ratio = |i: usize| (rec[i] > 0).then(|| sim[i] as f64 / rec[i] as f64);
+    (n > 0 && rec[0] > 0).then(|| SessionCheck {
         session: t.id.clone(),
+        cache,
         requests: n,
-        prompt_ratio: sim_prompt as f64 / rec_prompt as f64,
-        cached_ratio: (rec_cached > 0).then(|| sim_cached as f64 / rec_cached as f64),
-        recorded_cached_share: rec_cached as f64 / rec_prompt as f64,
-        simulated_cached_share: sim_cached as f64 / sim_prompt.max(1) as f64,
+        prompt_ratio: sim[0] as f64 / rec[0] as f64,
+        cached_ratio: ratio(1),
+        written_ratio: if cache == "anthropic" { ratio(2) } else { None },
+        uncached_ratio: ratio(3),
+        recorded_cached_share: rec[1] as f64 / rec[0] as f64,
+        simulated_cached_share: sim[1] as f64 / sim[0].max(1) as f64,
     })
 }
 
-/// Median, 10th and 90th percentiles.
+/// Median, 10th and 90th percentiles (linear interpolation between the nearest values).
 pub fn spread(mut values: Vec<f64>) -> Option<(f64, f64, f64)> {
     if values.is_empty() {
         return None;
     }
     values.sort_by(f64::total_cmp);
-    let at = |q: f64| values[((values.len() - 1) as f64 * q).round() as usize];
+    let at = |q: f64| {
+        let x = (values.len() - 1) as f64 * q;
+        let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+        values[lo] + (values[hi] - values[lo]) * (x - lo as f64)
+    };
     Some((at(0.5), at(0.1), at(0.9)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        let (median, p10, p90) = spread(vec![4.0, 1.0, 3.0, 2.0]).unwrap();
+        assert_eq!(median, 2.5);
+        assert!((p10 - 1.3).abs() < 1e-9 && (p90 - 3.7).abs() < 1e-9);
+        assert_eq!(spread(vec![]), None);
+    }
 }

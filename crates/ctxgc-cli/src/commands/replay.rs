@@ -12,13 +12,15 @@ use ctxgc_formats::import;
 use ctxgc_replay::cache::CacheKind;
 use std::sync::Arc;
 
+use ctxgc_replay::causes::{self, CacheWrite};
 use ctxgc_replay::policies::{self, Ctxgc, Exec, ExecPool, PolicyFactory};
 use ctxgc_replay::prices::{self, ModelPrice};
 use ctxgc_replay::report::{self, Row};
-use ctxgc_replay::run::{SessionRun, replay};
+use ctxgc_replay::run::{Calibration, SessionRun, calibrate, replay};
 use ctxgc_replay::validate::{self, SessionCheck};
 use rayon::prelude::*;
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 use crate::table::{num, render};
 
@@ -48,6 +50,10 @@ pub struct ReplayArgs {
     /// Session shown in the HTML report's per-turn chart (default: the longest).
     #[arg(long)]
     pub chart_session: Option<String>,
+    /// Also break input tokens down by tool (shell tools by command kind) and show what each
+    /// policy keeps of each.
+    #[arg(long)]
+    pub by_tool: bool,
 }
 
 /// The sample sessions, embedded so `--sample` works from any directory.
@@ -120,7 +126,14 @@ fn policy(spec: &str, pools: &mut Vec<Arc<ExecPool>>) -> Result<(String, PolicyF
         let shown = name.clone();
         return Ok((
             name,
-            Box::new(move |w| Box::new(Exec::new(shown.clone(), pool.clone(), w))),
+            Box::new(move |c| {
+                Box::new(Exec::new(
+                    shown.clone(),
+                    pool.clone(),
+                    c.window,
+                    c.session.to_owned(),
+                ))
+            }),
         ));
     }
     let path = Path::new(spec);
@@ -135,7 +148,7 @@ fn policy(spec: &str, pools: &mut Vec<Arc<ExecPool>>) -> Result<(String, PolicyF
         let shown = name.clone();
         return Ok((
             name,
-            Box::new(move |w| Box::new(Ctxgc::new(w, config.clone(), shown.clone()))),
+            Box::new(move |c| Box::new(Ctxgc::new(c.window, config.clone(), shown.clone()))),
         ));
     }
     bail!(
@@ -152,14 +165,48 @@ struct Table {
     rows: Vec<Row>,
 }
 
+/// Input tokens by kind at one window: `none`'s, and each policy's as a share of them.
+#[derive(Serialize)]
+struct KindTable {
+    window: u64,
+    kinds: Vec<KindRow>,
+}
+
+#[derive(Serialize)]
+struct KindRow {
+    kind: String,
+    none_tokens: u64,
+    share_of_input: f64,
+    kept: BTreeMap<String, f64>,
+}
+
 #[derive(Serialize)]
 struct Output {
     sessions: usize,
+    skipped: Vec<Skipped>,
+    calibration: Vec<CalibrationRow>,
     tables: Vec<Table>,
     validation: Vec<SessionCheck>,
+    cache_writes: Vec<CacheWrite>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    by_tool: Vec<KindTable>,
 }
 
-fn load(args: &ReplayArgs) -> Result<Vec<Transcript>> {
+#[derive(Serialize)]
+struct Skipped {
+    path: String,
+    why: String,
+}
+
+#[derive(Serialize)]
+struct CalibrationRow {
+    session: String,
+    #[serde(flatten)]
+    calibration: Calibration,
+}
+
+/// The sessions to replay, and the files that are not sessions (with why).
+fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<Skipped>)> {
     let mut out = Vec::new();
     if args.sample {
         for (name, bytes) in SAMPLES {
@@ -170,17 +217,48 @@ fn load(args: &ReplayArgs) -> Result<Vec<Transcript>> {
             );
         }
     }
+    let mut skipped = Vec::new();
     for result in import::import_paths(&args.paths) {
-        out.push(result?.transcript);
+        match result {
+            Ok(imported) => out.push(imported.transcript),
+            Err(e) => skipped.push(Skipped {
+                path: e.path.display().to_string(),
+                why: e.why,
+            }),
+        }
     }
     if out.is_empty() {
+        if let Some(first) = skipped.first() {
+            bail!(
+                "nothing to replay: no file is a session ({} skipped; {}: {})",
+                skipped.len(),
+                first.path,
+                first.why
+            );
+        }
         bail!("nothing to replay: give transcript files or directories, or --sample");
     }
-    Ok(out)
+    Ok((out, skipped))
+}
+
+fn progress(len: usize, quiet: bool) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() || quiet {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} session runs, {elapsed}")
+    {
+        bar.set_style(style);
+    }
+    bar
 }
 
 pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
-    let transcripts = load(&args)?;
+    let (transcripts, skipped) = load(&args)?;
+    for s in &skipped {
+        eprintln!("skipped {}: {}", s.path, s.why);
+    }
     let windows: Vec<u64> = args
         .window
         .iter()
@@ -206,8 +284,18 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         .iter()
         .map(|&c| (c, prices::default_for(c)))
         .collect();
-    let cache_spec: Vec<(CacheKind, usize)> =
+    let mut cache_spec: Vec<(CacheKind, usize)> =
         priced.iter().map(|(c, p)| (*c, p.min_cacheable)).collect();
+    // Validation compares each recorded session under its provider's cache model.
+    for t in &transcripts {
+        if let Some(kind) = CacheKind::parse(validate::cache_of(t))
+            && t.messages.iter().any(|m| m.usage.is_some())
+            && !cache_spec.iter().any(|(k, _)| *k == kind)
+        {
+            cache_spec.push((kind, prices::default_for(kind).min_cacheable));
+        }
+    }
+    let calibrations: Vec<Option<Calibration>> = transcripts.iter().map(calibrate).collect();
 
     let mut units: Vec<(usize, usize, u64)> = Vec::new();
     for t in 0..transcripts.len() {
@@ -215,21 +303,19 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             units.extend(windows.iter().map(|&w| (t, p, w)));
         }
     }
-    let bar = if std::io::stderr().is_terminal() && !args.json {
-        let bar = indicatif::ProgressBar::new(units.len() as u64);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} session runs, {elapsed}")
-                .expect("valid template"),
-        );
-        bar
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
+    let bar = progress(units.len(), args.json);
     let started = std::time::Instant::now();
     let runs: Vec<SessionRun> = units
         .par_iter()
         .map(|&(t, p, w)| {
-            let run = replay(t, &transcripts[t], &policies[p].1, w, &cache_spec);
+            let run = replay(
+                t,
+                &transcripts[t],
+                &policies[p].1,
+                w,
+                &cache_spec,
+                calibrations[t],
+            );
             bar.inc(1);
             run
         })
@@ -242,14 +328,21 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     }
 
     let names: Vec<String> = policies.iter().map(|(n, _)| n.clone()).collect();
+    // `recorded` when every session is a client log with the usage it was billed.
+    let all_recorded = transcripts
+        .iter()
+        .all(|t| t.recording.is_some() && t.messages.iter().any(|m| m.usage.is_some()));
     let mut tables = Vec::new();
     for &w in &windows {
         for (cache, price) in &priced {
+            let recorded = all_recorded
+                .then(|| report::recorded_row(&transcripts, price))
+                .flatten();
             tables.push(Table {
                 window: w,
                 cache: cache.name(),
                 model: price.name.clone(),
-                rows: report::rows(&runs, w, *cache, price, &names),
+                rows: report::rows(&runs, w, *cache, price, &names, recorded),
             });
         }
     }
@@ -260,9 +353,42 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             let run = runs
                 .iter()
                 .find(|r| r.source == i && r.policy == "none" && r.window == windows[0])?;
-            validate::check(t, run, "openai")
+            validate::check(t, run, validate::cache_of(t))
         })
         .collect();
+    let cache_writes: Vec<CacheWrite> = transcripts
+        .iter()
+        .zip(&calibrations)
+        .filter_map(|(t, c)| Some(causes::classify(t, (*c)?)))
+        .flatten()
+        .collect();
+    let by_tool = if args.by_tool {
+        windows
+            .iter()
+            .map(|&w| kind_table(&runs, w, &names))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let calibration = transcripts
+        .iter()
+        .zip(&calibrations)
+        .filter_map(|(t, c)| {
+            Some(CalibrationRow {
+                session: t.id.clone(),
+                calibration: (*c)?,
+            })
+        })
+        .collect();
+    let output = Output {
+        sessions: transcripts.len(),
+        skipped,
+        calibration,
+        tables,
+        validation,
+        cache_writes,
+        by_tool,
+    };
     if let Some(path) = &args.html {
         let chart = match &args.chart_session {
             Some(id) => transcripts
@@ -274,7 +400,8 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
                 .unwrap_or(0),
         };
         let html = crate::html::report(
-            &tables
+            &output
+                .tables
                 .iter()
                 .map(|t| (t.window, t.cache, t.model.as_str(), t.rows.as_slice()))
                 .collect::<Vec<_>>(),
@@ -282,14 +409,10 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             chart,
             &transcripts[chart].id,
             windows[0],
+            &sections(&output),
         );
         std::fs::write(path, html).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    let output = Output {
-        sessions: transcripts.len(),
-        tables,
-        validation,
-    };
     let code = if failures.is_empty() {
         ExitCode::SUCCESS
     } else {
@@ -300,12 +423,17 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         return Ok(code);
     }
     println!(
-        "Replayed {} sessions x {} policies x {} windows ({} session runs) in {:.1} s.\n",
+        "Replayed {} sessions x {} policies x {} windows ({} session runs) in {:.1} s{}.\n",
         output.sessions,
         policies.len(),
         windows.len(),
         runs.len(),
-        elapsed.as_secs_f64()
+        elapsed.as_secs_f64(),
+        if output.skipped.is_empty() {
+            String::new()
+        } else {
+            format!("; {} files skipped (not sessions)", output.skipped.len())
+        }
     );
     for table in &output.tables {
         println!(
@@ -314,7 +442,17 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             table.cache,
             table.model
         );
-        println!("{}\n", render_rows(&table.rows));
+        let (header, cells) = policy_cells(&table.rows);
+        println!("{}", render(&header, &cells));
+        if let Some(note) = path_note(&table.rows) {
+            println!("{note}");
+        }
+        println!();
+    }
+    for (title, header, cells) in sections(&output) {
+        println!("{title}");
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        println!("{}\n", render(&header, &cells));
     }
     print_validation(&output.validation);
     if let Some(path) = &args.html {
@@ -323,17 +461,65 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     Ok(code)
 }
 
-fn render_rows(rows: &[Row]) -> String {
-    let body: Vec<Vec<String>> = rows
+/// What a table's `path` column means, when the replay had client logs.
+fn path_note(rows: &[Row]) -> Option<String> {
+    let underlying: Vec<&str> = rows
+        .iter()
+        .filter(|r| matches!(r.path, Some("underlying" | "mixed")))
+        .map(|r| r.policy.as_str())
+        .collect();
+    (!underlying.is_empty()).then(|| {
+        format!(
+            "On client logs, {} replace the client's own context management, so they ran on the underlying conversation (the client's compactions taken out); the other policies ran on the requests the client sent, as a proxy in front of it would. The fixed prefix (system prompt and tools) the logs do not hold is estimated per session from the first call's recorded usage.",
+            underlying.join(", ")
+        )
+    })
+}
+
+/// The policy table's columns.
+pub fn policy_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    let with_path = rows.iter().any(|r| r.path.is_some());
+    let with_gap = rows.iter().any(|r| r.gap_closed.is_some());
+    let mut header = vec![
+        "policy",
+        "requests",
+        "input tokens",
+        "cached",
+        "cost",
+        "vs none",
+    ];
+    if with_gap {
+        header.push("gap closed");
+    }
+    header.extend([
+        "events/100 turns",
+        "summarizer calls",
+        "earliest changed (median)",
+        "peak prompt",
+        "overflows",
+        "recall",
+    ]);
+    if with_path {
+        header.push("path");
+    }
+    let cells = rows
         .iter()
         .map(|r| {
-            vec![
+            let mut row = vec![
                 r.policy.clone(),
                 r.requests.to_string(),
                 num(r.input_tokens),
                 format!("{:.1}%", r.cached_share * 100.0),
                 format!("${:.2}", r.cost),
-                r.cost_vs_none.map_or("-".into(), |c| format!("{:.2}x", c)),
+                r.cost_vs_none.map_or("-".into(), |c| format!("{:.3}x", c)),
+            ];
+            if with_gap {
+                row.push(
+                    r.gap_closed
+                        .map_or("-".into(), |g| format!("{:.0}%", g * 100.0)),
+                );
+            }
+            row.extend([
                 format!("{:.1}", r.events_per_100_turns),
                 r.summarizer_calls.to_string(),
                 r.earliest_changed_median
@@ -342,57 +528,171 @@ fn render_rows(rows: &[Row]) -> String {
                 r.overflows.to_string(),
                 r.recall
                     .map_or("-".into(), |x| format!("{:.1}%", x * 100.0)),
-            ]
+            ]);
+            if with_path {
+                row.push(r.path.unwrap_or("-").to_owned());
+            }
+            row
         })
         .collect();
-    render(
-        &[
-            "policy",
-            "requests",
-            "input tokens",
-            "cached",
-            "cost",
-            "vs none",
-            "events/100 turns",
-            "summarizer calls",
-            "earliest changed (median)",
-            "peak prompt",
-            "overflows",
-            "recall",
-        ],
-        &body,
-    )
+    (header, cells)
+}
+
+fn kind_table(runs: &[SessionRun], window: u64, policies: &[String]) -> KindTable {
+    let mut totals: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
+    for run in runs.iter().filter(|r| r.window == window) {
+        let per = totals.entry(run.policy.as_str()).or_default();
+        for (kind, tokens) in &run.by_kind {
+            *per.entry(kind.as_str()).or_default() += tokens;
+        }
+    }
+    let none = totals.get("none").cloned().unwrap_or_default();
+    let all: u64 = none.values().sum();
+    let mut kinds: Vec<KindRow> = none
+        .iter()
+        .map(|(kind, &tokens)| KindRow {
+            kind: (*kind).to_owned(),
+            none_tokens: tokens,
+            share_of_input: tokens as f64 / all.max(1) as f64,
+            kept: policies
+                .iter()
+                .filter(|p| p.as_str() != "none")
+                .map(|p| {
+                    let kept = totals
+                        .get(p.as_str())
+                        .and_then(|t| t.get(kind))
+                        .copied()
+                        .unwrap_or(0);
+                    (p.clone(), kept as f64 / tokens.max(1) as f64)
+                })
+                .collect(),
+        })
+        .collect();
+    kinds.sort_by(|a, b| b.none_tokens.cmp(&a.none_tokens).then(a.kind.cmp(&b.kind)));
+    KindTable { window, kinds }
+}
+
+/// The report's sections beyond the policy tables: (title, header, rows).
+fn sections(output: &Output) -> Vec<(String, Vec<String>, Vec<Vec<String>>)> {
+    let mut out = Vec::new();
+    for table in &output.by_tool {
+        let policies: Vec<String> = table
+            .kinds
+            .first()
+            .map(|k| k.kept.keys().cloned().collect())
+            .unwrap_or_default();
+        let mut header = vec![
+            "kind".to_owned(),
+            "input tokens (none)".to_owned(),
+            "share".to_owned(),
+        ];
+        header.extend(policies.iter().map(|p| format!("{p} keeps")));
+        let rows = table
+            .kinds
+            .iter()
+            .map(|k| {
+                let mut row = vec![
+                    k.kind.clone(),
+                    num(k.none_tokens),
+                    format!("{:.1}%", k.share_of_input * 100.0),
+                ];
+                row.extend(
+                    policies
+                        .iter()
+                        .map(|p| format!("{:.0}%", k.kept.get(p).copied().unwrap_or(0.0) * 100.0)),
+                );
+                row
+            })
+            .collect();
+        out.push((
+            format!(
+                "Where the context goes at a {}-token window: input tokens of every request by kind, and the share each policy keeps",
+                num(table.window)
+            ),
+            header,
+            rows,
+        ));
+    }
+    if !output.cache_writes.is_empty() {
+        let mut sessions: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
+        for w in &output.cache_writes {
+            *sessions
+                .entry(w.session.as_str())
+                .or_default()
+                .entry(w.cause.name())
+                .or_default() += w.written;
+        }
+        let mut total: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut header = vec!["session".to_owned(), "tokens written".to_owned()];
+        header.extend(causes::CAUSES.iter().map(|c| (*c).to_owned()));
+        let row = |name: &str, per: &BTreeMap<&str, u64>| {
+            let all: u64 = per.values().sum();
+            let mut row = vec![name.to_owned(), num(all)];
+            row.extend(causes::CAUSES.iter().map(|c| {
+                format!(
+                    "{:.1}%",
+                    per.get(c).copied().unwrap_or(0) as f64 * 100.0 / all.max(1) as f64
+                )
+            }));
+            row
+        };
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        for (session, per) in &sessions {
+            for (cause, n) in per {
+                *total.entry(cause).or_default() += n;
+            }
+            rows.push(row(session, per));
+        }
+        rows.push(row("all", &total));
+        out.push((
+            "Why the cache was written (recorded usage of the client logs; share of written tokens by cause)".to_owned(),
+            header,
+            rows,
+        ));
+    }
+    out
 }
 
 fn print_validation(checks: &[SessionCheck]) {
-    if checks.is_empty() {
-        return;
-    }
-    let prompt = validate::spread(checks.iter().map(|c| c.prompt_ratio).collect());
-    let cached = validate::spread(checks.iter().filter_map(|c| c.cached_ratio).collect());
-    let rec: f64 =
-        checks.iter().map(|c| c.recorded_cached_share).sum::<f64>() / checks.len() as f64;
-    let sim: f64 =
-        checks.iter().map(|c| c.simulated_cached_share).sum::<f64>() / checks.len() as f64;
-    println!(
-        "Simulator vs recorded usage (policy none, OpenAI cache model, {} sessions with recorded usage):",
-        checks.len()
-    );
-    if let Some((m, lo, hi)) = prompt {
+    for cache in ["anthropic", "openai"] {
+        let mine: Vec<&SessionCheck> = checks.iter().filter(|c| c.cache == cache).collect();
+        if mine.is_empty() {
+            continue;
+        }
         println!(
-            "  prompt tokens, simulated / recorded per session: median {m:.3} (p10 {lo:.3}, p90 {hi:.3})"
+            "Simulator vs recorded usage (policy none, {cache} cache model, {} sessions with recorded usage), simulated / recorded per session:",
+            mine.len()
+        );
+        let line = |name: &str, values: Vec<f64>| {
+            if let Some((m, lo, hi)) = validate::spread(values) {
+                println!("  {name}: median {m:.3} (p10 {lo:.3}, p90 {hi:.3})");
+            }
+        };
+        line(
+            "prompt tokens",
+            mine.iter().map(|c| c.prompt_ratio).collect(),
+        );
+        line(
+            "cache reads",
+            mine.iter().filter_map(|c| c.cached_ratio).collect(),
+        );
+        line(
+            "cache writes",
+            mine.iter().filter_map(|c| c.written_ratio).collect(),
+        );
+        line(
+            "uncached input",
+            mine.iter().filter_map(|c| c.uncached_ratio).collect(),
+        );
+        let mean = |f: fn(&SessionCheck) -> f64| {
+            mine.iter().map(|c| f(c)).sum::<f64>() / mine.len() as f64
+        };
+        println!(
+            "  cached share of prompt tokens: recorded {:.1}%, simulated {:.1}% (mean over sessions)\n",
+            mean(|c| c.recorded_cached_share) * 100.0,
+            mean(|c| c.simulated_cached_share) * 100.0
         );
     }
-    if let Some((m, lo, hi)) = cached {
-        println!(
-            "  cached tokens, simulated / recorded per session: median {m:.3} (p10 {lo:.3}, p90 {hi:.3})"
-        );
-    }
-    println!(
-        "  cached share of prompt tokens: recorded {:.1}%, simulated {:.1}% (mean over sessions)\n",
-        rec * 100.0,
-        sim * 100.0
-    );
 }
 
 #[cfg(test)]

@@ -9,21 +9,27 @@
 //!
 //! Tokens from the start up to the hit are read; tokens from the hit up to the last breakpoint
 //! are written (a new entry at each breakpoint); tokens after the last breakpoint are plain
-//! input. Entries do not expire here (agent turns are far shorter than 5 minutes apart).
+//! input. An entry lives 5 minutes (1 hour when the request asked for it) from when it was last
+//! written or read; requests of unknown time never expire anything.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
-use super::{Block, CacheModel, Served};
+use super::{Block, CacheModel, SentAt, Served};
 
 /// Most breakpoints per request.
 pub const MAX_BREAKPOINTS: usize = 4;
 /// How far a lookup walks back from a breakpoint, in blocks.
 pub const LOOKBACK_BLOCKS: usize = 20;
+/// The default cache lifetime.
+pub const TTL_MS: i64 = 5 * 60 * 1_000;
+/// The extended lifetime (`cache_control: {"type": "ephemeral", "ttl": "1h"}`).
+pub const TTL_1H_MS: i64 = 60 * 60 * 1_000;
 
 /// The cache of one session.
 #[derive(Debug)]
 pub struct AnthropicCache {
-    entries: HashSet<u64>,
+    /// Entry (prefix chain hash) -> when it expires (None: never, written at an unknown time).
+    entries: HashMap<u64, Option<i64>>,
     min_cacheable: usize,
 }
 
@@ -31,14 +37,24 @@ impl AnthropicCache {
     /// A cache for a model whose minimum cacheable prompt is `min_cacheable` tokens.
     pub fn new(min_cacheable: usize) -> AnthropicCache {
         AnthropicCache {
-            entries: HashSet::new(),
+            entries: HashMap::new(),
             min_cacheable,
+        }
+    }
+
+    fn live(&self, chain: u64, now: Option<i64>) -> bool {
+        match (self.entries.get(&chain), now) {
+            (None, _) => false,
+            (Some(Some(expires)), Some(now)) => now <= *expires,
+            (Some(_), _) => true,
         }
     }
 }
 
 impl CacheModel for AnthropicCache {
-    fn serve(&mut self, blocks: &[Block]) -> Served {
+    fn serve_at(&mut self, blocks: &[Block], at: Option<SentAt>) -> Served {
+        let now = at.map(|a| a.ms);
+        let expires = at.map(|a| a.ms + if a.ttl_1h { TTL_1H_MS } else { TTL_MS });
         let total: usize = blocks.iter().map(|b| b.tokens).sum();
         let mut ends = Vec::with_capacity(blocks.len());
         let mut acc = 0;
@@ -61,16 +77,18 @@ impl CacheModel for AnthropicCache {
             let lowest = bp.saturating_sub(LOOKBACK_BLOCKS - 1);
             if let Some(k) = (lowest..=bp)
                 .rev()
-                .find(|&k| self.entries.contains(&blocks[k].chain))
+                .find(|&k| self.live(blocks[k].chain, now))
             {
                 hit_end = hit_end.max(ends[k]);
+                // A read refreshes the entry's lifetime.
+                self.entries.insert(blocks[k].chain, expires);
             }
         }
         let last_bp_end = breakpoints.last().map_or(0, |&bp| ends[bp]);
         let mut written = 0;
         for &bp in &breakpoints {
             if ends[bp] >= self.min_cacheable {
-                self.entries.insert(blocks[bp].chain);
+                self.entries.insert(blocks[bp].chain, expires);
             }
         }
         if last_bp_end >= self.min_cacheable && last_bp_end > hit_end {
@@ -157,6 +175,33 @@ mod tests {
                 .cached,
             3_900
         );
+    }
+
+    #[test]
+    fn entries_expire_after_their_ttl_unless_read() {
+        let at = |minutes: i64, ttl_1h: bool| {
+            Some(SentAt {
+                ms: minutes * 60_000,
+                ttl_1h,
+            })
+        };
+        let r = with_breakpoints(blocks(&[(1, 2_000), (2, 300)]), &[0, 1]);
+        let mut cache = AnthropicCache::new(1_024);
+        assert_eq!(cache.serve_at(&r, at(0, false)).written, 2_300);
+        // Read at minute 4 refreshes the entry: still there at minute 8.
+        assert_eq!(cache.serve_at(&r, at(4, false)).cached, 2_300);
+        assert_eq!(cache.serve_at(&r, at(8, false)).cached, 2_300);
+        // Idle for 6 minutes: gone, written again.
+        let served = cache.serve_at(&r, at(14, false));
+        assert_eq!((served.cached, served.written), (0, 2_300));
+        // With the one-hour TTL, a 30-minute pause still hits.
+        let mut cache = AnthropicCache::new(1_024);
+        cache.serve_at(&r, at(0, true));
+        assert_eq!(cache.serve_at(&r, at(30, true)).cached, 2_300);
+        // Unknown times never expire.
+        let mut cache = AnthropicCache::new(1_024);
+        cache.serve(&r);
+        assert_eq!(cache.serve(&r).cached, 2_300);
     }
 
     #[test]

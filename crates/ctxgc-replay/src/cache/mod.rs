@@ -60,10 +60,24 @@ impl Served {
     }
 }
 
+/// When a request was sent, for caches whose entries expire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SentAt {
+    /// Milliseconds since the Unix epoch.
+    pub ms: i64,
+    /// The request asked for the one-hour TTL (Anthropic `cache_control.ttl: "1h"`).
+    pub ttl_1h: bool,
+}
+
 /// A provider's cache, as it evolves over one session's requests.
 pub trait CacheModel: Send {
-    /// Serves one request and updates the cache.
-    fn serve(&mut self, blocks: &[Block]) -> Served;
+    /// Serves one request sent at `at` (unknown: entries never expire) and updates the cache.
+    fn serve_at(&mut self, blocks: &[Block], at: Option<SentAt>) -> Served;
+
+    /// Serves one request whose time is unknown.
+    fn serve(&mut self, blocks: &[Block]) -> Served {
+        self.serve_at(blocks, None)
+    }
 }
 
 /// The cache models the replay knows.
@@ -110,27 +124,40 @@ impl CacheKind {
 
 /// A cache that serves the longest prefix shared with any earlier request of the session,
 /// rounded down to `step` tokens, for prompts (and hits) of at least `min_tokens`: OpenAI's
-/// automatic caching and vLLM's block cache are this with different numbers.
+/// automatic caching and vLLM's block cache are this with different numbers. A prefix not used
+/// for `retention_ms` is evicted.
 #[derive(Debug, Default)]
 pub struct PrefixCache {
     min_tokens: usize,
     step: usize,
-    seen: std::collections::HashSet<u64>,
+    retention_ms: Option<i64>,
+    /// Chain hash -> when it was last used (None: by a request of unknown time).
+    seen: std::collections::HashMap<u64, Option<i64>>,
 }
 
 impl PrefixCache {
-    /// A cache with a minimum and a granularity.
-    pub fn new(min_tokens: usize, step: usize) -> PrefixCache {
+    /// A cache with a minimum, a granularity and a retention after last use.
+    pub fn new(min_tokens: usize, step: usize, retention_ms: Option<i64>) -> PrefixCache {
         PrefixCache {
             min_tokens,
             step: step.max(1),
+            retention_ms,
             seen: Default::default(),
+        }
+    }
+
+    fn alive(&self, chain: u64, now: Option<i64>) -> bool {
+        match (self.seen.get(&chain), now, self.retention_ms) {
+            (None, _, _) => false,
+            (Some(Some(used)), Some(now), Some(retention)) => now - used <= retention,
+            (Some(_), _, _) => true,
         }
     }
 }
 
 impl CacheModel for PrefixCache {
-    fn serve(&mut self, blocks: &[Block]) -> Served {
+    fn serve_at(&mut self, blocks: &[Block], at: Option<SentAt>) -> Served {
+        let now = at.map(|a| a.ms);
         let total: usize = blocks.iter().map(|b| b.tokens).sum();
         if total < self.min_tokens {
             return Served {
@@ -139,31 +166,23 @@ impl CacheModel for PrefixCache {
                 uncached: total,
             };
         }
-        let shared = longest_shared_prefix(&self.seen, blocks);
+        let shared: usize = blocks
+            .iter()
+            .take_while(|b| self.alive(b.chain, now))
+            .map(|b| b.tokens)
+            .sum();
         let cached = if shared >= self.min_tokens {
             shared / self.step * self.step
         } else {
             0
         };
-        self.seen.extend(blocks.iter().map(|b| b.chain));
+        self.seen.extend(blocks.iter().map(|b| (b.chain, now)));
         Served {
             cached,
             written: 0,
             uncached: total - cached,
         }
     }
-}
-
-/// Tokens of the longest prefix `blocks` shares with any earlier request, at block granularity.
-fn longest_shared_prefix(seen: &std::collections::HashSet<u64>, blocks: &[Block]) -> usize {
-    let mut tokens = 0;
-    for block in blocks {
-        if !seen.contains(&block.chain) {
-            break;
-        }
-        tokens += block.tokens;
-    }
-    tokens
 }
 
 #[cfg(test)]

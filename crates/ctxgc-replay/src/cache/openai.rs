@@ -12,10 +12,14 @@ use super::PrefixCache;
 pub const MIN_TOKENS: usize = 1_024;
 /// Hit granularity.
 pub const STEP: usize = 128;
+/// How long a prefix stays cached after its last use: the guide says cached prefixes "generally
+/// remain active for 5 to 10 minutes of inactivity"; a session's own requests keep the routing
+/// warm, so the upper end is taken.
+pub const RETENTION_MS: i64 = 10 * 60 * 1_000;
 
 /// The cache of one session.
 pub fn cache() -> PrefixCache {
-    PrefixCache::new(MIN_TOKENS, STEP)
+    PrefixCache::new(MIN_TOKENS, STEP, Some(RETENTION_MS))
 }
 
 #[cfg(test)]

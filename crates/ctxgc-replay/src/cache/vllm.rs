@@ -1,6 +1,6 @@
 //! vLLM automatic prefix caching: only full blocks of 16 tokens are cached, hashed as a chain,
 //! so a hit covers the shared prefix rounded down to a multiple of 16. No minimum, no write
-//! cost. Source: vLLM docs, "Automatic Prefix Caching" (docs.vllm.ai, design/prefix_caching).
+//! cost, and no expiry by time (vLLM evicts by memory pressure, which a replay cannot see). Source: vLLM docs, "Automatic Prefix Caching" (docs.vllm.ai, design/prefix_caching).
 
 use super::PrefixCache;
 
@@ -9,7 +9,7 @@ pub const BLOCK: usize = 16;
 
 /// The cache of one session.
 pub fn cache() -> PrefixCache {
-    PrefixCache::new(0, BLOCK)
+    PrefixCache::new(0, BLOCK, None)
 }
 
 #[cfg(test)]

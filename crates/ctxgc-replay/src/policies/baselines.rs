@@ -116,6 +116,9 @@ impl Codex {
 }
 
 impl ReplayPolicy for Codex {
+    fn replaces_client_context(&self) -> bool {
+        true
+    }
     fn name(&self) -> String {
         "codex".into()
     }
@@ -191,6 +194,9 @@ impl ClaudeCode {
 }
 
 impl ReplayPolicy for ClaudeCode {
+    fn replaces_client_context(&self) -> bool {
+        true
+    }
     fn name(&self) -> String {
         "claude-code".into()
     }
@@ -292,6 +298,9 @@ impl OpenCode {
 }
 
 impl ReplayPolicy for OpenCode {
+    fn replaces_client_context(&self) -> bool {
+        true
+    }
     fn name(&self) -> String {
         "opencode".into()
     }
@@ -366,6 +375,9 @@ impl Hermes {
 }
 
 impl ReplayPolicy for Hermes {
+    fn replaces_client_context(&self) -> bool {
+        true
+    }
     fn name(&self) -> String {
         "hermes".into()
     }
@@ -462,6 +474,9 @@ impl AgentsTrimmer {
 }
 
 impl ReplayPolicy for AgentsTrimmer {
+    fn replaces_client_context(&self) -> bool {
+        true
+    }
     fn name(&self) -> String {
         "openai-agents-trimmer".into()
     }
@@ -532,6 +547,9 @@ impl ContextEditing {
 }
 
 impl ReplayPolicy for ContextEditing {
+    fn replaces_client_context(&self) -> bool {
+        true
+    }
     fn name(&self) -> String {
         "anthropic-context-editing".into()
     }

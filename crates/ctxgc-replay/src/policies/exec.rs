@@ -122,11 +122,11 @@ pub struct Exec {
 }
 
 impl Exec {
-    /// The policy for one session.
-    pub fn new(name: String, pool: Arc<ExecPool>, window: u64) -> Exec {
+    /// The policy for one session, named `session` in every request line.
+    pub fn new(name: String, pool: Arc<ExecPool>, window: u64, session: String) -> Exec {
         Exec {
             name,
-            session: String::new(),
+            session,
             window,
             pool,
             h: History::default(),
@@ -156,9 +156,6 @@ impl ReplayPolicy for Exec {
         self.name.clone()
     }
     fn push(&mut self, m: Message) {
-        if self.session.is_empty() {
-            self.session = format!("{:x}", ctxgc_core::tokens::message_hash(&m));
-        }
         self.h.push(m);
     }
     fn insert_tool_results(&mut self, results: Vec<Message>) {

@@ -7,14 +7,16 @@
 mod baselines;
 mod ctxgc;
 mod exec;
+mod foresight;
 
 use ctxgc_core::engine::summary::{self, SummaryInput};
 use ctxgc_core::tokens::{ProviderFamily, TokenCounter, TokenSettings};
-use ctxgc_core::{Message, Role};
+use ctxgc_core::{Message, Role, Transcript};
 
 pub use baselines::{AgentsTrimmer, ClaudeCode, Codex, ContextEditing, Hermes, None_, OpenCode};
 pub use ctxgc::Ctxgc;
 pub use exec::{Exec, ExecPool};
+pub use foresight::Foresight;
 
 /// An event a policy ran before a request.
 #[derive(Debug, Clone)]
@@ -54,28 +56,46 @@ pub trait ReplayPolicy: Send {
     fn extra_tool_tokens(&self) -> usize {
         0
     }
+    /// Whether the policy stands for an agent's own context management, replacing the client's.
+    /// On a client's log such a policy runs on the underlying conversation (the client's own
+    /// compactions taken out); every other policy runs on the requests the client really sent,
+    /// as a proxy in front of that client would.
+    fn replaces_client_context(&self) -> bool {
+        false
+    }
 }
 
-/// Creates a policy for one session at a window.
-pub type PolicyFactory = Box<dyn Fn(u64) -> Box<dyn ReplayPolicy> + Send + Sync>;
+/// What a policy is created for: one session at one window.
+pub struct SessionContext<'a> {
+    /// The context window.
+    pub window: u64,
+    /// A name unique among the sessions replayed together (external policies key state by it).
+    pub session: &'a str,
+    /// The whole session (only `foresight` looks ahead).
+    pub transcript: &'a Transcript,
+}
+
+/// Creates a policy for one session.
+pub type PolicyFactory = Box<dyn Fn(&SessionContext) -> Box<dyn ReplayPolicy> + Send + Sync>;
 
 /// The built-in policies, by name.
 pub fn builtin(name: &str) -> Option<PolicyFactory> {
     Some(match name {
         "none" => Box::new(|_| Box::new(None_::default())),
-        "codex" => Box::new(|w| Box::new(Codex::new(w))),
-        "claude-code" => Box::new(|w| Box::new(ClaudeCode::new(w))),
-        "opencode" => Box::new(|w| Box::new(OpenCode::new(w))),
-        "hermes" => Box::new(|w| Box::new(Hermes::new(w))),
+        "codex" => Box::new(|c| Box::new(Codex::new(c.window))),
+        "claude-code" => Box::new(|c| Box::new(ClaudeCode::new(c.window))),
+        "opencode" => Box::new(|c| Box::new(OpenCode::new(c.window))),
+        "hermes" => Box::new(|c| Box::new(Hermes::new(c.window))),
         "openai-agents-trimmer" => Box::new(|_| Box::new(AgentsTrimmer::default())),
-        "anthropic-context-editing" => Box::new(|w| Box::new(ContextEditing::new(w))),
-        "ctxgc" => Box::new(|w| {
+        "anthropic-context-editing" => Box::new(|c| Box::new(ContextEditing::new(c.window))),
+        "ctxgc" => Box::new(|c| {
             Box::new(Ctxgc::new(
-                w,
+                c.window,
                 ctxgc_core::config::Config::default(),
                 "ctxgc".into(),
             ))
         }),
+        "foresight" => Box::new(|c| Box::new(Foresight::new(c.transcript))),
         _ => return None,
     })
 }
@@ -90,6 +110,7 @@ pub const BUILTIN: &[&str] = &[
     "openai-agents-trimmer",
     "anthropic-context-editing",
     "ctxgc",
+    "foresight",
 ];
 
 /// A message list with its token counts (the common state of the baselines).
