@@ -183,7 +183,7 @@ pub fn report(
     chart_source: usize,
     chart_session: &str,
     chart_window: u64,
-    sections: &[(String, Vec<String>, Vec<Vec<String>>)],
+    sections: &[crate::table::Section],
 ) -> String {
     let mut page = String::from(
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>ctxgc replay report</title><style>
@@ -236,9 +236,9 @@ th{background:#f3f4f6}.legend span{margin-right:14px;font-size:12px}.legend i{di
         ));
         page.push_str("</div></div>");
     }
-    for (title, header, cells) in sections {
-        let _ = write!(page, "<h2>{}</h2>", esc(title));
-        page.push_str(&table(header, cells));
+    for section in sections {
+        let _ = write!(page, "<h2>{}</h2>", esc(&section.title));
+        page.push_str(&table(&section.header, &section.rows));
     }
     page.push_str("</body></html>\n");
     page

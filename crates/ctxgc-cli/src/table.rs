@@ -2,6 +2,16 @@
 
 use comfy_table::{Cell, CellAlignment, Table, presets};
 
+/// A titled table of a report, shown in the terminal and in the HTML report alike.
+pub struct Section {
+    /// What the table shows.
+    pub title: String,
+    /// Column names.
+    pub header: Vec<String>,
+    /// Cells, row by row.
+    pub rows: Vec<Vec<String>>,
+}
+
 /// A table with a header row; numeric cells are right-aligned.
 pub fn render(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut table = Table::new();

@@ -2,7 +2,7 @@
 //!
 //! The real transcripts and client requests live in `../shared/data` beside the checkout (see
 //! its README). When that folder is absent (a clone outside the project's machines), the tests
-//! that need it say so and return; CI always has it.
+//! that need it say so and return, except under CI (`CI=true`), where its absence fails them.
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +20,10 @@ fn shared_data() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "../shared/data not found, and CI must check the shared data"
+        );
         eprintln!("../shared/data not found: skipping checks on the shared data");
         None
     }
@@ -226,6 +230,11 @@ fn every_shared_transcript_imports_and_survives_canonical_jsonl() {
         }
     }
     assert_eq!(counts.get("mini-swe-agent-1"), Some(&190));
+    assert_eq!(
+        counts.get("claude-code log"),
+        None,
+        "client logs are not under transcripts/"
+    );
     assert_eq!(counts.get("mini-swe-agent-1.1"), Some(&45));
     assert_eq!(counts.get("swe-agent"), Some(&19));
     // The text-protocol sessions record usage on their assistant messages.
@@ -235,4 +244,193 @@ fn every_shared_transcript_imports_and_survives_canonical_jsonl() {
         .find(|i| i.format == SourceFormat::MiniSweAgent1)
         .unwrap();
     assert!(gemini.transcript.messages.iter().any(|m| m.usage.is_some()));
+}
+
+/// Checks what every imported session must satisfy: results answer calls (a client log that
+/// continues an earlier one may open with the results of calls made there), and the canonical
+/// JSONL round trip keeps the whole model, the recording included.
+fn check_session(imported: &import::Imported) {
+    let t = &imported.transcript;
+    let name = imported.path.display();
+    assert!(!t.messages.is_empty(), "{name}");
+    let back = import::read_jsonl(&import::write_jsonl(t)).unwrap();
+    assert_eq!(back.messages, t.messages, "{name}");
+    assert_eq!(back.recording, t.recording, "{name}");
+    let calls: Vec<&str> = t
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_calls())
+        .map(|c| c.id.as_str())
+        .collect();
+    let first_call = t
+        .messages
+        .iter()
+        .position(|m| m.role == Role::Assistant)
+        .unwrap_or(0);
+    for (i, m) in t.messages.iter().enumerate() {
+        for r in m.tool_results() {
+            assert!(
+                calls.contains(&r.call_id.as_str()) || (t.recording.is_some() && i < first_call),
+                "{name}: orphan {}",
+                r.call_id
+            );
+        }
+    }
+    if let Some(recording) = &t.recording {
+        assert_eq!(recording.sent_ms.len(), t.messages.len(), "{name}");
+        for c in &recording.compactions {
+            assert!(c.len > 0 && c.at + c.len <= t.messages.len(), "{name}");
+        }
+    }
+}
+
+#[test]
+fn every_shared_client_log_imports_with_its_billed_usage() {
+    let Some(shared) = shared_data() else { return };
+    let dir = shared.join("client-logs/claude-code");
+    let results = import::import_paths(std::slice::from_ref(&dir));
+    let files = std::fs::read_dir(&dir).unwrap().count();
+    assert!(files >= 10, "{files}");
+    let mut sessions = 0;
+    for result in &results {
+        let imported = result.as_ref().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(imported.format, SourceFormat::ClaudeCode);
+        check_session(imported);
+        let t = &imported.transcript;
+        // Every API call is one assistant message carrying what it was billed.
+        let calls = t.messages.iter().filter(|m| m.role == Role::Assistant);
+        for m in calls {
+            let usage = m.usage.expect("every call has its usage");
+            assert!(usage.prompt_tokens > 0);
+        }
+        // Request times never go backwards.
+        let recording = t.recording.as_ref().unwrap();
+        let times: Vec<i64> = (0..t.messages.len())
+            .filter(|&i| t.messages[i].role == Role::Assistant)
+            .filter_map(|i| recording.sent_at(i))
+            .collect();
+        assert_eq!(
+            times.len(),
+            t.messages
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .count()
+        );
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{}", t.id);
+        sessions += 1;
+    }
+    assert_eq!(
+        sessions, files,
+        "one main session per file (no sub-agents in these logs)"
+    );
+    let compacted = results
+        .iter()
+        .flatten()
+        .filter(|i| {
+            i.transcript
+                .recording
+                .as_ref()
+                .is_some_and(|r| !r.compactions.is_empty())
+        })
+        .count();
+    assert_eq!(compacted, 4, "the logs with the client's own compactions");
+}
+
+fn client_fixture(name: &str) -> Vec<import::Imported> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/client-logs")
+        .join(name);
+    let bytes = std::fs::read(&path).unwrap();
+    let sessions = import::import_bytes(&path, &bytes).unwrap();
+    for s in &sessions {
+        check_session(s);
+    }
+    sessions
+}
+
+#[test]
+fn a_claude_code_log_becomes_the_requests_the_client_sent() {
+    // A synthetic log in Claude Code's format (tests/fixtures/client-logs/README.md).
+    let sessions = client_fixture("claude-code-synthetic.jsonl");
+    assert_eq!(sessions.len(), 2, "the main conversation and one sub-agent");
+    let main = &sessions[0].transcript;
+    assert_eq!(main.id, "claude-code-synthetic");
+    let roles: Vec<Role> = main.messages.iter().map(|m| m.role).collect();
+    use Role::*;
+    // The abandoned branch (req_x) and the bookkeeping lines are gone; the three assistant
+    // lines of req_1 are one message.
+    assert_eq!(
+        roles,
+        [
+            User, Assistant, Tool, Tool, User, Assistant, User, User, Assistant
+        ]
+    );
+    let first = &main.messages[1];
+    assert_eq!(first.tool_calls().count(), 2);
+    assert!(matches!(first.content[0], Block::Thinking { .. }));
+    let usage = first.usage.unwrap();
+    assert_eq!(
+        (
+            usage.prompt_tokens,
+            usage.cache_write_tokens,
+            usage.completion_tokens
+        ),
+        (20_010, 20_000, 120),
+        "billed input is uncached + reads + writes; the output of the call's last line"
+    );
+    let results: Vec<_> = main
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .collect();
+    assert_eq!(results[0].tool_name.as_deref(), Some("Read"));
+    assert!(results[1].is_error);
+    let recording = main.recording.as_ref().unwrap();
+    assert_eq!(recording.client, "claude-code 2.0.60");
+    // A request is sent when its last input was written.
+    assert_eq!(recording.sent_at(1), Some(1_764_583_200_000));
+    assert_eq!(recording.sent_at(5), Some(1_764_583_260_000));
+    assert_eq!(
+        recording.compactions,
+        [ctxgc_core::ClientCompaction { at: 6, len: 1 }]
+    );
+    let side = &sessions[1].transcript;
+    assert_eq!(side.id, "claude-code-synthetic.agent-1");
+    assert_eq!(side.messages.len(), 4);
+}
+
+#[test]
+fn a_codex_rollout_becomes_the_requests_the_client_sent() {
+    let sessions = client_fixture("codex-rollout-synthetic.jsonl");
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0].format, SourceFormat::CodexRollout);
+    let t = &sessions[0].transcript;
+    let roles: Vec<Role> = t.messages.iter().map(|m| m.role).collect();
+    use Role::*;
+    assert_eq!(
+        roles,
+        [
+            System, System, User, User, Assistant, Tool, Assistant, Tool, Assistant, User, User,
+            User, Assistant
+        ],
+        "the ghost snapshot is never sent; each token_count closes a model call"
+    );
+    let usage: Vec<(u64, u64)> = t
+        .messages
+        .iter()
+        .filter_map(|m| m.usage)
+        .map(|u| (u.prompt_tokens, u.cached_tokens))
+        .collect();
+    assert_eq!(
+        usage,
+        [(5_200, 0), (5_400, 5_120), (5_500, 5_376), (2_100, 0)]
+    );
+    let recording = t.recording.as_ref().unwrap();
+    assert_eq!(recording.client, "codex 0.169.0");
+    assert_eq!(
+        recording.compactions,
+        [ctxgc_core::ClientCompaction { at: 9, len: 2 }]
+    );
+    let shell = t.messages[12].tool_calls().next().unwrap();
+    assert_eq!(shell.name, "local_shell");
 }

@@ -22,7 +22,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-use crate::table::{num, render};
+use crate::table::{Section, num, render};
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
@@ -449,10 +449,10 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         }
         println!();
     }
-    for (title, header, cells) in sections(&output) {
-        println!("{title}");
-        let header: Vec<&str> = header.iter().map(String::as_str).collect();
-        println!("{}\n", render(&header, &cells));
+    for section in sections(&output) {
+        println!("{}", section.title);
+        let header: Vec<&str> = section.header.iter().map(String::as_str).collect();
+        println!("{}\n", render(&header, &section.rows));
     }
     print_validation(&output.validation);
     if let Some(path) = &args.html {
@@ -573,7 +573,7 @@ fn kind_table(runs: &[SessionRun], window: u64, policies: &[String]) -> KindTabl
 }
 
 /// The report's sections beyond the policy tables: (title, header, rows).
-fn sections(output: &Output) -> Vec<(String, Vec<String>, Vec<Vec<String>>)> {
+fn sections(output: &Output) -> Vec<Section> {
     let mut out = Vec::new();
     for table in &output.by_tool {
         let policies: Vec<String> = table
@@ -604,14 +604,14 @@ fn sections(output: &Output) -> Vec<(String, Vec<String>, Vec<Vec<String>>)> {
                 row
             })
             .collect();
-        out.push((
-            format!(
+        out.push(Section {
+            title: format!(
                 "Where the context goes at a {}-token window: input tokens of every request by kind, and the share each policy keeps",
                 num(table.window)
             ),
             header,
             rows,
-        ));
+        });
     }
     if !output.cache_writes.is_empty() {
         let mut sessions: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
@@ -644,11 +644,11 @@ fn sections(output: &Output) -> Vec<(String, Vec<String>, Vec<Vec<String>>)> {
             rows.push(row(session, per));
         }
         rows.push(row("all", &total));
-        out.push((
-            "Why the cache was written (recorded usage of the client logs; share of written tokens by cause)".to_owned(),
+        out.push(Section {
+            title: "Why the cache was written (recorded usage of the client logs; share of written tokens by cause)".to_owned(),
             header,
             rows,
-        ));
+        });
     }
     out
 }

@@ -211,7 +211,8 @@ fn build(
                 }
             }
         }
-        previous_at = e.at_ms.or(previous_at);
+        // Lines of parallel work can be a few milliseconds out of order.
+        previous_at = previous_at.max(e.at_ms);
     }
     t.recording = Some(recording);
     crate::resolve_tool_names(&mut t);

@@ -122,25 +122,25 @@ pub(crate) fn import(lines: &[Value], id: &str) -> Result<Transcript, FormatErro
                 call_open = false;
                 last_at = line_at.or(last_at);
             }
-            Some("event_msg") => {
-                if payload.get("type").and_then(Value::as_str) == Some("token_count") {
-                    if let Some(usage) = payload
-                        .get("info")
-                        .and_then(|i| i.get("last_token_usage"))
-                        .and_then(usage)
-                        && let Some(last) = t
-                            .messages
-                            .iter_mut()
-                            .rev()
-                            .take_while(|m| m.role != Role::User)
-                            .find(|m| m.role == Role::Assistant)
-                        && last.usage.is_none()
-                    {
-                        last.usage = Some(usage);
-                    }
-                    call_open = false;
-                    last_at = line_at.or(last_at);
+            Some("event_msg")
+                if payload.get("type").and_then(Value::as_str) == Some("token_count") =>
+            {
+                if let Some(usage) = payload
+                    .get("info")
+                    .and_then(|i| i.get("last_token_usage"))
+                    .and_then(usage)
+                    && let Some(last) = t
+                        .messages
+                        .iter_mut()
+                        .rev()
+                        .take_while(|m| m.role != Role::User)
+                        .find(|m| m.role == Role::Assistant)
+                    && last.usage.is_none()
+                {
+                    last.usage = Some(usage);
                 }
+                call_open = false;
+                last_at = line_at.or(last_at);
             }
             _ => {}
         }

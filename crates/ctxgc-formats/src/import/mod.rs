@@ -19,7 +19,7 @@ mod time;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use ctxgc_core::Transcript;
+use ctxgc_core::{ClientCompaction, Recording, Transcript};
 use serde_json::Value;
 
 use crate::FormatError;
@@ -275,11 +275,39 @@ fn collect_files(path: &Path, out: &mut Vec<Result<PathBuf, ImportError>>) {
     }
 }
 
-/// Writes a transcript as canonical JSONL: one Chat Completions message per line.
+/// Writes a transcript as canonical JSONL: one Chat Completions message per line. A client
+/// log's recording rides along in three more extensions: `"client"` on the first line,
+/// `"sent_ms"` (when the message, or the request that produced it, was sent) and
+/// `"compaction": N` on the messages the client wrote in place of its history at its N-th
+/// compaction (from 0). A message the Chat shape cannot hold exactly (thinking blocks with
+/// their signatures or encrypted content, blocks interleaved with calls) also carries its core
+/// blocks as `"content_blocks"`, which a reader takes in place of the Chat fields.
 pub fn write_jsonl(t: &Transcript) -> String {
     let mut out = String::new();
-    for m in &t.messages {
-        out.push_str(&message_to_chat(m).to_string());
+    for (i, m) in t.messages.iter().enumerate() {
+        let mut line = message_to_chat(m);
+        let exact = message_from_chat(&line, "").is_ok_and(|back| back.content == m.content);
+        if !exact
+            && let (Value::Object(obj), Ok(blocks)) = (&mut line, serde_json::to_value(&m.content))
+        {
+            obj.insert("content_blocks".into(), blocks);
+        }
+        if let (Some(r), Value::Object(obj)) = (&t.recording, &mut line) {
+            if i == 0 {
+                obj.insert("client".into(), Value::from(r.client.as_str()));
+            }
+            if let Some(ms) = r.sent_at(i) {
+                obj.insert("sent_ms".into(), Value::from(ms));
+            }
+            if let Some(n) = r
+                .compactions
+                .iter()
+                .position(|c| (c.at..c.at + c.len).contains(&i))
+            {
+                obj.insert("compaction".into(), Value::from(n));
+            }
+        }
+        out.push_str(&line.to_string());
         out.push('\n');
     }
     out
@@ -288,6 +316,8 @@ pub fn write_jsonl(t: &Transcript) -> String {
 /// Reads canonical JSONL (blank lines ignored).
 pub fn read_jsonl(text: &str) -> Result<Transcript, FormatError> {
     let mut t = Transcript::default();
+    let mut recording: Option<Recording> = None;
+    let mut compaction_of: Vec<Option<u64>> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -295,8 +325,38 @@ pub fn read_jsonl(text: &str) -> Result<Transcript, FormatError> {
         let at = format!("line {}", n + 1);
         let value: Value = serde_json::from_str(line)
             .map_err(|e| FormatError::shape(&at, format!("invalid JSON: {e}")))?;
-        t.messages.push(message_from_chat(&value, &at)?);
+        if let Some(client) = value.get("client").and_then(Value::as_str) {
+            recording.get_or_insert_with(Recording::default).client = client.to_owned();
+        }
+        let sent = value.get("sent_ms").and_then(Value::as_i64);
+        let compaction = value.get("compaction").and_then(Value::as_u64);
+        if sent.is_some() || compaction.is_some() {
+            recording.get_or_insert_with(Recording::default);
+        }
+        if let Some(r) = &mut recording {
+            r.sent_ms.resize(t.messages.len(), None);
+            r.sent_ms.push(sent);
+        }
+        compaction_of.resize(t.messages.len(), None);
+        compaction_of.push(compaction);
+        let mut message = message_from_chat(&value, &at)?;
+        if let Some(blocks) = value.get("content_blocks") {
+            message.content = serde_json::from_value(blocks.clone())
+                .map_err(|e| FormatError::shape(&format!("{at}: content_blocks"), e.to_string()))?;
+        }
+        t.messages.push(message);
     }
+    if let Some(r) = &mut recording {
+        r.sent_ms.resize(t.messages.len(), None);
+        for (i, c) in compaction_of.iter().enumerate() {
+            let Some(c) = c else { continue };
+            match r.compactions.last_mut() {
+                Some(last) if compaction_of[last.at] == Some(*c) => last.len = i + 1 - last.at,
+                _ => r.compactions.push(ClientCompaction { at: i, len: 1 }),
+            }
+        }
+    }
+    t.recording = recording;
     crate::resolve_tool_names(&mut t);
     Ok(t)
 }

@@ -71,9 +71,14 @@ impl ExecPool {
         })
     }
 
-    /// Sends one request line and reads the answer line.
-    fn call(&self, line: &str) -> Result<String, String> {
-        let mut worker = match self.idle.lock().ok().and_then(|mut v| v.pop()) {
+    /// Sends one request line and reads the answer line, on the session's own worker (taken
+    /// from the idle ones, or started, on its first request): a stateful policy sees all of a
+    /// session's requests in one process, in order. A worker that failed is dropped.
+    fn call(&self, pinned: &mut Option<Worker>, line: &str) -> Result<String, String> {
+        let mut worker = match pinned
+            .take()
+            .or_else(|| self.idle.lock().ok().and_then(|mut v| v.pop()))
+        {
             Some(w) => w,
             None => self.spawn()?,
         };
@@ -94,12 +99,16 @@ impl ExecPool {
             }
             Ok(out)
         })();
-        if answer.is_ok()
-            && let Ok(mut idle) = self.idle.lock()
-        {
-            idle.push(worker);
+        if answer.is_ok() {
+            *pinned = Some(worker);
         }
         answer.map_err(|e| format!("`{}`: {e}", self.command))
+    }
+
+    fn release(&self, worker: Worker) {
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push(worker);
+        }
     }
 
     fn note(&self, error: String) {
@@ -117,8 +126,17 @@ pub struct Exec {
     session: String,
     window: u64,
     pool: Arc<ExecPool>,
+    worker: Option<Worker>,
     h: History,
     sent: Vec<Message>,
+}
+
+impl Drop for Exec {
+    fn drop(&mut self) {
+        if let Some(worker) = self.worker.take() {
+            self.pool.release(worker);
+        }
+    }
 }
 
 impl Exec {
@@ -129,6 +147,7 @@ impl Exec {
             session,
             window,
             pool,
+            worker: None,
             h: History::default(),
             sent: Vec::new(),
         }
@@ -163,7 +182,11 @@ impl ReplayPolicy for Exec {
     }
     fn request(&mut self) -> Request<'_> {
         let line = json!({"session": self.session, "window": self.window, "messages": wire::chat_messages(&self.h.messages)}).to_string();
-        match self.pool.call(&line).and_then(|a| Exec::parse(&a)) {
+        match self
+            .pool
+            .call(&mut self.worker, &line)
+            .and_then(|a| Exec::parse(&a))
+        {
             Ok(messages) => self.sent = messages,
             Err(e) => {
                 self.pool.note(e);
@@ -188,7 +211,7 @@ mod tests {
         // A tiny external policy in shell + sed: it blanks every tool message's content.
         let cmd = r#"while IFS= read -r line; do printf '%s\n' "$line" | sed -e 's/^.*"messages"://' -e 's/}$//' -e 's/"role":"tool","tool_call_id":"\([^"]*\)","content":"[^"]*"/"role":"tool","tool_call_id":"\1","content":"gone"/g'; done"#;
         let pool = ExecPool::new(cmd);
-        let mut p = Exec::new("blank".into(), pool.clone(), 32_000);
+        let mut p = Exec::new("blank".into(), pool.clone(), 32_000, "s".into());
         p.push(Message::text(Role::User, "task"));
         p.push(Message {
             role: Role::Assistant,
@@ -218,7 +241,7 @@ mod tests {
     #[test]
     fn failures_are_recorded_and_the_request_goes_unchanged() {
         let pool = ExecPool::new("echo not-json; sleep 5");
-        let mut p = Exec::new("bad".into(), pool.clone(), 32_000);
+        let mut p = Exec::new("bad".into(), pool.clone(), 32_000, "s".into());
         p.push(Message::text(Role::User, "task"));
         assert_eq!(p.request().messages.len(), 1);
         assert!(
@@ -226,5 +249,60 @@ mod tests {
             "{:?}",
             pool.errors()
         );
+    }
+
+    #[test]
+    fn each_session_has_its_own_name_even_when_they_start_alike() {
+        // A stateful external policy: it counts requests per session and answers with one user
+        // message naming the session and its count. Two sessions with the same first message
+        // used to share one name, so their counts ran together.
+        let script = "import json,sys\nseen={}\nfor line in sys.stdin:\n    s=json.loads(line)['session']\n    seen[s]=seen.get(s,0)+1\n    print(json.dumps([{'role':'user','content':'%s#%d'%(s,seen[s])}]),flush=True)\n";
+        let dir = std::env::temp_dir().join(format!("ctxgc-exec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("count.py");
+        std::fs::write(&file, script).unwrap();
+        let pool = ExecPool::new(format!("python3 {}", file.display()));
+        let factory: crate::policies::PolicyFactory = {
+            let pool = pool.clone();
+            Box::new(move |c| {
+                Box::new(Exec::new(
+                    "count".into(),
+                    pool.clone(),
+                    c.window,
+                    c.session.to_owned(),
+                ))
+            })
+        };
+        let session = |id: &str| Transcript {
+            id: id.into(),
+            messages: vec![
+                Message::text(Role::User, "the same task"),
+                Message::text(Role::Assistant, "one"),
+                Message::text(Role::User, "more"),
+                Message::text(Role::Assistant, "two"),
+            ],
+            ..Transcript::default()
+        };
+        for (source, t) in [session("a"), session("b")].iter().enumerate() {
+            let run = crate::run::replay(source, t, &factory, 32_000, &[], None);
+            assert_eq!(run.requests.len(), 2);
+        }
+        assert!(pool.errors().is_empty(), "{:?}", pool.errors());
+        let names: Vec<String> = [0usize, 1]
+            .iter()
+            .map(|&i| {
+                let t = session(["a", "b"][i]);
+                let mut p = factory(&crate::policies::SessionContext {
+                    window: 32_000,
+                    session: &format!("{i}:{}", t.id),
+                    transcript: &t,
+                });
+                p.push(t.messages[0].clone());
+                p.request().messages[0].text_content()
+            })
+            .collect();
+        // Each session counts from 1 on its own: the first two replays used names 0:a and 1:b.
+        assert_eq!(names, ["0:a#3", "1:b#3"]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
