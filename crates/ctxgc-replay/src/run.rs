@@ -101,6 +101,60 @@ impl Default for Calibration {
     }
 }
 
+/// What a client log tells the replay beyond its messages, estimated once per session from the
+/// usage the provider recorded: how to count (see [`Calibration`]) and where the client changed
+/// its own prompt (a rewritten system prompt, cleared old tool results) in ways the log does
+/// not show. Replays of the client's requests (`none`, and what runs in front of the client)
+/// make the same changes at the same requests, so they pay the same rewrites the client paid.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ClientModel {
+    /// How the log's requests are counted.
+    pub calibration: Calibration,
+    /// Tokens of the fixed prefix that stays cached whatever this session does: the part the
+    /// client kept when it changed the rest, and that requests after a pause past the TTL still
+    /// read, kept warm by the client's other sessions (the median of what such requests read).
+    pub static_prefix_tokens: Option<usize>,
+    /// (assistant message index of the request, first changed message; None: the fixed prefix).
+    pub prompt_changes: Vec<(usize, Option<usize>)>,
+    /// Tokens the client sent after each of its compactions beyond what the log holds (the
+    /// files and plans it re-attaches), as (compaction's first message, tokens): counted with
+    /// the compaction's first message in every request of that segment.
+    pub hidden_after_compaction: Vec<(usize, usize)>,
+}
+
+/// The model of a client log with recorded usage; `None` for other transcripts.
+pub fn client_model(t: &Transcript) -> Option<ClientModel> {
+    let (calibration, hidden_after_compaction) = fit(t)?;
+    let mut prompt_changes = Vec::new();
+    let mut static_reads = Vec::new();
+    for write in crate::causes::classify(t, calibration) {
+        match write.cause {
+            crate::causes::WriteCause::PrefixChange { message, .. } => {
+                prompt_changes.push((write.request, message));
+                if message.is_none() && write.read > 0 {
+                    static_reads.push(write.read as usize);
+                }
+            }
+            // What a request still read after a pause past the TTL was kept warm by others.
+            crate::causes::WriteCause::TtlExpiry { .. } if write.read > 0 => {
+                static_reads.push(write.read as usize);
+            }
+            _ => {}
+        }
+    }
+    static_reads.sort_unstable();
+    let static_prefix_tokens = static_reads
+        .get(static_reads.len() / 2)
+        .copied()
+        .filter(|&s| s < calibration.prefix_tokens);
+    Some(ClientModel {
+        calibration,
+        static_prefix_tokens,
+        prompt_changes,
+        hidden_after_compaction,
+    })
+}
+
 /// The message indices of the request that produced assistant message `index`, as the client
 /// sent it: everything before it, or after the client's latest compaction its leading system
 /// messages and what followed the compaction.
@@ -120,18 +174,22 @@ pub fn client_prompt(t: &Transcript, index: usize) -> (std::ops::Range<usize>, u
 
 /// The calibration of a client log with recorded usage; `None` for other transcripts.
 pub fn calibrate(t: &Transcript) -> Option<Calibration> {
-    t.recording.as_ref()?;
+    fit(t).map(|(c, _)| c)
+}
+
+/// The calibration (fitted on the requests before the client's first compaction, when there
+/// are enough of them: the client adds content of its own after a compaction), and for each
+/// compaction the tokens its first request held beyond what the log shows (files and plans the
+/// client re-attached), as (compaction's first message, tokens).
+fn fit(t: &Transcript) -> Option<(Calibration, Vec<(usize, usize)>)> {
+    let recording = t.recording.as_ref()?;
     let mut counter = TokenCounter::openai();
-    let tokens: Vec<usize> = t
-        .messages
-        .iter()
-        .map(|m| counter.count_message(m))
-        .collect();
-    let mut sums = vec![0usize; tokens.len() + 1];
-    for (i, n) in tokens.iter().enumerate() {
-        sums[i + 1] = sums[i] + n;
+    let mut sums = vec![0usize; t.messages.len() + 1];
+    for (i, m) in t.messages.iter().enumerate() {
+        sums[i + 1] = sums[i] + counter.count_message(m);
     }
-    let points: Vec<(f64, f64)> = t
+    // (assistant index, counted tokens of its request, recorded prompt tokens)
+    let points: Vec<(usize, f64, f64)> = t
         .messages
         .iter()
         .enumerate()
@@ -140,44 +198,87 @@ pub fn calibrate(t: &Transcript) -> Option<Calibration> {
             let usage = m.usage.filter(|u| u.prompt_tokens > 0)?;
             let (range, system) = client_prompt(t, i);
             let counted = sums[range.end] - sums[range.start] + sums[system] + 3;
-            Some((counted as f64, usage.prompt_tokens as f64))
+            Some((i, counted as f64, usage.prompt_tokens as f64))
         })
         .collect();
-    let &(m1, r1) = points.first()?;
-    let n = points.len() as f64;
+    let first_compaction = recording.compactions.first().map_or(usize::MAX, |c| c.at);
+    let before: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|p| p.0 < first_compaction)
+        .map(|p| (p.1, p.2))
+        .collect();
+    let sample: Vec<(f64, f64)> = if before.len() >= 2 {
+        before
+    } else {
+        points.iter().map(|p| (p.1, p.2)).collect()
+    };
+    let &(m1, r1) = sample.first()?;
+    let n = sample.len() as f64;
     let (mx, my) = (
-        points.iter().map(|p| p.0).sum::<f64>() / n,
-        points.iter().map(|p| p.1).sum::<f64>() / n,
+        sample.iter().map(|p| p.0).sum::<f64>() / n,
+        sample.iter().map(|p| p.1).sum::<f64>() / n,
     );
-    let var: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let cov: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let var: f64 = sample.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let cov: f64 = sample.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
     let scale = if var > 0.0 { cov / var } else { 1.0 }.clamp(0.7, 2.0);
-    Some(Calibration {
-        prefix_tokens: (r1 - scale * m1).max(0.0).round() as usize,
-        scale,
-    })
+    let prefix = (r1 - scale * m1).max(0.0);
+    let hidden = recording
+        .compactions
+        .iter()
+        .filter_map(|c| {
+            let &(_, counted, recorded) = points.iter().find(|p| p.0 > c.at)?;
+            let extra = recorded - (prefix + scale * counted);
+            (extra >= 1.0).then(|| (c.at, extra.round() as usize))
+        })
+        .collect();
+    Some((
+        Calibration {
+            prefix_tokens: prefix.round() as usize,
+            scale,
+        },
+        hidden,
+    ))
 }
 
-/// Blocks of a request: one for the tool definitions (if any), then one per message. The
-/// breakpoints an agent places by default (end of the system prompt or tools, last message)
-/// plus the policy's own.
+/// What comes before the messages: the tool definitions and a client log's estimated fixed
+/// prefix, as one block, or two where the client changed part of it during the session (the
+/// unchanged part keeps its own breakpoint, as Claude Code marks its system blocks).
+struct Prefix {
+    blocks: Vec<(u64, usize)>,
+}
+
+/// How one request's blocks are built.
+struct Layout<'a> {
+    prefix: &'a Prefix,
+    scale: f64,
+    /// Salts mixed into message blocks (by position in the request) that the client changed.
+    salts: &'a [(usize, u64)],
+    /// Tokens the client sent with a message (by position) that the log does not hold.
+    hidden: Option<(usize, usize)>,
+}
+
+/// Blocks of a request: the prefix blocks, then one per message. The breakpoints an agent
+/// places by default (end of the system prompt or tools, last message) plus the policy's own.
 fn blocks(
     counter: &mut TokenCounter,
-    tools: (u64, usize),
-    scale: f64,
+    layout: &Layout,
     messages: &[Message],
     extra: &[usize],
 ) -> (Vec<Block>, Vec<u64>) {
-    let mut spec = Vec::with_capacity(messages.len() + 1);
-    let offset = usize::from(tools.1 > 0);
-    if tools.1 > 0 {
-        spec.push(tools);
-    }
+    let mut spec = Vec::with_capacity(messages.len() + 2);
+    spec.extend(layout.prefix.blocks.iter().copied());
+    let offset = spec.len();
     let mut hashes = Vec::with_capacity(messages.len());
-    for m in messages {
+    for (i, m) in messages.iter().enumerate() {
         let (hash, tokens) = counter.count_message_hashed(m);
         hashes.push(hash);
-        spec.push((hash, scaled(tokens, scale)));
+        let salt = layout
+            .salts
+            .iter()
+            .filter(|(at, _)| *at == i)
+            .fold(0, |acc, (_, s)| acc ^ s);
+        let hidden = layout.hidden.filter(|h| h.0 == i).map_or(0, |h| h.1);
+        spec.push((hash ^ salt, scaled(tokens, layout.scale) + hidden));
     }
     let mut blocks = chain(spec);
     if blocks.is_empty() {
@@ -189,6 +290,10 @@ fn blocks(
         .count();
     let first_bp = (system_end + offset).saturating_sub(1);
     let last = blocks.len() - 1;
+    if offset > 1 {
+        blocks[0].breakpoint = true;
+        blocks[0].warm = true;
+    }
     blocks[first_bp].breakpoint = true;
     blocks[last].breakpoint = true;
     for &i in extra {
@@ -214,7 +319,7 @@ pub fn replay(
     policy: &PolicyFactory,
     window: u64,
     caches: &[(CacheKind, usize)],
-    calibration: Option<Calibration>,
+    client: Option<&ClientModel>,
 ) -> SessionRun {
     let session = format!("{source}:{}", t.id);
     let context = SessionContext {
@@ -226,7 +331,9 @@ pub fn replay(
     let mut policy = factory(&context);
     let recording = t.recording.as_ref();
     let client_path = recording.is_some() && !policy.replaces_client_context();
-    let calibration = calibration.unwrap_or_default();
+    let no_model = ClientModel::default();
+    let client = client.unwrap_or(&no_model);
+    let calibration = client.calibration;
     let mut counter = TokenCounter::openai();
     let mut models = Caches(
         caches
@@ -242,7 +349,16 @@ pub fn replay(
             .unwrap_or_default()
             .as_bytes(),
     ) ^ policy.extra_tool_tokens() as u64;
-    let tools = (tools_hash, tools_tokens);
+    let mut prefix = Prefix {
+        blocks: match client.static_prefix_tokens {
+            Some(fixed) if fixed < tools_tokens => {
+                vec![(tools_hash, fixed), (tools_hash ^ 1, tools_tokens - fixed)]
+            }
+            _ => vec![(tools_hash, tools_tokens)],
+        },
+    };
+    prefix.blocks.retain(|b| b.1 > 0);
+    let mut salts: Vec<(usize, u64)> = Vec::new();
     let kinds = output_kinds(t);
     let probes = probes(t);
     let mut memo = RecallMemo::default();
@@ -262,6 +378,7 @@ pub fn replay(
             if client_path && recording.compactions.iter().any(|c| c.at == index) {
                 // The client dropped its history: what runs in front of it starts over.
                 pending.clear();
+                salts.clear();
                 policy = factory(&context);
                 for m in &t.messages[..system_end.min(index)] {
                     policy.push(m.clone());
@@ -276,6 +393,20 @@ pub fn replay(
             policy.insert_tool_results(std::mem::take(&mut pending));
         }
         if message.role == Role::Assistant {
+            if client_path {
+                prompt_changes_at(t, client, index, &mut prefix, &mut salts);
+            }
+            let hidden = if client_path {
+                hidden_at(t, client, index)
+            } else {
+                None
+            };
+            let layout = Layout {
+                prefix: &prefix,
+                scale: calibration.scale,
+                salts: &salts,
+                hidden,
+            };
             let sent_ms = recording.and_then(|r| r.sent_at(index));
             let at = sent_ms.map(|ms| SentAt {
                 ms,
@@ -287,7 +418,7 @@ pub fn replay(
             let request = policy.request();
             let event: Option<ReplayEvent> = request.event;
             if let Some(summarizer) = event.as_ref().and_then(|e| e.summarizer_request.as_ref()) {
-                let (b, _) = blocks(&mut counter, tools, calibration.scale, summarizer, &[]);
+                let (b, _) = blocks(&mut counter, &layout, summarizer, &[]);
                 requests.push(RequestRecord {
                     source_index: index,
                     tokens: b.iter().map(|b| b.tokens).sum(),
@@ -302,14 +433,13 @@ pub fn replay(
             }
             let (b, hashes) = blocks(
                 &mut counter,
-                tools,
-                calibration.scale,
+                &layout,
                 request.messages,
                 &request.breakpoints,
             );
             let offset = b.len() - request.messages.len();
-            if offset > 0 {
-                *by_kind.entry(PREFIX_KIND.into()).or_default() += b[0].tokens as u64;
+            for block in &b[..offset] {
+                *by_kind.entry(PREFIX_KIND.into()).or_default() += block.tokens as u64;
             }
             for (m, block) in request.messages.iter().zip(&b[offset..]) {
                 *by_kind.entry(kind_of(m, &kinds)).or_default() += block.tokens as u64;
@@ -340,6 +470,53 @@ pub fn replay(
         on_client_log: recording.is_some(),
         by_kind,
     }
+}
+
+/// Applies the prompt changes the client made at request `index`: a new version of the
+/// changing part of the fixed prefix, or of the first changed message (by its position in the
+/// client's request) from here on.
+fn prompt_changes_at(
+    t: &Transcript,
+    client: &ClientModel,
+    index: usize,
+    prefix: &mut Prefix,
+    salts: &mut Vec<(usize, u64)>,
+) {
+    for (n, &(_, message)) in client
+        .prompt_changes
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.0 == index)
+    {
+        let salt = xxhash_rust::xxh3::xxh3_64(&(n as u64).to_le_bytes());
+        match message {
+            None => {
+                if let Some(last) = prefix.blocks.last_mut() {
+                    last.0 ^= salt;
+                }
+            }
+            Some(m) => {
+                let (range, system) = client_prompt(t, index);
+                let position = if m < system {
+                    Some(m)
+                } else {
+                    (m >= range.start).then(|| system + m - range.start)
+                };
+                salts.extend(position.map(|p| (p, salt)));
+            }
+        }
+    }
+}
+
+/// Where the tokens the client re-attached after its latest compaction go in request `index`:
+/// with the compaction's first message, at its position in the request.
+fn hidden_at(t: &Transcript, client: &ClientModel, index: usize) -> Option<(usize, usize)> {
+    let (range, system) = client_prompt(t, index);
+    client
+        .hidden_after_compaction
+        .iter()
+        .find(|(at, _)| *at == range.start && range.start > 0)
+        .map(|&(_, tokens)| (system, tokens))
 }
 
 /// The kind under which the fixed prefix (system prompt and tool definitions) is counted.

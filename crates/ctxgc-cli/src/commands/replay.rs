@@ -16,7 +16,7 @@ use ctxgc_replay::causes::{self, CacheWrite};
 use ctxgc_replay::policies::{self, Ctxgc, Exec, ExecPool, PolicyFactory};
 use ctxgc_replay::prices::{self, ModelPrice};
 use ctxgc_replay::report::{self, Row};
-use ctxgc_replay::run::{Calibration, SessionRun, calibrate, replay};
+use ctxgc_replay::run::{ClientModel, SessionRun, client_model, replay};
 use ctxgc_replay::validate::{self, SessionCheck};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -202,7 +202,7 @@ struct Skipped {
 struct CalibrationRow {
     session: String,
     #[serde(flatten)]
-    calibration: Calibration,
+    model: ClientModel,
 }
 
 /// The sessions to replay, and the files that are not sessions (with why).
@@ -295,7 +295,7 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             cache_spec.push((kind, prices::default_for(kind).min_cacheable));
         }
     }
-    let calibrations: Vec<Option<Calibration>> = transcripts.iter().map(calibrate).collect();
+    let models: Vec<Option<ClientModel>> = transcripts.iter().map(client_model).collect();
 
     let mut units: Vec<(usize, usize, u64)> = Vec::new();
     for t in 0..transcripts.len() {
@@ -314,7 +314,7 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
                 &policies[p].1,
                 w,
                 &cache_spec,
-                calibrations[t],
+                models[t].as_ref(),
             );
             bar.inc(1);
             run
@@ -358,8 +358,8 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         .collect();
     let cache_writes: Vec<CacheWrite> = transcripts
         .iter()
-        .zip(&calibrations)
-        .filter_map(|(t, c)| Some(causes::classify(t, (*c)?)))
+        .zip(&models)
+        .filter_map(|(t, m)| Some(causes::classify(t, m.as_ref()?.calibration)))
         .flatten()
         .collect();
     let by_tool = if args.by_tool {
@@ -372,11 +372,11 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     };
     let calibration = transcripts
         .iter()
-        .zip(&calibrations)
-        .filter_map(|(t, c)| {
+        .zip(&models)
+        .filter_map(|(t, m)| {
             Some(CalibrationRow {
                 session: t.id.clone(),
-                calibration: (*c)?,
+                model: m.clone()?,
             })
         })
         .collect();

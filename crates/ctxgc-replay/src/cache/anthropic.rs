@@ -42,10 +42,10 @@ impl AnthropicCache {
         }
     }
 
-    fn live(&self, chain: u64, now: Option<i64>) -> bool {
-        match (self.entries.get(&chain), now) {
+    fn live(&self, block: &Block, now: Option<i64>) -> bool {
+        match (self.entries.get(&block.chain), now) {
             (None, _) => false,
-            (Some(Some(expires)), Some(now)) => now <= *expires,
+            (Some(Some(expires)), Some(now)) => block.warm || now <= *expires,
             (Some(_), _) => true,
         }
     }
@@ -75,10 +75,7 @@ impl CacheModel for AnthropicCache {
         let mut hit_end = 0usize; // tokens read from the cache
         for &bp in &breakpoints {
             let lowest = bp.saturating_sub(LOOKBACK_BLOCKS - 1);
-            if let Some(k) = (lowest..=bp)
-                .rev()
-                .find(|&k| self.live(blocks[k].chain, now))
-            {
+            if let Some(k) = (lowest..=bp).rev().find(|&k| self.live(&blocks[k], now)) {
                 hit_end = hit_end.max(ends[k]);
                 // A read refreshes the entry's lifetime.
                 self.entries.insert(blocks[k].chain, expires);

@@ -21,6 +21,10 @@ pub struct Block {
     pub tokens: usize,
     /// Whether the agent (or policy) put a cache breakpoint on this block (Anthropic).
     pub breakpoint: bool,
+    /// Whether the prefix up to this block is kept warm outside the session: a client's fixed
+    /// system prompt and tools, which its other sessions of the same organisation send too, so
+    /// once written it does not expire with this session's pauses.
+    pub warm: bool,
 }
 
 /// Chains per-block content hashes into prefix hashes.
@@ -37,6 +41,7 @@ pub fn chain(hashes: impl IntoIterator<Item = (u64, usize)>) -> Vec<Block> {
                 chain: prev,
                 tokens,
                 breakpoint: false,
+                warm: false,
             }
         })
         .collect()
@@ -146,10 +151,10 @@ impl PrefixCache {
         }
     }
 
-    fn alive(&self, chain: u64, now: Option<i64>) -> bool {
-        match (self.seen.get(&chain), now, self.retention_ms) {
+    fn alive(&self, block: &Block, now: Option<i64>) -> bool {
+        match (self.seen.get(&block.chain), now, self.retention_ms) {
             (None, _, _) => false,
-            (Some(Some(used)), Some(now), Some(retention)) => now - used <= retention,
+            (Some(Some(used)), Some(now), Some(retention)) => block.warm || now - used <= retention,
             (Some(_), _, _) => true,
         }
     }
@@ -168,7 +173,7 @@ impl CacheModel for PrefixCache {
         }
         let shared: usize = blocks
             .iter()
-            .take_while(|b| self.alive(b.chain, now))
+            .take_while(|b| self.alive(b, now))
             .map(|b| b.tokens)
             .sum();
         let cached = if shared >= self.min_tokens {
