@@ -24,6 +24,8 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProxySettings {
+    /// Run the engine's events (prune first, then compaction) across requests.
+    pub compact: bool,
     /// Add `trim_tool_result` and `recall_tool_result` to requests that carry tools and run the
     /// model's calls to them inside the proxy.
     pub inject_tools: bool,
@@ -36,6 +38,7 @@ pub struct ProxySettings {
 impl Default for ProxySettings {
     fn default() -> Self {
         ProxySettings {
+            compact: false,
             inject_tools: false,
             cache_breakpoints: true,
             prompt_cache_key: true,

@@ -148,7 +148,7 @@ fn policy(spec: &str, pools: &mut Vec<Arc<ExecPool>>) -> Result<(String, PolicyF
         let shown = name.clone();
         return Ok((
             name,
-            Box::new(move |c| Box::new(Ctxgc::new(c.window, config.clone(), shown.clone()))),
+            Box::new(move |c| Box::new(Ctxgc::for_session(c, config.clone(), shown.clone()))),
         ));
     }
     bail!(

@@ -44,7 +44,8 @@ pub struct ServeArgs {
     /// Do not set OpenAI's prompt_cache_key when absent.
     #[arg(long)]
     pub no_prompt_cache_key: bool,
-    /// Run the engine's events (prune first, then compaction) across requests.
+    /// Run the engine's events (prune first, then compaction) across requests (also
+    /// `[proxy] compact = true`).
     #[arg(long)]
     pub compact: bool,
     /// Add trim_tool_result and recall_tool_result to requests that carry tools and run the
@@ -86,7 +87,7 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             window: args.window.unwrap_or(config.trim.default_window),
             cache_breakpoints: config.proxy.cache_breakpoints && !args.no_cache_breakpoints,
             prompt_cache_key: config.proxy.prompt_cache_key && !args.no_prompt_cache_key,
-            engine: args.compact.then(|| config.engine.clone()),
+            engine: (config.proxy.compact || args.compact).then(|| config.engine.clone()),
             inject_tools: config.proxy.inject_tools || args.inject_tools,
         },
         summarizer: args.summarizer.llm()?.map(Arc::new),

@@ -14,15 +14,37 @@ pub struct Ctxgc {
     name: String,
     session: Session,
     store: MemoryStore,
+    events: bool,
 }
 
 impl Ctxgc {
-    /// The engine at `window` with `config`, shown as `name`.
+    /// The engine at `window` with `config`, shown as `name`: insertion-time trimming and the
+    /// engine's events (prune, then compaction).
     pub fn new(window: u64, config: Config, name: String) -> Ctxgc {
         Ctxgc {
             session: Session::new(name.clone(), window, &config, ProviderFamily::Openai),
             store: MemoryStore::default(),
             name,
+            events: true,
+        }
+    }
+
+    /// What `ctxgc serve` does in front of a client with `config` at `window`: insertion-time
+    /// trimming, and the engine's events only when the proxy runs them (`[proxy] compact`).
+    pub fn as_served(window: u64, config: Config, name: String) -> Ctxgc {
+        let events = config.proxy.compact;
+        Ctxgc {
+            events,
+            ..Ctxgc::new(window, config, name)
+        }
+    }
+
+    /// `as_served` on a client's log (the proxy's view), `new` on any other transcript.
+    pub fn for_session(c: &super::SessionContext, config: Config, name: String) -> Ctxgc {
+        if c.transcript.recording.is_some() {
+            Ctxgc::as_served(c.window, config, name)
+        } else {
+            Ctxgc::new(c.window, config, name)
         }
     }
 }
@@ -43,7 +65,7 @@ impl ReplayPolicy for Ctxgc {
 
     fn request(&mut self) -> Request<'_> {
         let mut event = None;
-        if let Some(plan) = self.session.plan() {
+        if let Some(plan) = self.session.plan().filter(|_| self.events) {
             let summarizer_request = (plan.kind == PlanKind::Compaction)
                 .then(|| self.session.summary_request(&plan).messages);
             if let Ok(record) = self.session.apply(&plan, None) {

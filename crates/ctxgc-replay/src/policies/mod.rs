@@ -88,9 +88,10 @@ pub fn builtin(name: &str) -> Option<PolicyFactory> {
         "hermes" => Box::new(|c| Box::new(Hermes::new(c.window))),
         "openai-agents-trimmer" => Box::new(|_| Box::new(AgentsTrimmer::default())),
         "anthropic-context-editing" => Box::new(|c| Box::new(ContextEditing::new(c.window))),
+        // On a client's log, ctxgc is what `ctxgc serve` does in front of that client.
         "ctxgc" => Box::new(|c| {
-            Box::new(Ctxgc::new(
-                c.window,
+            Box::new(Ctxgc::for_session(
+                c,
                 ctxgc_core::config::Config::default(),
                 "ctxgc".into(),
             ))
