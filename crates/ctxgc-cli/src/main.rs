@@ -29,11 +29,14 @@ enum Command {
     /// Run a command, merge its stdout and stderr, trim them, print `exit status: N` and exit
     /// with the command's own code.
     Run(commands::run::RunArgs),
-    /// Import agent transcripts (mini-swe-agent, SWE-agent, API request bodies, ctxgc JSONL),
-    /// print a summary table and optionally write canonical JSONL.
+    /// Import agent transcripts (mini-swe-agent, SWE-agent, Claude Code session logs, Codex CLI
+    /// rollouts, API request bodies, ctxgc JSONL), print a summary table and optionally write
+    /// canonical JSONL. Everything stays on this machine.
     Import(commands::import::ImportArgs),
     /// Replay transcripts through every context policy with provider cache models, prices and a
-    /// recall metric: what would each have cost, and what would the agent still have seen?
+    /// recall metric: what would each have cost, and what would the agent still have seen? Give
+    /// it your own history (`~/.claude/projects`, `~/.codex/sessions`): it reads it here and
+    /// sends nothing anywhere.
     Replay(commands::replay::ReplayArgs),
     /// Run transcripts through the engine turn by turn: final prompt and event log (one
     /// file), or per-session events and prompt tokens with and without ctxgc (several).

@@ -370,3 +370,148 @@ fn kill_9_in_the_middle_of_load_loses_no_stored_original() {
         );
     }
 }
+
+fn client_fixture(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ctxgc-formats/tests/fixtures/client-logs")
+        .join(name)
+}
+
+#[test]
+fn import_out_never_overwrites_and_keeps_same_named_sessions_apart() {
+    // The same instance in two sets used to be written to one file, the second silently
+    // replacing the first.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("import-unique");
+    let _ = std::fs::remove_dir_all(&dir);
+    let session = r#"[{"role":"user","content":"hi"},{"role":"assistant","content":"ok"}]"#;
+    for set in ["set-a", "set-b"] {
+        std::fs::create_dir_all(dir.join(set)).unwrap();
+        std::fs::write(dir.join(set).join("same.json"), session).unwrap();
+    }
+    let out_dir = dir.join("out");
+    let args = [
+        "import".to_owned(),
+        dir.join("set-a").to_str().unwrap().to_owned(),
+        dir.join("set-b").to_str().unwrap().to_owned(),
+        "--out".to_owned(),
+        out_dir.to_str().unwrap().to_owned(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = ctxgc(&args, b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("Wrote 2 session file(s)"), "{stdout}");
+    let mut names: Vec<String> = std::fs::read_dir(&out_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["same.jsonl", "set-b__same.jsonl"]);
+    // Again into the same folder: nothing is overwritten, and the command says so.
+    let out = ctxgc(&args, b"");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("never overwritten"), "{err}");
+}
+
+#[test]
+fn replay_of_client_logs_reports_recorded_foresight_causes_and_where_tokens_go() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("client-logs");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("projects/shop")).unwrap();
+    std::fs::create_dir_all(dir.join("sessions/2025/12/02")).unwrap();
+    std::fs::copy(
+        client_fixture("claude-code-synthetic.jsonl"),
+        dir.join("projects/shop/5e55a0c0.jsonl"),
+    )
+    .unwrap();
+    std::fs::copy(
+        client_fixture("codex-rollout-synthetic.jsonl"),
+        dir.join("sessions/2025/12/02/rollout-2025-12-02T09-00-00-0199aaaa.jsonl"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("projects/shop/settings.txt"), "theme = dark\n").unwrap();
+    let html = dir.join("report.html");
+    let out = ctxgc(
+        &[
+            "replay",
+            dir.to_str().unwrap(),
+            "--window",
+            "200k",
+            "--by-tool",
+            "--json",
+            "--html",
+            html.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["sessions"], 3,
+        "main conversation, its sub-agent, the rollout"
+    );
+    let skipped = json["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1);
+    assert!(
+        skipped[0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("settings.txt")
+    );
+    assert!(
+        skipped[0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("not a transcript")
+    );
+    for table in json["tables"].as_array().unwrap() {
+        let rows = table["rows"].as_array().unwrap();
+        assert_eq!(
+            rows[0]["policy"], "recorded",
+            "first, priced from billed usage"
+        );
+        let row = |name: &str| rows.iter().find(|r| r["policy"] == name).unwrap();
+        assert_eq!(row("foresight")["gap_closed"].as_f64(), Some(1.0));
+        assert_eq!(row("none")["gap_closed"].as_f64(), Some(0.0));
+        assert!(row("foresight")["cost"].as_f64() < row("none")["cost"].as_f64());
+        assert_eq!(row("ctxgc")["path"], "client");
+        assert_eq!(row("codex")["path"], "underlying");
+        assert_eq!(row("foresight")["recall"], row("none")["recall"]);
+    }
+    let causes: Vec<&str> = json["cache_writes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["cause"].as_str().unwrap())
+        .collect();
+    assert!(
+        causes.contains(&"cold_start") && causes.contains(&"growth"),
+        "{causes:?}"
+    );
+    assert!(causes.contains(&"client_compaction"), "{causes:?}");
+    let kinds: Vec<&str> = json["by_tool"][0]["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kind"].as_str().unwrap())
+        .collect();
+    for kind in [
+        "Read",
+        "shell: test runs",
+        "Grep",
+        "system prompt and tools",
+    ] {
+        assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Why the cache was written") && page.contains("gap closed"));
+}

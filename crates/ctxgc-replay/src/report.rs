@@ -102,7 +102,7 @@ pub fn rows(
         for row in &mut rows {
             row.cost_vs_none = (none > 0.0).then(|| row.cost / none);
             row.gap_closed = foresight
-                .filter(|f| none - f > 0.0)
+                .filter(|f| none - f > 0.0 && row.policy != "recorded")
                 .map(|f| (none - row.cost) / (none - f));
         }
     }

@@ -17,7 +17,8 @@ pub struct ImportArgs {
     /// Transcript files or directories (searched recursively).
     #[arg(required = true, value_name = "FILE_OR_DIR")]
     pub paths: Vec<PathBuf>,
-    /// Write one canonical JSONL file per session into this directory.
+    /// Write one canonical JSONL file per session into this directory (names made unique per
+    /// source; an existing file is never overwritten).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
@@ -56,10 +57,56 @@ impl Totals {
     }
 }
 
+/// One output file name per session: its id, or where two sources share an id (the same
+/// instance in two sets), the id prefixed with its source's folder, then numbered.
+struct Names(BTreeSet<String>);
+
+impl Names {
+    fn unique(&mut self, imported: &Imported) -> String {
+        let id = &imported.transcript.id;
+        let folder = imported
+            .path
+            .parent()
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut candidates = vec![id.clone()];
+        if !folder.is_empty() {
+            candidates.push(format!("{folder}__{id}"));
+        }
+        let name = candidates
+            .into_iter()
+            .chain((2..).map(|n| format!("{id}-{n}")))
+            .find(|c| !self.0.contains(c))
+            .unwrap_or_else(|| id.clone());
+        self.0.insert(name.clone());
+        name
+    }
+}
+
+/// Writes one session; an existing file is never overwritten.
+fn write_new(file: &std::path::Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(file)
+        .with_context(|| {
+            format!(
+                "cannot write {} (an existing file is never overwritten: give an empty directory)",
+                file.display()
+            )
+        })?;
+    f.write_all(text.as_bytes())
+        .with_context(|| format!("cannot write {}", file.display()))
+}
+
 pub fn run(config: &Config, args: ImportArgs) -> Result<ExitCode> {
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     }
+    let mut names = Names(BTreeSet::new());
+    let mut written = 0usize;
     let mut counter = TokenCounter::new(ProviderFamily::Openai, config.tokens.clone());
     let mut rows = Vec::new();
     let mut all = Totals::default();
@@ -72,9 +119,14 @@ pub fn run(config: &Config, args: ImportArgs) -> Result<ExitCode> {
                     totals.add(&imported, &mut counter);
                     all.add(&imported, &mut counter);
                     if let Some(out) = &args.out {
-                        let file = out.join(format!("{}.jsonl", imported.transcript.id));
-                        std::fs::write(&file, import::write_jsonl(&imported.transcript))
-                            .with_context(|| format!("cannot write {}", file.display()))?;
+                        let file = out.join(format!("{}.jsonl", names.unique(&imported)));
+                        match write_new(&file, &import::write_jsonl(&imported.transcript)) {
+                            Ok(()) => written += 1,
+                            Err(e) => {
+                                failures += 1;
+                                eprintln!("error: {e:#}");
+                            }
+                        }
                     }
                 }
                 Err(e) => {
@@ -103,8 +155,15 @@ pub fn run(config: &Config, args: ImportArgs) -> Result<ExitCode> {
             &rows
         )
     );
+    if let Some(out) = &args.out {
+        println!(
+            "Wrote {written} session file(s) to {} ({} session(s) imported).",
+            out.display(),
+            all.sessions
+        );
+    }
     if failures > 0 {
-        eprintln!("{failures} file(s) could not be imported");
+        eprintln!("{failures} file(s) could not be imported or written");
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

@@ -26,7 +26,10 @@ use crate::table::{Section, num, render};
 
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// Transcript files or directories (see `ctxgc import` for the formats).
+    /// Transcript files or directories, searched recursively: your own Claude Code history
+    /// (`~/.claude/projects`) or Codex history (`~/.codex/sessions`) works as it is (see `ctxgc
+    /// import` for the formats; files that are not sessions are listed and skipped). Nothing
+    /// leaves this machine.
     #[arg(value_name = "FILE_OR_DIR")]
     pub paths: Vec<PathBuf>,
     /// Replay the sample sessions bundled with ctxgc.
@@ -107,7 +110,19 @@ pub fn parse_window(text: &str) -> Result<u64> {
     Ok((n * unit as f64) as u64)
 }
 
-fn policy(spec: &str, pools: &mut Vec<Arc<ExecPool>>) -> Result<(String, PolicyFactory)> {
+fn policy(
+    spec: &str,
+    config: &Config,
+    pools: &mut Vec<Arc<ExecPool>>,
+) -> Result<(String, PolicyFactory)> {
+    if spec == "ctxgc" {
+        // The built-in `ctxgc` is the configuration in force (`--config`).
+        let config = config.clone();
+        return Ok((
+            spec.to_owned(),
+            Box::new(move |c| Box::new(Ctxgc::for_session(c, config.clone(), "ctxgc".into()))),
+        ));
+    }
     if let Some(factory) = policies::builtin(spec) {
         return Ok((spec.to_owned(), factory));
     }
@@ -205,6 +220,9 @@ struct CalibrationRow {
     model: ClientModel,
 }
 
+/// How many skipped files the terminal report names.
+const SKIPPED_SHOWN: usize = 20;
+
 /// The sessions to replay, and the files that are not sessions (with why).
 fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<Skipped>)> {
     let mut out = Vec::new();
@@ -254,10 +272,16 @@ fn progress(len: usize, quiet: bool) -> indicatif::ProgressBar {
     bar
 }
 
-pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
+pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     let (transcripts, skipped) = load(&args)?;
-    for s in &skipped {
+    for s in skipped.iter().take(SKIPPED_SHOWN) {
         eprintln!("skipped {}: {}", s.path, s.why);
+    }
+    if skipped.len() > SKIPPED_SHOWN {
+        eprintln!(
+            "... and {} more files that are not sessions (all of them in --json)",
+            skipped.len() - SKIPPED_SHOWN
+        );
     }
     let windows: Vec<u64> = args
         .window
@@ -272,7 +296,7 @@ pub fn run(_config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     let mut pools = Vec::new();
     let policies: Vec<(String, PolicyFactory)> = specs
         .iter()
-        .map(|s| policy(s, &mut pools))
+        .map(|s| policy(s, config, &mut pools))
         .collect::<Result<_>>()?;
     let mut caches: Vec<CacheKind> = Vec::new();
     for name in &args.cache {
@@ -714,7 +738,10 @@ mod tests {
 
     #[test]
     fn unknown_policies_are_named() {
-        let err = policy("magic", &mut Vec::new()).err().unwrap().to_string();
+        let err = policy("magic", &Config::default(), &mut Vec::new())
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             err.contains("unknown policy `magic`") && err.contains("claude-code"),
             "{err}"
