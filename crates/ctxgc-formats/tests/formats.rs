@@ -434,3 +434,45 @@ fn a_codex_rollout_becomes_the_requests_the_client_sent() {
     let shell = t.messages[12].tool_calls().next().unwrap();
     assert_eq!(shell.name, "local_shell");
 }
+
+/// Rollouts of real Codex CLI sessions, made by `scripts/codex-rollouts/generate.sh` (run by
+/// `.ci/run`, which points `CTXGC_CODEX_ROLLOUTS` at them).
+#[test]
+fn every_generated_codex_rollout_imports() {
+    let Some(dir) = std::env::var_os("CTXGC_CODEX_ROLLOUTS").map(PathBuf::from) else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must generate Codex rollouts (scripts/codex-rollouts/generate.sh) and set CTXGC_CODEX_ROLLOUTS"
+        );
+        eprintln!(
+            "CTXGC_CODEX_ROLLOUTS not set: run scripts/codex-rollouts/generate.sh to check real rollouts"
+        );
+        return;
+    };
+    let results = import::import_paths(&[dir]);
+    assert!(results.len() >= 2, "{} rollouts", results.len());
+    for result in &results {
+        let imported = result.as_ref().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(imported.format, SourceFormat::CodexRollout);
+        check_session(imported);
+        let t = &imported.transcript;
+        let recording = t.recording.as_ref().unwrap();
+        assert_eq!(recording.client, "codex 0.169.0");
+        assert!(
+            !recording.compactions.is_empty(),
+            "{}: the scripted sessions make Codex compact",
+            t.id
+        );
+        assert_eq!(t.messages[0].role, Role::System, "base instructions first");
+        let calls: Vec<_> = t.messages.iter().flat_map(|m| m.tool_calls()).collect();
+        assert!(calls.iter().all(|c| c.name == "exec_command"), "{}", t.id);
+        assert!(
+            t.messages
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .all(|m| m.usage.is_some()),
+            "{}: every model call carries its token_count",
+            t.id
+        );
+    }
+}

@@ -169,13 +169,15 @@ fn is_assistant_side(item: &Value) -> bool {
     }
 }
 
-/// OpenAI usage: `input_tokens` include the cached ones.
+/// OpenAI usage: `input_tokens` include the cached ones (and the cache writes, which recent
+/// versions report for providers that bill them).
 fn usage(value: &Value) -> Option<RecordedUsage> {
     let n = |key: &str| value.get(key).and_then(Value::as_u64).unwrap_or(0);
     Some(RecordedUsage {
         prompt_tokens: value.get("input_tokens")?.as_u64()?,
         cached_tokens: n("cached_input_tokens"),
         completion_tokens: n("output_tokens"),
+        cache_write_tokens: n("cache_write_input_tokens"),
         ..RecordedUsage::default()
     })
 }
