@@ -22,6 +22,14 @@ fn color(i: usize) -> &'static str {
     COLORS[i % COLORS.len()]
 }
 
+/// A policy's colour: by its place among the policies, the same in every chart.
+fn policy_color(policies: &[String], name: &str) -> &'static str {
+    match policies.iter().position(|p| p == name) {
+        Some(i) => color(i),
+        None => "#111827", // `recorded`: what was billed, not a policy
+    }
+}
+
 /// Prompt tokens per turn for each policy on one session, events marked.
 fn turn_chart(runs: &[SessionRun], source: usize, window: u64, policies: &[String]) -> String {
     let (w, h, left, bottom, top) = (900.0, 360.0, 70.0, 40.0, 20.0);
@@ -84,7 +92,8 @@ fn turn_chart(runs: &[SessionRun], source: usize, window: u64, policies: &[Strin
         (w + left) / 2.0,
         h - 8.0
     );
-    for (i, (name, points)) in series.iter().enumerate() {
+    for (name, points) in &series {
+        let c = policy_color(policies, name);
         let path: Vec<String> = points
             .iter()
             .enumerate()
@@ -93,7 +102,7 @@ fn turn_chart(runs: &[SessionRun], source: usize, window: u64, policies: &[Strin
         let _ = write!(
             svg,
             r#"<polyline fill="none" stroke="{}" stroke-width="1.8" points="{}"><title>{}</title></polyline>"#,
-            color(i),
+            c,
             path.join(" "),
             esc(name)
         );
@@ -104,7 +113,7 @@ fn turn_chart(runs: &[SessionRun], source: usize, window: u64, policies: &[Strin
                     r##"<circle cx="{:.1}" cy="{:.1}" r="4.5" fill="{}" stroke="#111827"><title>{} event at turn {k}</title></circle>"##,
                     x(k),
                     y(*t),
-                    color(i),
+                    c,
                     esc(name)
                 );
             }
@@ -112,11 +121,11 @@ fn turn_chart(runs: &[SessionRun], source: usize, window: u64, policies: &[Strin
     }
     svg.push_str("</svg>");
     let mut legend = String::from(r#"<div class="legend">"#);
-    for (i, (name, _)) in series.iter().enumerate() {
+    for (name, _) in &series {
         let _ = write!(
             legend,
             r#"<span><i style="background:{}"></i>{}</span>"#,
-            color(i),
+            policy_color(policies, name),
             esc(name)
         );
     }
@@ -126,6 +135,7 @@ fn turn_chart(runs: &[SessionRun], source: usize, window: u64, policies: &[Strin
 
 /// Horizontal bars, one per row.
 fn bars(
+    policies: &[String],
     rows: &[Row],
     value: impl Fn(&Row) -> Option<f64>,
     label: impl Fn(f64) -> String,
@@ -145,7 +155,7 @@ fn bars(
             y + 16.0,
             esc(&r.policy),
             row_h - 8.0,
-            color(i),
+            policy_color(policies, &r.policy),
             left + len + 6.0,
             y + 16.0,
             if value(r).is_some() {
@@ -197,7 +207,12 @@ th{background:#f3f4f6}.legend span{margin-right:14px;font-size:12px}.legend i{di
     );
     let policies: Vec<String> = tables
         .first()
-        .map(|t| t.3.iter().map(|r| r.policy.clone()).collect())
+        .map(|t| {
+            t.3.iter()
+                .filter(|r| r.policy != "recorded")
+                .map(|r| r.policy.clone())
+                .collect()
+        })
         .unwrap_or_default();
     let _ = write!(
         page,
@@ -222,6 +237,7 @@ th{background:#f3f4f6}.legend span{margin-right:14px;font-size:12px}.legend i{di
             .fold(1.0, f64::max);
         page.push_str(r#"<div class="pair"><div><b>Cost relative to none</b><br>"#);
         page.push_str(&bars(
+            &policies,
             rows,
             |r| r.cost_vs_none,
             |v| format!("{v:.2}x"),
@@ -229,6 +245,7 @@ th{background:#f3f4f6}.legend span{margin-right:14px;font-size:12px}.legend i{di
         ));
         page.push_str("</div><div><b>Reference recall</b><br>");
         page.push_str(&bars(
+            &policies,
             rows,
             |r| r.recall,
             |v| format!("{:.1}%", v * 100.0),

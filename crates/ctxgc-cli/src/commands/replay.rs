@@ -192,7 +192,8 @@ struct KindRow {
     kind: String,
     none_tokens: u64,
     share_of_input: f64,
-    kept: BTreeMap<String, f64>,
+    /// Each policy's tokens of this kind over `none`'s, in table order.
+    kept: Vec<(String, f64)>,
 }
 
 #[derive(Serialize)]
@@ -603,7 +604,7 @@ fn sections(output: &Output) -> Vec<Section> {
         let policies: Vec<String> = table
             .kinds
             .first()
-            .map(|k| k.kept.keys().cloned().collect())
+            .map(|k| k.kept.iter().map(|(p, _)| p.clone()).collect())
             .unwrap_or_default();
         let mut header = vec![
             "kind".to_owned(),
@@ -621,9 +622,9 @@ fn sections(output: &Output) -> Vec<Section> {
                     format!("{:.1}%", k.share_of_input * 100.0),
                 ];
                 row.extend(
-                    policies
+                    k.kept
                         .iter()
-                        .map(|p| format!("{:.0}%", k.kept.get(p).copied().unwrap_or(0.0) * 100.0)),
+                        .map(|(_, share)| format!("{:.0}%", share * 100.0)),
                 );
                 row
             })
