@@ -30,13 +30,11 @@ pub(crate) fn is_claude_code_line(line: &Value) -> bool {
     };
     line.get("payload").is_none()
         && match kind {
-            "user" | "assistant" | "system" => {
-                line.get("uuid").is_some() && line.get("sessionId").is_some()
-            }
             "summary" => line.get("leafUuid").is_some(),
             "file-history-snapshot" => line.get("snapshot").is_some(),
             "queue-operation" => line.get("operation").is_some(),
-            _ => false,
+            // user, assistant, system, attachment, progress, permission-mode, ...
+            _ => line.get("sessionId").is_some(),
         }
 }
 
@@ -51,11 +49,10 @@ struct Entry<'a> {
 }
 
 impl<'a> Entry<'a> {
+    /// Any line with a `uuid`: newer versions put `attachment` and `progress` lines in the
+    /// chain too, and the chain must pass through them.
     fn parse(line: &'a Value) -> Option<Entry<'a>> {
         let kind = line.get("type")?.as_str()?;
-        if !matches!(kind, "user" | "assistant" | "system") {
-            return None;
-        }
         let str_of = |key: &str| line.get(key).and_then(Value::as_str);
         Some(Entry {
             line,
@@ -68,7 +65,7 @@ impl<'a> Entry<'a> {
     }
 
     fn is_message(&self) -> bool {
-        self.kind != "system" && self.line.get("message").is_some()
+        matches!(self.kind, "user" | "assistant") && self.line.get("message").is_some()
     }
 }
 
