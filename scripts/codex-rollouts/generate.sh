@@ -23,6 +23,7 @@ fi
 
 rm -rf "$out"
 mkdir -p "$out/home" "$out/work"
+out="$(cd "$out" && pwd)"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cat > "$out/home/config.toml" <<TOML
 model = "gpt-5.1-codex"
