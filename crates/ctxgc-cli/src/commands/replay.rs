@@ -54,7 +54,7 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub chart_session: Option<String>,
     /// Also break input tokens down by tool (shell tools by command kind) and show what each
-    /// policy keeps of each.
+    /// policy keeps of each (always shown for client logs).
     #[arg(long)]
     pub by_tool: bool,
 }
@@ -387,7 +387,7 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         .filter_map(|(t, m)| Some(causes::classify(t, m.as_ref()?.calibration)))
         .flatten()
         .collect();
-    let by_tool = if args.by_tool {
+    let by_tool = if args.by_tool || transcripts.iter().any(|t| t.recording.is_some()) {
         windows
             .iter()
             .map(|&w| kind_table(&runs, w, &names))

@@ -14,7 +14,7 @@ use crate::content_id::ContentId;
 use crate::engine::facts;
 use crate::transcript::ToolCall;
 use crate::trim::lines::group;
-use crate::trim::search::looks_like_search;
+use crate::trim::search::{looks_like_search, match_path};
 
 /// What the engine remembers about an original tool output, computed once at insertion.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,17 +50,10 @@ impl ResultMeta {
 fn search_counts(text: &str) -> (u64, u64) {
     let mut files: Vec<&str> = Vec::new();
     let mut matches = 0;
-    for line in text.lines() {
-        if let Some((path, rest)) = line.split_once(':')
-            && rest
-                .split(':')
-                .next()
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        {
-            matches += 1;
-            if !files.contains(&path) {
-                files.push(path);
-            }
+    for path in text.lines().filter_map(match_path) {
+        matches += 1;
+        if !files.contains(&path) {
+            files.push(path);
         }
     }
     (matches, files.len() as u64)
@@ -181,6 +174,36 @@ mod tests {
             line.starts_with("[bash] read django/forms/models.py, 1 line"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn abstracts_say_what_the_output_was() {
+        // A clean run whose harness appends `[exit code 0]`: no "first error".
+        let seq: String =
+            (1..=2222).map(|i| format!("{i}\n")).collect::<String>() + "[exit code 0]";
+        let line = abstract_line(
+            "bash",
+            Some(&call("bash", json!({"command": "seq 1 200000"}))),
+            &ResultMeta::of(&seq),
+        );
+        assert!(line.contains("exit 0, 2,223 lines"), "{line}");
+        assert!(!line.contains("first error"), "{line}");
+        // A timestamped log is not grep output.
+        let log: String = (0..149)
+            .map(|i| {
+                format!(
+                    "2025-12-02 09:{:02}:{:02},1 INFO served {i}\n",
+                    i / 60,
+                    i % 60
+                )
+            })
+            .collect();
+        let line = abstract_line(
+            "bash",
+            Some(&call("bash", json!({"command": "cat big.log"}))),
+            &ResultMeta::of(&log),
+        );
+        assert!(!line.contains("matches"), "{line}");
     }
 
     #[test]

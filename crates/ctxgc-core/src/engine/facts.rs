@@ -236,28 +236,52 @@ fn patch_paths(arguments: &str) -> Vec<String> {
 /// The exit code an output reports: `<returncode>N</returncode>`, `exit status: N`,
 /// `Exit code: N`, `exited with code N`, `Process exited with code N`.
 pub fn exit_code(output: &str) -> Option<i64> {
-    let head = &output[..floor_boundary(output, 200)];
+    let head = &output[..floor_boundary(output, 300)];
     if let Some(rest) = head.trim_start().strip_prefix("<returncode>") {
         return rest.split("</returncode>").next()?.trim().parse().ok();
     }
+    // Harnesses report the code at the end (`exit status: 101`, `[exit code 3]`) or, like
+    // Claude Code (`Exit code 3`) and Codex (`Process exited with code 0`), at the start.
     let tail = &output[floor_boundary(output, output.len().saturating_sub(300))..];
-    for marker in [
-        "exit status: ",
-        "Exit code: ",
-        "exit code: ",
-        "exited with code ",
-    ] {
-        if let Some(at) = tail.rfind(marker) {
-            let digits: String = tail[at + marker.len()..]
+    code_after_marker(tail, true).or_else(|| code_after_marker(head, false))
+}
+
+/// The number after an exit-code phrase in `window` (the last such phrase, or the first).
+fn code_after_marker(window: &str, last: bool) -> Option<i64> {
+    const MARKERS: &[&str] = &[
+        "exit status",
+        "exit code",
+        "exited with code",
+        "exited with status",
+        "return code",
+    ];
+    let lower = window.to_ascii_lowercase();
+    let mut found: Option<(usize, i64)> = None;
+    for marker in MARKERS {
+        let mut from = 0;
+        while let Some(at) = lower[from..].find(marker) {
+            let start = from + at + marker.len();
+            from = start;
+            let rest = lower[start..].trim_start_matches([' ', ':', '=']);
+            let digits: String = rest
                 .chars()
-                .take_while(|c| c.is_ascii_digit() || *c == '-')
+                .enumerate()
+                .take_while(|&(i, c)| c.is_ascii_digit() || (i == 0 && c == '-'))
+                .map(|(_, c)| c)
                 .collect();
-            if let Ok(code) = digits.parse() {
-                return Some(code);
+            let Ok(code) = digits.parse::<i64>() else {
+                continue;
+            };
+            let better = match found {
+                None => true,
+                Some((seen, _)) => (last && start > seen) || (!last && start < seen),
+            };
+            if better {
+                found = Some((start, code));
             }
         }
     }
-    None
+    found.map(|(_, code)| code)
 }
 
 fn floor_boundary(s: &str, mut at: usize) -> usize {
@@ -293,6 +317,21 @@ pub fn first_error(output: &str, max: usize) -> Option<String> {
             || l.contains("FAILED")
             || l.contains("panicked")
     };
+    // `[exit code 1]`, `Exit code 3`: the harness's report, not an error line of the output.
+    let exit_report = |l: &str| {
+        let lower = l.trim_matches(['[', ']', ' ']).to_ascii_lowercase();
+        [
+            "exit code",
+            "exit status",
+            "process exited",
+            "command exited",
+            "return code",
+        ]
+        .iter()
+        .any(|m| lower.starts_with(m))
+            && lower.len() < 48
+    };
+    lines.retain(|l| !exit_report(l));
     lines
         .iter()
         .rev()
@@ -403,6 +442,25 @@ mod tests {
         assert_eq!(exit_code("lots\nexit status: 101\n"), Some(101));
         assert_eq!(exit_code("Process exited with code 0"), Some(0));
         assert_eq!(exit_code("no code"), None);
+        // The shapes real harnesses write, at the end or at the start.
+        assert_eq!(exit_code("1\n2\n3\n[exit code 0]"), Some(0));
+        assert_eq!(
+            exit_code("Exit code 3\nError: disk quota exceeded"),
+            Some(3)
+        );
+        assert_eq!(
+            exit_code(
+                "Chunk ID: 8f\nWall time: 0.1 seconds\nProcess exited with code 2\nOutput:\nx"
+            ),
+            Some(2)
+        );
+        assert_eq!(exit_code("make: *** [all] Error 2\nexit status 2"), Some(2));
+        assert_eq!(exit_code("command exited with status -1"), Some(-1));
+        assert_eq!(first_error("1\n2\n[exit code 1]", 120), None);
+        assert_eq!(
+            first_error("Exit code 3\nERROR: disk quota exceeded", 120).as_deref(),
+            Some("ERROR: disk quota exceeded")
+        );
         assert_eq!(
             first_error(
                 "ok\nwarning: w\nerror[E0308]: mismatched types\nerror: x",

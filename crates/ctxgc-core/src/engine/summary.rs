@@ -320,8 +320,9 @@ pub fn extractive_body(input: &SummaryInput<'_>, counter: &TokenCounter) -> Stri
                     blocked.push((
                         command,
                         format!(
-                            "exit {}{}",
-                            code.unwrap_or(1),
+                            "{}{}",
+                            // An unknown code is not written as 1.
+                            code.map_or("failed".to_owned(), |c| format!("exit {c}")),
                             if why.is_empty() {
                                 String::new()
                             } else {

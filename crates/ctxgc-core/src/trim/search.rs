@@ -9,11 +9,23 @@ use crate::content_id::ContentId;
 use crate::trim::lines::{MARKER_RESERVE, group};
 use crate::trim::salient::is_continuation;
 
-/// The path of a `path:line:` or `path:line:col:` match line.
-fn match_path(line: &str) -> Option<&str> {
+/// The path of a `path:line:` or `path:line:col:` match line. A timestamp (`2025-12-02
+/// 09:48:20`, `2025-12-02T09:48:20`, `[09:48:20]`, `09:48:20`) has the same shape, so a "path"
+/// with white space in it, of digits only, opening with a bracket, or whose trailing digits
+/// follow a space or a `T` (an hour) is not one.
+pub(crate) fn match_path(line: &str) -> Option<&str> {
     let colon = line.find(':')?;
     let path = &line[..colon];
-    if path.is_empty() || path.len() > 400 || path.starts_with(char::is_whitespace) {
+    if path.is_empty()
+        || path.len() > 400
+        || path.contains(char::is_whitespace)
+        || path.starts_with(['[', '('])
+        || path.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let before_digits = path.trim_end_matches(|c: char| c.is_ascii_digit());
+    if before_digits.len() < path.len() && before_digits.ends_with('T') {
         return None;
     }
     let rest = &line[colon + 1..];
@@ -186,6 +198,19 @@ mod tests {
         assert!(looks_like_search(&grep_output(3, 3)));
         assert!(!looks_like_search("hello\nworld: 1\nfoo\n"));
         assert!(!looks_like_search("error: build failed\nnote: see log\n"));
+        // Timestamped log lines are not matches (a `sed -n` slice of a log was trimmed as
+        // grep output, and its ERROR line in the middle was lost).
+        for stamp in [
+            "2025-12-02 09:48:20,123",
+            "2025-12-02T09:48:20.123Z",
+            "[09:48:20]",
+            "09:48:20",
+        ] {
+            let log: String = (0..50)
+                .map(|i| format!("{stamp} INFO request {i} served\n"))
+                .collect();
+            assert!(!looks_like_search(&log), "{stamp}");
+        }
     }
 
     #[test]

@@ -217,3 +217,31 @@ fn never_tools_are_only_hard_capped() {
     assert!(out.trimmed);
     assert!(out.text.len() <= c.hard_cap_bytes);
 }
+
+#[test]
+fn an_error_in_the_middle_of_a_timestamped_log_slice_is_kept() {
+    // `cat big.log | sed -n 2900,3300p`: every line starts with a timestamp, which used to pass
+    // for grep's `path:line:` and got the slice trimmed as search results.
+    let log: String = (2900..3300)
+        .map(|i| {
+            if i == 3100 {
+                "2025-12-02 09:51:40,123 ERROR app.db: connection refused (errno 111)\n".to_owned()
+            } else {
+                format!(
+                    "2025-12-02 09:{:02}:{:02},123 INFO app.server: request {i} served in {} ms\n",
+                    (i / 60) % 60,
+                    i % 60,
+                    i % 97
+                )
+            }
+        })
+        .collect();
+    let out = trim_output(&config(), "bash", 32_000, &log);
+    assert!(out.trimmed);
+    assert!(
+        out.text.contains("connection refused (errno 111)"),
+        "{}",
+        out.text
+    );
+    assert!(!out.text.contains("matching lines"), "not search output");
+}
