@@ -1,21 +1,28 @@
 //! A Redis store, so several proxy replicas behind a load balancer share originals.
 //!
-//! It speaks RESP2 over one TCP connection per store (reconnecting once on failure): `SET key
-//! value NX` to save (an original never changes, so the first write wins) and `GET` to load.
+//! It speaks RESP2 over one TCP connection per store: `SET key value NX` to save (an original
+//! never changes, so the first write wins) and `GET` to load. Every connect, write and read has
+//! a deadline; a connection whose exchange failed or timed out is dropped, never reused, so a
+//! late reply can never be read as the answer to another command.
 //! A `put` returns only after Redis acknowledged the write; how long it survives a Redis restart
 //! depends on the server's persistence settings (`appendonly yes` for the proxy's guarantee).
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use ctxgc_core::ContentId;
 use ctxgc_core::store::{OriginalStore, StateStore, StoreError};
 
+/// How long one connect, write or read may take by default: a stalled Redis then costs a request
+/// at most this long before it fails open.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Originals in Redis under `ctxgc:orig:{session}:{id}`.
 pub struct RedisStore {
     address: String,
+    timeout: Duration,
     conn: Mutex<Option<BufReader<TcpStream>>>,
 }
 
@@ -24,13 +31,54 @@ enum Reply {
     Bulk(Option<Vec<u8>>),
 }
 
+/// Why a command failed, which decides what becomes of its connection.
+#[derive(Debug, thiserror::Error)]
+enum RedisError {
+    /// No connection could be made.
+    #[error("cannot connect to {address}: {source}")]
+    Connect {
+        address: String,
+        source: std::io::Error,
+    },
+    /// The exchange broke or timed out: a reply may still be on its way, so the connection is
+    /// never used again (reusing it would hand that reply to the next command).
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// A reply that is not RESP: the stream is out of step, so the connection is dropped too.
+    #[error("unexpected reply {0:?}")]
+    Protocol(String),
+    /// Redis answered with an error: the exchange is complete and the connection in step.
+    #[error("server error: {0}")]
+    Server(String),
+}
+
+impl RedisError {
+    /// A stale connection (Redis restarted, an idle connection closed): one fresh attempt is
+    /// worth it. A timeout is not retried, so a stalled Redis costs one timeout, not two.
+    fn stale_connection(&self) -> bool {
+        use std::io::ErrorKind::*;
+        matches!(self, RedisError::Io(e) if matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof))
+    }
+}
+
+impl From<RedisError> for StoreError {
+    fn from(e: RedisError) -> StoreError {
+        StoreError(format!("redis: {e}"))
+    }
+}
+
 fn err(e: impl std::fmt::Display) -> StoreError {
     StoreError(format!("redis: {e}"))
 }
 
 impl RedisStore {
-    /// Connects to `redis://HOST:PORT` (or `HOST:PORT`).
+    /// Connects to `redis://HOST:PORT` (or `HOST:PORT`) with [`DEFAULT_TIMEOUT`].
     pub fn connect(url: &str) -> Result<RedisStore, StoreError> {
+        RedisStore::connect_with_timeout(url, DEFAULT_TIMEOUT)
+    }
+
+    /// Connects with a deadline for every connect, write and read.
+    pub fn connect_with_timeout(url: &str, timeout: Duration) -> Result<RedisStore, StoreError> {
         let address = url
             .trim_start_matches("redis://")
             .trim_end_matches('/')
@@ -40,6 +88,7 @@ impl RedisStore {
         }
         let store = RedisStore {
             address,
+            timeout,
             conn: Mutex::new(None),
         };
         store
@@ -48,13 +97,21 @@ impl RedisStore {
         Ok(store)
     }
 
-    fn open(&self) -> Result<BufReader<TcpStream>, StoreError> {
-        let stream = TcpStream::connect(&self.address)
-            .map_err(|e| err(format!("cannot connect to {}: {e}", self.address)))?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .map_err(err)?;
-        stream.set_nodelay(true).map_err(err)?;
+    fn open(&self) -> Result<BufReader<TcpStream>, RedisError> {
+        let connect = |source| RedisError::Connect {
+            address: self.address.clone(),
+            source,
+        };
+        let addr = self
+            .address
+            .to_socket_addrs()
+            .map_err(connect)?
+            .next()
+            .ok_or_else(|| connect(std::io::ErrorKind::AddrNotAvailable.into()))?;
+        let stream = TcpStream::connect_timeout(&addr, self.timeout).map_err(connect)?;
+        stream.set_read_timeout(Some(self.timeout))?;
+        stream.set_write_timeout(Some(self.timeout))?;
+        stream.set_nodelay(true)?;
         Ok(BufReader::new(stream))
     }
 
@@ -63,52 +120,58 @@ impl RedisStore {
             .conn
             .lock()
             .map_err(|_| err("connection lock poisoned"))?;
-        for attempt in 0..2 {
-            if guard.is_none() {
-                *guard = Some(self.open()?);
-            }
-            let conn = guard.as_mut().expect("just opened");
-            match round_trip(conn, args) {
-                Ok(reply) => return Ok(reply),
-                Err(e) if attempt == 0 && e.0.contains("(io)") => *guard = None,
-                Err(e) => return Err(e),
+        let mut attempt = 0;
+        loop {
+            // The connection is taken out and put back only after a complete exchange.
+            let mut conn = match guard.take() {
+                Some(conn) => conn,
+                None => self.open()?,
+            };
+            match round_trip(&mut conn, args) {
+                Ok(reply) => {
+                    *guard = Some(conn);
+                    return Ok(reply);
+                }
+                Err(e @ RedisError::Server(_)) => {
+                    *guard = Some(conn);
+                    return Err(e.into());
+                }
+                Err(e) if attempt == 0 && e.stale_connection() => attempt += 1,
+                Err(e) => return Err(e.into()),
             }
         }
-        Err(err("unreachable"))
     }
 }
 
-fn round_trip(conn: &mut BufReader<TcpStream>, args: &[&[u8]]) -> Result<Reply, StoreError> {
-    let io = |e: std::io::Error| err(format!("(io) {e}"));
+fn round_trip(conn: &mut BufReader<TcpStream>, args: &[&[u8]]) -> Result<Reply, RedisError> {
     let mut request = format!("*{}\r\n", args.len()).into_bytes();
     for a in args {
         request.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
         request.extend_from_slice(a);
         request.extend_from_slice(b"\r\n");
     }
-    conn.get_mut().write_all(&request).map_err(io)?;
+    conn.get_mut().write_all(&request)?;
     let mut line = String::new();
-    if conn.read_line(&mut line).map_err(io)? == 0 {
-        return Err(err("(io) connection closed"));
+    if conn.read_line(&mut line)? == 0 {
+        return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
     }
     let line = line.trim_end();
     match line.as_bytes().first() {
-        Some(b'+') => Ok(Reply::Ok),
-        Some(b'-') => Err(err(format!("server error: {}", &line[1..]))),
+        Some(b'+') | Some(b':') => Ok(Reply::Ok),
+        Some(b'-') => Err(RedisError::Server(line[1..].to_owned())),
         Some(b'$') => {
             let len: i64 = line[1..]
                 .parse()
-                .map_err(|_| err(format!("bad reply {line:?}")))?;
+                .map_err(|_| RedisError::Protocol(line.to_owned()))?;
             if len < 0 {
                 return Ok(Reply::Bulk(None));
             }
             let mut data = vec![0; len as usize + 2];
-            conn.read_exact(&mut data).map_err(io)?;
+            conn.read_exact(&mut data)?;
             data.truncate(len as usize);
             Ok(Reply::Bulk(Some(data)))
         }
-        Some(b':') => Ok(Reply::Ok),
-        _ => Err(err(format!("unexpected reply {line:?}"))),
+        _ => Err(RedisError::Protocol(line.to_owned())),
     }
 }
 

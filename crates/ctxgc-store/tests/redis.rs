@@ -37,3 +37,39 @@ fn replicas_share_originals_through_redis() {
     );
     assert!(RedisStore::connect("redis://").is_err());
 }
+
+/// Defect guarded: a command that timed out while Redis stalled left its connection in use; when
+/// Redis resumed, the next command (another session's) read the stalled command's reply, and
+/// Bob's request carried Alice's secret.
+#[test]
+fn a_stalled_redis_never_hands_one_sessions_reply_to_another() {
+    let Some((server, url)) = start() else { return };
+    let timeout = std::time::Duration::from_millis(300);
+    let mut store = RedisStore::connect_with_timeout(&url, timeout).unwrap();
+    store
+        .put_state("alice", "ALICE-ONLY: prod db password is hunter2")
+        .unwrap();
+    store.put_state("bob", "bob's own state").unwrap();
+    server.pause();
+    let started = std::time::Instant::now();
+    let stalled = store.get_state("alice");
+    let waited = started.elapsed();
+    assert!(stalled.is_err(), "{stalled:?}");
+    assert!(
+        waited < timeout * 3,
+        "one deadline, not retried into two: {waited:?}"
+    );
+    server.resume();
+    // Redis now answers the stalled GET on the abandoned connection.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    for _ in 0..3 {
+        assert_eq!(
+            store.get_state("bob").unwrap().as_deref(),
+            Some("bob's own state")
+        );
+    }
+    assert_eq!(
+        store.get_state("alice").unwrap().as_deref(),
+        Some("ALICE-ONLY: prod db password is hunter2")
+    );
+}

@@ -6,6 +6,29 @@ use std::time::Duration;
 
 /// A running server, killed when dropped.
 pub struct Server(Child);
+
+impl Server {
+    /// Stops the server's process (SIGSTOP): it accepts nothing and answers nothing.
+    #[allow(dead_code)] // not every test binary that includes this file pauses a server
+    pub fn pause(&self) {
+        signal(self.0.id(), "-STOP");
+    }
+
+    /// Lets a paused server go on (SIGCONT): it answers what it was sent meanwhile.
+    #[allow(dead_code)]
+    pub fn resume(&self) {
+        signal(self.0.id(), "-CONT");
+    }
+}
+
+fn signal(pid: u32, which: &str) {
+    let status = Command::new("kill")
+        .args([which, &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill {which} {pid}");
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.0.kill();
