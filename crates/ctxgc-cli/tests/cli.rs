@@ -515,3 +515,59 @@ fn replay_of_client_logs_reports_recorded_foresight_causes_and_where_tokens_go()
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("Why the cache was written") && page.contains("gap closed"));
 }
+
+/// Defect guarded: exceeding `ulimit -f` killed the proxy with SIGXFSZ instead of failing open.
+#[cfg(unix)]
+#[test]
+fn a_file_size_limit_makes_store_writes_fail_open_not_the_proxy_die() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("xfsz");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("store.sqlite");
+    let upstream = tiny_upstream();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let addr = format!("127.0.0.1:{port}");
+    // 200 KB of file size at most: the store's first large originals cross it.
+    let script = format!(
+        "ulimit -f 200; exec {} serve --listen {addr} --openai-upstream http://{upstream} --store sqlite:{}",
+        env!("CARGO_BIN_EXE_ctxgc"),
+        db.display()
+    );
+    let mut proxy = Command::new("sh")
+        .args(["-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    for i in 0..12 {
+        let output: String = (0..3000)
+            .map(|l| format!("request {i} line {l}: compiling a crate with a long name\n"))
+            .collect();
+        let body = serde_json::json!({"model": "gpt-5", "messages": [
+            {"role": "user", "content": format!("task {i}")},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": output}
+        ]});
+        assert_eq!(
+            post(&addr, "/v1/chat/completions", &body.to_string()),
+            Some(200),
+            "request {i}"
+        );
+    }
+    assert!(
+        proxy.try_wait().unwrap().is_none(),
+        "the proxy is still running"
+    );
+    let _ = proxy.kill();
+    let out = proxy.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(log.contains("fail open"), "{log}");
+}

@@ -242,11 +242,20 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 /// Serves on `listen` until the process ends.
 pub async fn serve(listen: SocketAddr, state: Arc<AppState>) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
     let listener = tokio::net::TcpListener::bind(listen).await?;
     state.log(&format!(
         "ctxgc serve: listening on http://{}",
         listener.local_addr()?
     ));
+    // Without TCP_NODELAY the last small writes of a stream wait for the client's delayed ACK
+    // (about 40 ms on kept-alive connections).
+    let log = state.clone();
+    let listener = listener.tap_io(move |stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            log.log(&format!("ctxgc: cannot set TCP_NODELAY: {e}"));
+        }
+    });
     axum::serve(listener, router(state)).await
 }
 
@@ -640,17 +649,30 @@ async fn send(
         }
     }
     builder.body(body).send().await.map_err(|e| {
+        let shown = redact_url(upstream);
         s.log(&format!(
-            "ctxgc: upstream {} unreachable: {}",
-            upstream,
+            "ctxgc: upstream {shown} unreachable: {}",
             e.without_url()
         ));
         error(
             StatusCode::BAD_GATEWAY,
             "upstream_unreachable",
-            format!("ctxgc: cannot reach the upstream {upstream}"),
+            format!("ctxgc: cannot reach the upstream {shown}"),
         )
     })
+}
+
+/// An upstream URL as it may be shown (logs, error bodies): credentials in it are replaced by
+/// `***`.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
 }
 
 /// The response headers passed to the client.
@@ -710,6 +732,17 @@ fn record_usage(s: &AppState, session: &str, u: usage::Usage) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upstream_urls_are_shown_without_credentials() {
+        assert_eq!(
+            redact_url("https://user:pass@gw.example:8443/v1?x=1"),
+            "https://***@gw.example:8443/v1?x=1"
+        );
+        assert_eq!(redact_url("http://127.0.0.1:9/v1"), "http://127.0.0.1:9/v1");
+        // An `@` in the path is not a credential.
+        assert_eq!(redact_url("http://h/a@b"), "http://h/a@b");
+    }
 
     #[test]
     fn calibration_follows_reported_usage_smoothly_and_within_bounds() {

@@ -419,6 +419,55 @@ async fn internal_failures_fail_open_and_keys_never_reach_the_logs() {
     assert!(!logs.contains("SECRET"), "{logs}");
 }
 
+/// Defect guarded: `--openai-upstream http://user:PASS@host` put PASS in the 502 body sent to
+/// clients and in the log.
+#[tokio::test]
+async fn upstream_credentials_never_reach_clients_or_logs() {
+    let logs = Arc::new(Mutex::new(Vec::new()));
+    let sink_logs = logs.clone();
+    let sink: LogSink = Arc::new(move |line: &str| sink_logs.lock().unwrap().push(line.to_owned()));
+    // Port 1 on loopback: nothing listens there.
+    let upstream = "http://gateway-user:PASS-SECRET@127.0.0.1:1/base".to_owned();
+    let settings = ProxySettings {
+        openai_upstream: upstream.clone(),
+        anthropic_upstream: upstream,
+        max_body_bytes: 1024 * 1024,
+        rewrite: RewriteSettings {
+            trim: Default::default(),
+            window: 32_000,
+            cache_breakpoints: true,
+            prompt_cache_key: true,
+            engine: None,
+            inject_tools: false,
+        },
+        summarizer: None,
+        summarizer_cooldown: Duration::from_secs(300),
+    };
+    let state = AppState::new(settings, Box::new(MemoryStore::default()), sink).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    let router = ctxgc_proxy::router(state);
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    for path in ["/v1/chat/completions", "/v1/messages", "/v1/models"] {
+        let r = client()
+            .post(format!("{proxy}{path}"))
+            .body(r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}]}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::BAD_GATEWAY, "{path}");
+        let body = r.text().await.unwrap();
+        assert!(
+            !body.contains("PASS-SECRET") && !body.contains("gateway-user"),
+            "{body}"
+        );
+        assert!(body.contains("http://***@127.0.0.1:1/base"), "{body}");
+    }
+    let logs = logs.lock().unwrap().join("\n");
+    assert!(logs.contains("unreachable"), "{logs}");
+    assert!(!logs.contains("PASS-SECRET"), "{logs}");
+}
+
 #[tokio::test]
 async fn bad_requests_get_clear_errors_and_other_routes_pass_through() {
     let h = start(Box::new(MemoryStore::default())).await;

@@ -27,13 +27,76 @@ fn err(e: impl std::fmt::Display) -> StoreError {
     StoreError(e.to_string())
 }
 
+/// Files and folders only their owner can read.
+mod private {
+    use std::path::Path;
+
+    use super::{StoreError, err};
+
+    /// Creates the missing folders above `file`, each 0700.
+    pub fn create_dirs(file: &Path) -> Result<(), StoreError> {
+        let missing: Vec<&Path> = file
+            .ancestors()
+            .skip(1)
+            .filter(|d| !d.as_os_str().is_empty())
+            .take_while(|d| !d.exists())
+            .collect();
+        for dir in missing.into_iter().rev() {
+            match std::fs::create_dir(dir) {
+                // Another process made it meanwhile.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                result => result,
+            }
+            .map_err(|e| {
+                err(format!(
+                    "cannot create {} for {}: {e}",
+                    dir.display(),
+                    file.display()
+                ))
+            })?;
+            restrict(dir, 0o700)?;
+        }
+        Ok(())
+    }
+
+    /// Creates `file` if missing, and makes it 0600.
+    pub fn create_file(file: &Path) -> Result<(), StoreError> {
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options
+            .open(file)
+            .map_err(|e| err(format!("cannot open {}: {e}", file.display())))?;
+        restrict(file, 0o600)
+    }
+
+    /// Sets `mode` on `path` when it exists.
+    pub fn restrict(path: &Path, mode: u32) -> Result<(), StoreError> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            if path.exists() {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                    .map_err(|e| err(format!("cannot restrict {}: {e}", path.display())))?;
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (path, mode);
+        Ok(())
+    }
+}
+
 impl SqliteStore {
-    /// Opens (creating if needed) the store at `path`, with its parent directories.
+    /// Opens (creating if needed) the store at `path`, with its parent directories. What it holds
+    /// is every tool output agents saw, so the folders it creates are 0700 and its files 0600,
+    /// whatever the umask (an existing file is tightened too).
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
         let path = path.as_ref().to_owned();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| err(format!("cannot create {}: {e}", dir.display())))?;
+        let on_disk = path.as_os_str() != ":memory:";
+        if on_disk {
+            private::create_dirs(&path)?;
+            private::create_file(&path)?;
         }
         let conn = Connection::open(&path)
             .map_err(|e| err(format!("cannot open {}: {e}", path.display())))?;
@@ -58,6 +121,16 @@ impl SqliteStore {
              ) WITHOUT ROWID;",
         )
         .map_err(err)?;
+        if on_disk {
+            // The WAL and shared-memory files appear with the first write; make them now.
+            conn.execute_batch("BEGIN IMMEDIATE; COMMIT;")
+                .map_err(err)?;
+            for suffix in ["-wal", "-shm"] {
+                let mut side = path.clone().into_os_string();
+                side.push(suffix);
+                private::restrict(Path::new(&side), 0o600)?;
+            }
+        }
         Ok(SqliteStore {
             conn: Mutex::new(conn),
             path,
@@ -175,6 +248,32 @@ mod tests {
             .unwrap();
         assert_eq!(mode, "wal");
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Defect guarded: the default store was created 755/644, so other local users could read
+    /// every stored output.
+    #[cfg(unix)]
+    #[test]
+    fn the_store_is_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let dir = std::env::temp_dir().join(format!("ctxgc-store-modes-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("a/b/store.sqlite");
+        let mut store = SqliteStore::open(&path).unwrap();
+        store.put("s", ContentId::of(b"x"), "x").unwrap();
+        for d in [dir.clone(), dir.join("a"), dir.join("a/b")] {
+            assert_eq!(mode(&d), 0o700, "{}", d.display());
+        }
+        for f in ["store.sqlite", "store.sqlite-wal", "store.sqlite-shm"] {
+            assert_eq!(mode(&dir.join("a/b").join(f)), 0o600, "{f}");
+        }
+        drop(store);
+        // A store an earlier version left world-readable is tightened when opened.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let _store = SqliteStore::open(&path).unwrap();
+        assert_eq!(mode(&path), 0o600);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

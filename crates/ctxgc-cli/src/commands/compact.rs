@@ -27,8 +27,8 @@ pub struct CompactArgs {
     /// Transcript files or directories.
     #[arg(required = true, value_name = "FILE_OR_DIR")]
     pub paths: Vec<PathBuf>,
-    /// The model's context window in tokens.
-    #[arg(long, default_value_t = 32_000)]
+    /// The model's context window in tokens (`32000`, `32k`).
+    #[arg(long, default_value = "32k", value_parser = super::parse_window)]
     pub window: u64,
     #[command(flatten)]
     pub summarizer: SummarizerArgs,

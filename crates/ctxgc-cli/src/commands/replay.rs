@@ -22,6 +22,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+use super::parse_window;
 use crate::table::{Section, num, render};
 
 #[derive(Debug, Args)]
@@ -57,6 +58,10 @@ pub struct ReplayArgs {
     /// policy keeps of each (always shown for client logs).
     #[arg(long)]
     pub by_tool: bool,
+    /// Seconds an `exec:` policy may take to answer one request; past that it is stopped, the
+    /// failure reported and the request sent unchanged.
+    #[arg(long, default_value_t = 120.0, value_name = "SECONDS")]
+    pub exec_timeout: f64,
 }
 
 /// The sample sessions, embedded so `--sample` works from any directory.
@@ -91,28 +96,10 @@ const SAMPLES: &[(&str, &[u8])] = &[
     ),
 ];
 
-/// `32k` -> 32000, `1m` -> 1000000.
-pub fn parse_window(text: &str) -> Result<u64> {
-    let t = text.trim().to_ascii_lowercase();
-    let (digits, unit) = match t.strip_suffix('k') {
-        Some(d) => (d, 1_000),
-        None => match t.strip_suffix('m') {
-            Some(d) => (d, 1_000_000),
-            None => (t.as_str(), 1),
-        },
-    };
-    let n: f64 = digits
-        .parse()
-        .with_context(|| format!("invalid window `{text}`: use e.g. 32000, 32k or 1m"))?;
-    if n <= 0.0 {
-        bail!("invalid window `{text}`: must be positive");
-    }
-    Ok((n * unit as f64) as u64)
-}
-
 fn policy(
     spec: &str,
     config: &Config,
+    exec_timeout: std::time::Duration,
     pools: &mut Vec<Arc<ExecPool>>,
 ) -> Result<(String, PolicyFactory)> {
     if spec == "ctxgc" {
@@ -130,7 +117,7 @@ fn policy(
         if command.trim().is_empty() {
             bail!("`exec:` needs a command, e.g. exec:'python3 my_policy.py'");
         }
-        let pool = ExecPool::new(command);
+        let pool = ExecPool::with_timeout(command, exec_timeout);
         pools.push(pool.clone());
         let name = std::env::var("CTXGC_EXEC_NAME").unwrap_or_else(|_| {
             format!(
@@ -294,10 +281,17 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     } else {
         args.policy.clone()
     };
+    if !(args.exec_timeout > 0.0 && args.exec_timeout.is_finite()) {
+        bail!(
+            "invalid --exec-timeout {}: give a positive number of seconds",
+            args.exec_timeout
+        );
+    }
+    let exec_timeout = std::time::Duration::from_secs_f64(args.exec_timeout);
     let mut pools = Vec::new();
     let policies: Vec<(String, PolicyFactory)> = specs
         .iter()
-        .map(|s| policy(s, config, &mut pools))
+        .map(|s| policy(s, config, exec_timeout, &mut pools))
         .collect::<Result<_>>()?;
     let mut caches: Vec<CacheKind> = Vec::new();
     for name in &args.cache {
@@ -725,24 +719,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn windows_parse() {
-        assert_eq!(parse_window("32k").unwrap(), 32_000);
-        assert_eq!(parse_window("1m").unwrap(), 1_000_000);
-        assert_eq!(parse_window("64000").unwrap(), 64_000);
-        assert!(
-            parse_window("big")
-                .unwrap_err()
-                .to_string()
-                .contains("invalid window `big`")
-        );
-    }
-
-    #[test]
     fn unknown_policies_are_named() {
-        let err = policy("magic", &Config::default(), &mut Vec::new())
-            .err()
-            .unwrap()
-            .to_string();
+        let err = policy(
+            "magic",
+            &Config::default(),
+            std::time::Duration::from_secs(1),
+            &mut Vec::new(),
+        )
+        .err()
+        .unwrap()
+        .to_string();
         assert!(
             err.contains("unknown policy `magic`") && err.contains("claude-code"),
             "{err}"

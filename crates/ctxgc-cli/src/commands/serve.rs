@@ -33,7 +33,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub store: Option<String>,
     /// The models' context window in tokens (limits scale with it; default from the config).
-    #[arg(long)]
+    #[arg(long, value_parser = super::parse_window)]
     pub window: Option<u64>,
     /// Largest request body accepted, in bytes.
     #[arg(long, default_value_t = 32 * 1024 * 1024)]
@@ -58,7 +58,19 @@ pub struct ServeArgs {
     pub summarizer: SummarizerArgs,
 }
 
+/// A store write past `ulimit -f` raises SIGXFSZ, whose default action kills the process;
+/// ignored, the write fails with EFBIG, and the request fails open like any store failure.
+fn survive_file_size_limits() {
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code; it is done
+    // once, before the server starts any thread that writes files.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
+    survive_file_size_limits();
     if !args.listen.ip().is_loopback() && !args.allow_remote {
         bail!(
             "refusing to listen on {} (not loopback): the proxy forwards the API keys it receives; pass --allow-remote to do it anyway",

@@ -18,7 +18,7 @@ pub struct TrimOptions {
     #[arg(long, default_value = "terminal")]
     pub tool: String,
     /// The model's context window in tokens (limits scale with it; default from the config).
-    #[arg(long, value_name = "TOKENS")]
+    #[arg(long, value_name = "TOKENS", value_parser = super::parse_window)]
     pub window: Option<u64>,
     /// Keep exactly the first N lines (with --tail: trim by line counts instead of bytes).
     #[arg(long, value_name = "N")]

@@ -241,28 +241,64 @@ pub fn import_paths(paths: &[PathBuf]) -> Vec<Result<Imported, ImportError>> {
 }
 
 fn collect_files(path: &Path, out: &mut Vec<Result<PathBuf, ImportError>>) {
-    if !path.is_dir() {
-        out.push(if path.exists() {
-            Ok(path.to_owned())
-        } else {
-            Err(ImportError {
-                path: path.to_owned(),
-                why: "no such file or directory".into(),
-            })
-        });
+    collect(path, out, &mut Vec::new());
+}
+
+/// Walks `path`, following links, refusing what cannot be read as a file (a FIFO would block
+/// the import forever) and naming link loops, among files and among folders alike.
+fn collect(path: &Path, out: &mut Vec<Result<PathBuf, ImportError>>, ancestors: &mut Vec<PathBuf>) {
+    let fail = |why: String| ImportError {
+        path: path.to_owned(),
+        why,
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.raw_os_error() == Some(LOOP_ERRNO) => {
+            out.push(Err(fail("a symbolic link loop".into())));
+            return;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let why = if std::fs::symlink_metadata(path).is_ok() {
+                "a symbolic link to nothing"
+            } else {
+                "no such file or directory"
+            };
+            out.push(Err(fail(why.into())));
+            return;
+        }
+        Err(e) => {
+            out.push(Err(fail(format!("cannot read: {e}"))));
+            return;
+        }
+    };
+    if meta.is_file() {
+        out.push(Ok(path.to_owned()));
+        return;
+    }
+    if !meta.is_dir() {
+        out.push(Err(fail(format!(
+            "not a regular file ({}): not read",
+            special_kind(&meta)
+        ))));
+        return;
+    }
+    // A folder linked from inside itself would be walked forever.
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    if ancestors.contains(&real) {
+        out.push(Err(fail(
+            "a symbolic link loop (a folder that contains itself)".into(),
+        )));
         return;
     }
     let mut entries: Vec<PathBuf> = match std::fs::read_dir(path) {
         Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),
         Err(e) => {
-            out.push(Err(ImportError {
-                path: path.to_owned(),
-                why: format!("cannot list: {e}"),
-            }));
+            out.push(Err(fail(format!("cannot list: {e}"))));
             return;
         }
     };
     entries.sort();
+    ancestors.push(real);
     for entry in entries {
         let name = entry
             .file_name()
@@ -271,8 +307,35 @@ fn collect_files(path: &Path, out: &mut Vec<Result<PathBuf, ImportError>>) {
         if name.starts_with('.') || name.starts_with("README") {
             continue;
         }
-        collect_files(&entry, out);
+        collect(&entry, out, ancestors);
     }
+    ancestors.pop();
+}
+
+/// ELOOP on Linux and the BSDs' value on macOS.
+#[cfg(target_os = "macos")]
+const LOOP_ERRNO: i32 = 62;
+#[cfg(not(target_os = "macos"))]
+const LOOP_ERRNO: i32 = 40;
+
+#[cfg(unix)]
+fn special_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else {
+        "a special file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_kind(_: &std::fs::Metadata) -> &'static str {
+    "a special file"
 }
 
 /// Writes a transcript as canonical JSONL: one Chat Completions message per line. A client
@@ -391,6 +454,44 @@ mod tests {
             err.to_string().starts_with("b.jsonl: line 2: invalid JSON"),
             "{err}"
         );
+    }
+
+    /// Defects guarded: `ctxgc import` blocked forever on a FIFO, also inside a folder, and a
+    /// link loop was reported as "no such file or directory".
+    #[cfg(unix)]
+    #[test]
+    fn special_files_and_link_loops_are_named_not_read() {
+        let dir = std::env::temp_dir().join(format!("ctxgc-special-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("inner")).unwrap();
+        let fifo = dir.join("inner/pipe.jsonl");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        std::os::unix::fs::symlink("loop-b", dir.join("loop-a")).unwrap();
+        std::os::unix::fs::symlink("loop-a", dir.join("loop-b")).unwrap();
+        std::os::unix::fs::symlink("..", dir.join("inner/up")).unwrap();
+        std::os::unix::fs::symlink("missing", dir.join("dangling")).unwrap();
+        let results = import_paths(&[dir.clone(), fifo.clone()]);
+        let errors: Vec<String> = results
+            .iter()
+            .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
+            .collect();
+        let has =
+            |name: &str, why: &str| errors.iter().any(|e| e.contains(name) && e.contains(why));
+        assert!(
+            has("pipe.jsonl", "not a regular file (a FIFO)"),
+            "{errors:?}"
+        );
+        assert!(has("loop-a", "a symbolic link loop"), "{errors:?}");
+        assert!(
+            has("inner/up", "a folder that contains itself"),
+            "{errors:?}"
+        );
+        assert!(has("dangling", "a symbolic link to nothing"), "{errors:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

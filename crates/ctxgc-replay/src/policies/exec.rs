@@ -9,8 +9,10 @@
 //! the replay reports the failures.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use ctxgc_core::{Message, Transcript};
 use ctxgc_formats::{chat, wire};
@@ -18,10 +20,15 @@ use serde_json::{Value, json};
 
 use super::{History, ReplayPolicy, Request};
 
+/// How long an external policy may take to answer one request by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
 struct Worker {
     child: Child,
     stdin: BufWriter<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
+    /// Lines of the command's stdout, read by a thread of their own so that a wait has a
+    /// deadline.
+    lines: Receiver<std::io::Result<String>>,
 }
 
 impl Drop for Worker {
@@ -34,15 +41,24 @@ impl Drop for Worker {
 /// Running instances of one external command, shared by the replay's threads.
 pub struct ExecPool {
     command: String,
+    timeout: Duration,
     idle: Mutex<Vec<Worker>>,
     errors: Mutex<Vec<String>>,
 }
 
 impl ExecPool {
-    /// A pool for `command` (run with `sh -c`).
+    /// A pool for `command` (run with `sh -c`), answering each request within
+    /// [`DEFAULT_TIMEOUT`].
     pub fn new(command: impl Into<String>) -> Arc<ExecPool> {
+        ExecPool::with_timeout(command, DEFAULT_TIMEOUT)
+    }
+
+    /// A pool whose command must answer each request within `timeout` (else it is killed, the
+    /// failure recorded and the request sent unchanged).
+    pub fn with_timeout(command: impl Into<String>, timeout: Duration) -> Arc<ExecPool> {
         Arc::new(ExecPool {
             command: command.into(),
+            timeout,
             idle: Mutex::new(Vec::new()),
             errors: Mutex::new(Vec::new()),
         })
@@ -63,11 +79,22 @@ impl ExecPool {
             .spawn()
             .map_err(|e| format!("cannot start `{}`: {e}", self.command))?;
         let stdin = BufWriter::new(child.stdin.take().ok_or("no stdin")?);
-        let stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            loop {
+                let mut line = String::new();
+                let read = stdout.read_line(&mut line);
+                let done = !matches!(read, Ok(n) if n > 0);
+                if send.send(read.map(|_| line)).is_err() || done {
+                    break;
+                }
+            }
+        });
         Ok(Worker {
             child,
             stdin,
-            stdout,
+            lines,
         })
     }
 
@@ -89,15 +116,17 @@ impl ExecPool {
                 .map_err(|e| e.to_string())?;
             worker.stdin.write_all(b"\n").map_err(|e| e.to_string())?;
             worker.stdin.flush().map_err(|e| e.to_string())?;
-            let mut out = String::new();
-            let n = worker
-                .stdout
-                .read_line(&mut out)
-                .map_err(|e| e.to_string())?;
-            if n == 0 {
-                return Err("the command exited without answering".to_owned());
+            match worker.lines.recv_timeout(self.timeout) {
+                Ok(Ok(line)) if !line.is_empty() => Ok(line),
+                Ok(Ok(_)) | Err(RecvTimeoutError::Disconnected) => {
+                    Err("the command exited without answering".to_owned())
+                }
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(RecvTimeoutError::Timeout) => Err(format!(
+                    "no answer within {} s (the command was stopped)",
+                    self.timeout.as_secs_f64()
+                )),
             }
-            Ok(out)
         })();
         if answer.is_ok() {
             *pinned = Some(worker);
@@ -236,6 +265,22 @@ mod tests {
             "gone"
         );
         assert!(pool.errors().is_empty(), "{:?}", pool.errors());
+    }
+
+    /// Defect guarded: `replay --policy exec:'sleep 100'` never timed out.
+    #[test]
+    fn a_command_that_never_answers_is_stopped_at_its_deadline() {
+        let pool = ExecPool::with_timeout("sleep 100", Duration::from_millis(300));
+        let mut p = Exec::new("sleepy".into(), pool.clone(), 32_000, "s".into());
+        p.push(Message::text(Role::User, "task"));
+        let started = std::time::Instant::now();
+        assert_eq!(p.request().messages.len(), 1, "sent unchanged");
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert!(
+            pool.errors()[0].contains("no answer within 0.3 s"),
+            "{:?}",
+            pool.errors()
+        );
     }
 
     #[test]
