@@ -155,7 +155,11 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         .sum();
     let target = threshold.saturating_sub(policy.runway(input.window, input.growth_per_turn()));
     let worth_pruning = reclaimed >= policy.min_reclaim(input.window);
-    let middle: usize = input.tokens[head_end..tail_start].iter().sum();
+    // What the client pins stays through a compaction: it is not reclaimed.
+    let middle: usize = (head_end..tail_start)
+        .filter(|&i| !segments::is_pinned(&messages[i]))
+        .map(|i| input.tokens[i])
+        .sum();
     let budget = policy.summary_budget(middle, input.window);
     let can_compact = tail_start > head_end && middle > budget + FRAMING;
     // Prune alone when that buys the runway; compact otherwise; when there is nothing to

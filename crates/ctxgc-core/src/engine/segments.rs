@@ -6,15 +6,40 @@
 
 use crate::transcript::{Message, Role};
 
+/// Openings of the instruction blocks clients put in user turns (Codex's environment context
+/// and AGENTS.md, user instructions).
+const INSTRUCTION_OPENINGS: &[&str] = &[
+    "<environment_context>",
+    "<user_instructions>",
+    "# AGENTS.md instructions",
+    "<permissions instructions>",
+];
+
+/// Whether the client pins this message: system and developer messages wherever they stand
+/// (Claude Code's environment block, Codex's developer messages) and the instruction blocks
+/// clients send as user turns. Events keep them verbatim and in order.
+pub fn is_pinned(message: &Message) -> bool {
+    match message.role {
+        Role::System => true,
+        Role::User => {
+            let text = message.text_content();
+            let text = text.trim_start();
+            INSTRUCTION_OPENINGS.iter().any(|o| text.starts_with(o))
+        }
+        _ => false,
+    }
+}
+
 /// End (exclusive) of the head: leading system messages, then `exchanges` times a user turn
-/// and the assistant turn that answers it with its tool results.
+/// (with any pinned messages beside it) and the assistant turn that answers it with its tool
+/// results.
 pub fn head_end(messages: &[Message], exchanges: usize) -> usize {
     let mut i = 0;
     while i < messages.len() && messages[i].role == Role::System {
         i += 1;
     }
     for _ in 0..exchanges {
-        while i < messages.len() && messages[i].role == Role::User {
+        while i < messages.len() && (messages[i].role == Role::User || is_pinned(&messages[i])) {
             i += 1;
         }
         if i < messages.len() && messages[i].role == Role::Assistant {

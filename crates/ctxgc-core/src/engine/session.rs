@@ -12,6 +12,7 @@ use crate::engine::abstracts::ResultMeta;
 use crate::engine::integrity::{self, IntegrityError};
 use crate::engine::plan::{self, Plan, PlanInput, PlanKind};
 use crate::engine::repeats::{self, Earlier};
+use crate::engine::segments;
 use crate::engine::summary::{self, SummaryInput};
 use crate::recall::{self, RecallError, RecallQuery};
 use crate::store::{OriginalStore, StoreError};
@@ -452,6 +453,14 @@ impl Session {
                 let mut messages =
                     Vec::with_capacity(plan.head_end + 1 + self.messages.len() - plan.tail_start);
                 messages.extend_from_slice(&self.messages[..plan.head_end]);
+                // What the client pins stays, verbatim and in order, before the summary (where
+                // later compactions leave it in place).
+                messages.extend(
+                    self.messages[plan.head_end..plan.tail_start]
+                        .iter()
+                        .filter(|m| segments::is_pinned(m))
+                        .cloned(),
+                );
                 messages.push(Message::text(Role::User, text));
                 messages.extend_from_slice(&self.messages[plan.tail_start..]);
                 (messages, kind, tokens_in, tokens_out, note, plan.head_end)

@@ -69,6 +69,16 @@ impl SummaryInput<'_> {
             .collect()
     }
 
+    /// The facts of a tool result: as recorded at insertion, else computed from what the prompt
+    /// holds (a history the engine did not see inserted, as a proxy receives it), so that every
+    /// hidden output is listed with an id and its errors are not lost.
+    fn meta(&self, result: &crate::transcript::ToolResult) -> std::borrow::Cow<'_, ResultMeta> {
+        match self.metas.get(&result.call_id) {
+            Some(meta) => std::borrow::Cow::Borrowed(meta),
+            None => std::borrow::Cow::Owned(ResultMeta::of(&result.text())),
+        }
+    }
+
     fn middle(&self) -> impl Iterator<Item = &Message> {
         self.messages[self.from..self.to]
             .iter()
@@ -115,12 +125,41 @@ fn previous_snapshot(previous: &str) -> Option<String> {
     (!text.starts_with("(the latest user message is kept verbatim")).then(|| text.to_owned())
 }
 
-/// The latest user message: its index and text.
+/// What the user asked in a user message: its text without the reminders clients wrap into
+/// user turns (`<system-reminder>` blocks: attribution, file-change notices), and nothing for
+/// summaries and the instruction blocks clients pin (environment context, AGENTS.md).
+fn user_request(message: &Message) -> Option<String> {
+    if message.role != Role::User || crate::engine::segments::is_pinned(message) {
+        return None;
+    }
+    let text = message.text_content();
+    if text.starts_with(SUMMARY_HEADER) || text.trim().is_empty() {
+        return None;
+    }
+    if !text.contains("<system-reminder>") {
+        return Some(text); // verbatim
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(start) = rest.find("<system-reminder>") {
+        out.push_str(&rest[..start]);
+        match rest[start..].find("</system-reminder>") {
+            Some(end) => rest = &rest[start + end + "</system-reminder>".len()..],
+            None => rest = "",
+        }
+    }
+    out.push_str(rest);
+    let out = out.trim();
+    (!out.is_empty()).then(|| out.to_owned())
+}
+
+/// The latest user request: its index and text.
 fn latest_user(messages: &[Message]) -> Option<(usize, String)> {
     messages
         .iter()
-        .rposition(|m| m.role == Role::User && !m.text_content().starts_with(SUMMARY_HEADER))
-        .map(|i| (i, messages[i].text_content()))
+        .enumerate()
+        .rev()
+        .find_map(|(i, m)| user_request(m).map(|text| (i, text)))
 }
 
 /// Files read and modified in the middle, merged with the previous summary's lists.
@@ -244,8 +283,8 @@ pub fn extractive_body(input: &SummaryInput<'_>, counter: &TokenCounter) -> Stri
     let goal = input
         .messages
         .iter()
-        .find(|m| m.role == Role::User)
-        .and_then(|m| first_sentence(&m.text_content(), 240))
+        .find_map(user_request)
+        .and_then(|text| first_sentence(&text, 240))
         .map(|s| {
             vec![item(&format!(
                 "{s} (the first user message, kept verbatim above, has it in full)"
@@ -265,14 +304,7 @@ pub fn extractive_body(input: &SummaryInput<'_>, counter: &TokenCounter) -> Stri
         "prefer",
     ];
     let mut constraints = previous_items(previous, "Constraints", "- ");
-    for m in input.messages[..input.to]
-        .iter()
-        .filter(|m| m.role == Role::User)
-    {
-        let text = m.text_content();
-        if text.starts_with(SUMMARY_HEADER) {
-            continue;
-        }
+    for text in input.messages[..input.to].iter().filter_map(user_request) {
         for line in text.lines() {
             let lower = line.to_lowercase();
             if keywords.iter().any(|k| lower.contains(k)) && line.trim().len() > 12 {
@@ -304,7 +336,8 @@ pub fn extractive_body(input: &SummaryInput<'_>, counter: &TokenCounter) -> Stri
             let Some(call) = calls.get(result.call_id.as_str()) else {
                 continue;
             };
-            let meta = input.metas.get(&result.call_id);
+            let meta_value = input.meta(result);
+            let meta = Some(meta_value.as_ref());
             for access in facts::file_accesses(call) {
                 if let FileAccess::Write(path) = access {
                     done.push(format!("modified {path}"));
@@ -500,14 +533,12 @@ All tools remain available; summarised tool outputs can be recalled whole with r
     let calls = input.calls();
     let mut outputs = previous_items(input.previous_text(), "Tool outputs", "- ");
     for result in input.middle().flat_map(Message::tool_results) {
-        if let Some(meta) = input.metas.get(&result.call_id) {
-            let tool = result.tool_name.as_deref().unwrap_or("tool");
-            outputs.push(abstract_line(
-                tool,
-                calls.get(result.call_id.as_str()).copied(),
-                meta,
-            ));
-        }
+        let tool = result.tool_name.as_deref().unwrap_or("tool");
+        outputs.push(abstract_line(
+            tool,
+            calls.get(result.call_id.as_str()).copied(),
+            &input.meta(result),
+        ));
     }
     // The list is the first thing to give way to the budget, oldest first.
     let fixed = counter.count_text(&out);

@@ -9,8 +9,10 @@ use crate::engine::drive::{drive, outline};
 use crate::engine::integrity;
 use crate::engine::summary::SUMMARY_HEADER;
 use crate::store::{MemoryStore, OriginalStore};
-use crate::tokens::ProviderFamily;
+use crate::tokens::{ProviderFamily, TokenCounter};
 use crate::transcript::{Block, Message, Role, ToolCall, Transcript};
+use serde_json::json;
+use std::collections::BTreeMap;
 
 /// A policy scaled down so that small random sessions cross the threshold several times.
 fn small_config() -> Config {
@@ -643,4 +645,136 @@ fn real_transcript(doc: &serde_json::Value) -> Transcript {
         tools: vec![],
         recording: None,
     }
+}
+
+/// A Claude Code-like session: a reminder wrapped into the first user turn, the environment as a
+/// `system` message in the middle of the history, and a shell that fails with exit code 3.
+fn claude_code_like(turns: usize) -> Transcript {
+    let mut messages = vec![
+        Message::text(Role::System, "You are a coding agent."),
+        Message {
+            role: Role::User,
+            content: vec![
+                Block::text(
+                    "<system-reminder>\nAttribution for git commits: end commit messages with Co-Authored-By: Agent.\n</system-reminder>\n",
+                ),
+                Block::text("Fix the failing deploy script."),
+            ],
+            usage: None,
+        },
+        Message::text(
+            Role::System,
+            "# Environment\n - Primary working directory: /home/dev/project",
+        ),
+    ];
+    for i in 0..turns {
+        let id = format!("c{i}");
+        messages.push(Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::text(words(30, i)),
+                call(
+                    &id,
+                    "Bash",
+                    json!({"command": format!("./deploy.sh --step {i}")}),
+                ),
+            ],
+            usage: None,
+        });
+        let output = if i == 2 {
+            format!(
+                "Exit code 3\n{}\nFATAL: disk quota exceeded on /var/lib/app\n{}",
+                words(200, i),
+                words(200, i + 1)
+            )
+        } else {
+            words(400, i)
+        };
+        messages.push(Message::tool_result(
+            &id,
+            Some("Bash".into()),
+            output,
+            i == 2,
+        ));
+    }
+    Transcript {
+        id: "cc".into(),
+        messages,
+        tools: vec![],
+        recording: None,
+    }
+}
+
+/// Defects guarded: compaction dropped Claude Code's mid-history environment (`role: system`)
+/// message, and the summary's goal was taken from the attribution reminder.
+#[test]
+fn compaction_keeps_pinned_messages_and_takes_the_goal_from_the_request() {
+    let config = small_config();
+    let source = claude_code_like(40);
+    let mut session = Session::new("s", 8_000, &config, ProviderFamily::Openai);
+    drive_through(&source, &mut session);
+    assert!(
+        session
+            .events()
+            .iter()
+            .any(|e| e.kind == EventKind::Compaction),
+        "{:?}",
+        session.report()
+    );
+    let prompt = session.prompt();
+    let env = prompt
+        .iter()
+        .filter(|m| m.text_content().starts_with("# Environment"))
+        .count();
+    assert_eq!(env, 1, "the environment stays, once");
+    let summary = prompt
+        .iter()
+        .map(Message::text_content)
+        .find(|t| t.starts_with(SUMMARY_HEADER))
+        .unwrap();
+    let goal = summary
+        .split("## Goal\n")
+        .nth(1)
+        .and_then(|s| s.lines().next())
+        .unwrap();
+    assert!(goal.contains("Fix the failing deploy script"), "{goal}");
+    assert!(!summary.contains("Co-Authored-By"), "{summary}");
+}
+
+/// Defects guarded: without recorded facts (a history the engine did not see inserted, as a
+/// proxy receives it) the summary listed no tool outputs and no discoveries, and a failure whose
+/// code was unknown was written as "exit 1".
+#[test]
+fn summaries_list_every_hidden_output_and_real_exit_codes_without_recorded_facts() {
+    let source = claude_code_like(6);
+    let counter = TokenCounter::openai();
+    let metas = BTreeMap::new();
+    let input = summary::SummaryInput {
+        messages: &source.messages,
+        from: 3,
+        to: source.messages.len() - 2,
+        metas: &metas,
+        budget: 2_000,
+    };
+    let body = summary::extractive_body(&input, &counter);
+    let text = summary::compose(&input, &body, &counter);
+    let outputs = text
+        .split("## Tool outputs (recall by id)\n")
+        .nth(1)
+        .unwrap();
+    assert_eq!(
+        outputs
+            .lines()
+            .filter(|l| l.starts_with("- [Bash]"))
+            .count(),
+        5,
+        "{outputs}"
+    );
+    assert!(outputs.contains("exit 3"), "{outputs}");
+    assert!(
+        text.contains("FATAL: disk quota exceeded on /var/lib/app"),
+        "{text}"
+    );
+    assert!(text.contains("exit 3"), "{text}");
+    assert!(!text.contains("exit 1"), "{text}");
 }
