@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 
 use ctxgc_core::engine::plan::{self, PlanInput, PlanKind, Replacement};
+use ctxgc_core::engine::segments;
 use ctxgc_core::engine::summary::{self, SummaryInput};
 use ctxgc_core::engine::{Policy, SummaryReply, SummaryRequest};
 use ctxgc_core::tokens::{ProviderFamily, TokenCounter};
@@ -287,6 +288,7 @@ pub fn step(
             originals.push((ContentId::of(text.as_bytes()), text));
         }
     };
+    let mut pinned_count = 0;
     let event = match plan.kind {
         PlanKind::PruneOnly => {
             for edit in &plan.edits {
@@ -336,6 +338,17 @@ pub fn step(
             };
             let text = summary::compose(&summary_input, &body, &counter);
             let mut next: Vec<Value> = prompt[..head].to_vec();
+            // What the client pins (its system and developer messages, instruction blocks)
+            // stays, verbatim and in order, before the summary: whole wire messages only.
+            let mut pinned: Vec<usize> = (plan.head_end..plan.tail_start)
+                .filter(|&i| segments::is_pinned(&messages[i]))
+                .filter_map(|i| view.origin[i])
+                .filter(|o| o.block.is_none() && o.first >= head && o.last < tail)
+                .flat_map(|o| o.first..=o.last)
+                .collect();
+            pinned.dedup();
+            next.extend(pinned.iter().map(|&w| prompt[w].clone()));
+            pinned_count = pinned.len();
             next.push(json!({"role": "user", "content": text}));
             next.extend_from_slice(&prompt[tail..]);
             prompt = next;
@@ -345,7 +358,7 @@ pub fn step(
     // 3. The new lineage covers the client messages before the tail.
     let boundary = match plan.kind {
         PlanKind::PruneOnly => tail,
-        PlanKind::Compaction => head + 1,
+        PlanKind::Compaction => head + pinned_count + 1,
     };
     // Prompt index i >= kept is client index covered + (i - kept).
     let covered = lineage.as_ref().map_or(tail, |l| l.covered + (tail - kept));

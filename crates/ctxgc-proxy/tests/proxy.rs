@@ -757,8 +757,18 @@ async fn anthropic_and_responses_compaction_is_prefix_stable_and_keeps_tool_pair
             },
             Default::default(),
         );
+        // A message the client pins, mid-history: Claude Code's environment block, a Codex
+        // developer message. Compaction used to drop it.
+        let pinned = if api == Api::Messages {
+            json!({"role": "system", "content": [{"type": "text", "text": "# Environment\n - Primary working directory: /home/dev/project"}]})
+        } else {
+            json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "# Environment\n - Primary working directory: /home/dev/project"}]})
+        };
         for turn in 0..60 {
             items.extend(turn_items(api, turn));
+            if turn == 5 {
+                items.push(pinned.clone());
+            }
             let body = if api == Api::Messages {
                 json!({"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": "You are a coding agent.", "messages": items})
             } else {
@@ -775,6 +785,13 @@ async fn anthropic_and_responses_compaction_is_prefix_stable_and_keeps_tool_pair
                 api.name()
             );
             assert_pairs(&msgs, turn);
+            if turn >= 5 {
+                let kept = msgs
+                    .iter()
+                    .filter(|m| without_cache_control(m) == pinned)
+                    .count();
+                assert_eq!(kept, 1, "{}: turn {turn}: the pinned message", api.name());
+            }
             let breakpoints = upstream.to_string().matches("cache_control").count();
             assert!(breakpoints <= 4, "turn {turn}: {breakpoints} breakpoints");
             sent.push(msgs.iter().map(without_cache_control).collect());
