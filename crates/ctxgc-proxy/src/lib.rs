@@ -224,10 +224,14 @@ impl AppState {
 /// The router.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .route("/v1/responses", post(responses))
-        .route("/v1/messages", post(messages))
-        .route("/v1/messages/count_tokens", post(messages))
+        // Other methods on the API paths (HEAD, OPTIONS, GET) go to the upstream unchanged.
+        .route("/v1/chat/completions", post(chat).fallback(passthrough))
+        .route("/v1/responses", post(responses).fallback(passthrough))
+        .route("/v1/messages", post(messages).fallback(passthrough))
+        .route(
+            "/v1/messages/count_tokens",
+            post(messages).fallback(passthrough),
+        )
         .route(
             "/ctxgc/health",
             get(|| async { json(&serde_json::json!({"status": "ok"})) }),
@@ -302,9 +306,81 @@ async fn read_body(s: &AppState, body: Body) -> Result<Bytes, Response> {
         })
 }
 
+/// A request body as sent, decoded when the client compressed it (`content-encoding: gzip` or
+/// `deflate`, as SDKs may); the header goes, since what is forwarded is the decoded body. The
+/// decoded size is bounded like the body itself.
+fn decode_request_body(
+    s: &AppState,
+    headers: &mut HeaderMap,
+    bytes: Bytes,
+) -> Result<Bytes, Response> {
+    use std::io::Read;
+    let encoding = headers
+        .get("content-encoding")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    if encoding.is_empty() || encoding == "identity" {
+        headers.remove("content-encoding");
+        return Ok(bytes);
+    }
+    let limit = s.settings.max_body_bytes as u64 + 1;
+    let mut out = Vec::new();
+    let read = match encoding.as_str() {
+        "gzip" | "x-gzip" => flate2::read::MultiGzDecoder::new(&bytes[..])
+            .take(limit)
+            .read_to_end(&mut out),
+        // HTTP's deflate is zlib-wrapped; some clients send it raw.
+        "deflate" => flate2::read::ZlibDecoder::new(&bytes[..])
+            .take(limit)
+            .read_to_end(&mut out)
+            .or_else(|_| {
+                out.clear();
+                flate2::read::DeflateDecoder::new(&bytes[..])
+                    .take(limit)
+                    .read_to_end(&mut out)
+            }),
+        other => {
+            s.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+            return Err(error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request_error",
+                format!(
+                    "ctxgc: request content-encoding `{other}` is not supported (send gzip, deflate or none)"
+                ),
+            ));
+        }
+    };
+    if let Err(e) = read {
+        s.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            format!("ctxgc: the request body is not valid {encoding}: {e}"),
+        ));
+    }
+    if out.len() as u64 >= limit {
+        s.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+        return Err(error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            format!(
+                "ctxgc: decoded request body larger than the configured limit of {} bytes",
+                s.settings.max_body_bytes
+            ),
+        ));
+    }
+    headers.remove("content-encoding");
+    Ok(Bytes::from(out))
+}
+
 async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let bytes = match read_body(&s, body).await {
+        Ok(b) => b,
+        Err(response) => return response,
+    };
+    let bytes = match decode_request_body(&s, &mut parts.headers, bytes) {
         Ok(b) => b,
         Err(response) => return response,
     };
@@ -644,7 +720,10 @@ async fn send(
     let url = format!("{}{}", upstream.trim_end_matches('/'), path);
     let mut builder = s.client.request(method, &url);
     for (name, value) in headers {
-        if !hop_by_hop(name) {
+        // The client's accept-encoding is not passed on: the HTTP client asks for what it can
+        // decode and decodes it, so the proxy can read every answer (its own tool calls, usage)
+        // and the client gets it as identity, which every client accepts.
+        if !hop_by_hop(name) && name != "accept-encoding" {
             builder = builder.header(name, value);
         }
     }

@@ -51,7 +51,7 @@ async fn upstream_handler(State(u): State<Upstream>, req: axum::extract::Request
     u.seen
         .lock()
         .unwrap()
-        .push((path.clone(), headers, body.clone()));
+        .push((path.clone(), headers.clone(), body.clone()));
     let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     if path == "/v1/fail" {
         return Response::builder()
@@ -88,6 +88,21 @@ async fn upstream_handler(State(u): State<Upstream>, req: axum::extract::Request
     };
     let reply = json!({"id": "x", "object": "chat.completion", "path": path, "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
         "usage": {"prompt_tokens": 100, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 0}}});
+    // Like many servers and gateways, it compresses JSON whenever the request accepts gzip.
+    let accepts_gzip = headers
+        .get("accept-encoding")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("gzip"));
+    if accepts_gzip {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(reply.to_string().as_bytes()).unwrap();
+        return Response::builder()
+            .header("content-type", "application/json")
+            .header("content-encoding", "gzip")
+            .body(Body::from(gz.finish().unwrap()))
+            .unwrap();
+    }
     Response::builder()
         .header("content-type", "application/json")
         .body(Body::from(reply.to_string()))
@@ -417,6 +432,71 @@ async fn internal_failures_fail_open_and_keys_never_reach_the_logs() {
         "{logs}"
     );
     assert!(!logs.contains("SECRET"), "{logs}");
+}
+
+/// Defects guarded: the SDKs send `accept-encoding: gzip`; an upstream that compressed its JSON
+/// was passed on unread (no usage recorded, the proxy's own tool calls unseen), and a gzip
+/// request body got a 400 "not valid JSON".
+#[tokio::test]
+async fn compressed_bodies_both_ways_are_read() {
+    use std::io::Write;
+    let h = start(Box::new(MemoryStore::default())).await;
+    let body = json!({"model": "gpt-5", "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": log_text(4000)}
+    ]})
+    .to_string();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(body.as_bytes()).unwrap();
+    let r = client()
+        .post(format!("{}/v1/chat/completions", h.proxy))
+        .header("content-type", "application/json")
+        .header("content-encoding", "gzip")
+        .header("accept-encoding", "gzip, deflate")
+        .body(gz.finish().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert!(
+        r.headers().get("content-encoding").is_none(),
+        "sent as identity"
+    );
+    let reply: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
+    assert_eq!(reply["usage"]["prompt_tokens"], 100);
+    let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+    assert!(seen.1.get("content-encoding").is_none());
+    let sent: Value = serde_json::from_slice(&seen.2).unwrap();
+    let output = sent["messages"][2]["content"].as_str().unwrap();
+    assert!(output.len() < log_text(4000).len(), "parsed and trimmed");
+    let usage = h.state.stats().usage;
+    assert_eq!(
+        usage.values().map(|u| u.input_tokens).sum::<u64>(),
+        100,
+        "the compressed answer was read: {usage:?}"
+    );
+    // Other methods on an API path reach the upstream (they got 405 from the proxy).
+    for method in [reqwest::Method::HEAD, reqwest::Method::OPTIONS] {
+        let r = client()
+            .request(method.clone(), format!("{}/v1/messages", h.proxy))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{method}");
+        let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+        assert_eq!(seen.0, "/v1/messages");
+    }
+    // A body that says gzip but is not: a clear 400.
+    let r = client()
+        .post(format!("{}/v1/chat/completions", h.proxy))
+        .header("content-encoding", "gzip")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().await.unwrap().contains("not valid gzip"));
 }
 
 /// Defect guarded: `--openai-upstream http://user:PASS@host` put PASS in the 502 body sent to
