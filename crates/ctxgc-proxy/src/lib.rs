@@ -309,11 +309,14 @@ async fn read_body(s: &AppState, body: Body) -> Result<Bytes, Response> {
 /// A request body as sent, decoded when the client compressed it (`content-encoding: gzip` or
 /// `deflate`, as SDKs may); the header goes, since what is forwarded is the decoded body. The
 /// decoded size is bounded like the body itself.
+/// A request the proxy answers itself: status, error type, message.
+struct Refusal(StatusCode, &'static str, String);
+
 fn decode_request_body(
     s: &AppState,
     headers: &mut HeaderMap,
     bytes: Bytes,
-) -> Result<Bytes, Response> {
+) -> Result<Bytes, Refusal> {
     use std::io::Read;
     let encoding = headers
         .get("content-encoding")
@@ -353,7 +356,7 @@ fn decode_request_body(
     };
     if let Err(e) = read {
         s.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
-        return Err(error(
+        return Err(Refusal(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
             format!("ctxgc: the request body is not valid {encoding}: {e}"),
@@ -361,7 +364,7 @@ fn decode_request_body(
     }
     if out.len() as u64 >= limit {
         s.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
-        return Err(error(
+        return Err(Refusal(
             StatusCode::PAYLOAD_TOO_LARGE,
             "request_too_large",
             format!(
@@ -382,7 +385,7 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
     };
     let bytes = match decode_request_body(&s, &mut parts.headers, bytes) {
         Ok(b) => b,
-        Err(response) => return response,
+        Err(Refusal(status, kind, message)) => return error(status, kind, message),
     };
     s.counters.requests.fetch_add(1, Ordering::Relaxed);
     let mut request = match ApiRequest::parse(api, &bytes) {
