@@ -345,7 +345,7 @@ fn decode_request_body(
             }),
         other => {
             s.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
-            return Err(error(
+            return Err(Refusal(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "invalid_request_error",
                 format!(
