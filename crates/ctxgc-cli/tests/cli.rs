@@ -357,11 +357,20 @@ fn kill_9_in_the_middle_of_load_loses_no_stored_original() {
     let store = ctxgc_store::SqliteStore::open(&db).unwrap();
     use ctxgc_core::store::OriginalStore;
     for (task, output) in acknowledged.iter() {
-        let session_key = serde_json::json!(task).to_string();
-        let session = format!(
-            "s-{:016x}",
-            xxhash_rust::xxh3::xxh3_64(session_key.as_bytes())
-        );
+        // The session the proxy filed it under: the client's own `prompt_cache_key`, in the
+        // anonymous tenant (no credential was sent).
+        let request = ctxgc_formats::ApiRequest {
+            api: ctxgc_formats::Api::ChatCompletions,
+            body: serde_json::json!({"model": "gpt-5", "prompt_cache_key": "k", "messages": [
+                {"role": "user", "content": task}
+            ]}),
+        };
+        let session = ctxgc_proxy::identity::session(
+            &ctxgc_proxy::identity::Tenant::anonymous(),
+            &request,
+            &Default::default(),
+        )
+        .to_string();
         let id = ctxgc_core::ContentId::of(output.as_bytes());
         assert_eq!(
             store.get(&session, id).unwrap().as_deref(),

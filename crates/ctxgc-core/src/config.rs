@@ -33,6 +33,13 @@ pub struct ProxySettings {
     pub cache_breakpoints: bool,
     /// Set OpenAI's `prompt_cache_key` to the session id when absent.
     pub prompt_cache_key: bool,
+    /// The secret tenant ids are keyed with (a keyed hash of each caller's API key); unset:
+    /// one is made at the first start and kept in the store, so replicas on one store agree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_secret: Option<String>,
+    /// Presented as `x-ctxgc-admin-token`, lets `/ctxgc/stats` list every tenant's sessions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_token: Option<String>,
 }
 
 impl Default for ProxySettings {
@@ -42,6 +49,8 @@ impl Default for ProxySettings {
             inject_tools: false,
             cache_breakpoints: true,
             prompt_cache_key: true,
+            tenant_secret: None,
+            admin_token: None,
         }
     }
 }

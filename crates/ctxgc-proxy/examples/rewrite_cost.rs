@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use ctxgc_formats::{Api, ApiRequest};
-use ctxgc_proxy::rewrite::{RewriteSettings, TrimMemo, rewrite_with, session_id};
+use ctxgc_proxy::identity::{self, Tenant};
+use ctxgc_proxy::rewrite::{RewriteSettings, TrimMemo, rewrite_with};
 
 fn main() {
     let path = std::env::args().nth(1).expect("a request body file");
@@ -29,7 +30,7 @@ fn main() {
         let mut request = ApiRequest::parse(Api::ChatCompletions, &bytes).unwrap();
         parse += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let id = session_id(&request, None);
+        let id = identity::session(&Tenant::anonymous(), &request, &Default::default()).to_string();
         session += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let out = rewrite_with(

@@ -11,6 +11,7 @@
 
 pub mod agent;
 mod agentic;
+pub mod identity;
 pub mod lineage;
 pub mod rewrite;
 pub mod splice;
@@ -54,6 +55,11 @@ pub struct ProxySettings {
     pub summarizer: Option<Arc<ctxgc_summarize::LlmSummarizer>>,
     /// After the LLM summarizer fails, compactions are summarised extractively for this long.
     pub summarizer_cooldown: std::time::Duration,
+    /// The secret tenant ids are keyed with; `None`: one kept in the store (made at the first
+    /// start), so replicas on one store agree.
+    pub tenant_secret: Option<String>,
+    /// Presented as `x-ctxgc-admin-token`, lets `/ctxgc/stats` list every tenant's sessions.
+    pub admin_token: Option<String>,
 }
 
 /// Counters served at `/ctxgc/stats`.
@@ -119,7 +125,36 @@ pub struct AppState {
     sessions: Mutex<BTreeMap<String, SessionUsage>>,
     /// Until when the LLM summarizer is not asked (after a failure).
     summarizer_cooling_until: Mutex<Option<std::time::Instant>>,
+    tenant_secret: identity::TenantSecret,
     log: LogSink,
+}
+
+/// Where the tenant secret is kept in the store (no session id can spell it).
+const TENANT_SECRET_KEY: &str = "ctxgc.tenant-secret";
+
+/// The tenant secret: configured, else the one the store keeps, else a new one it then keeps.
+fn tenant_secret(
+    settings: &ProxySettings,
+    store: &mut dyn Store,
+) -> Result<identity::TenantSecret, String> {
+    if let Some(text) = &settings.tenant_secret {
+        return Ok(identity::TenantSecret::from_text(text));
+    }
+    let stored = |store: &dyn Store| {
+        store
+            .get_state(TENANT_SECRET_KEY)
+            .map_err(|e| format!("cannot read the tenant secret: {e}"))
+            .map(|s| s.and_then(|s| identity::TenantSecret::from_hex(&s)))
+    };
+    if let Some(secret) = stored(store)? {
+        return Ok(secret);
+    }
+    let fresh = identity::TenantSecret::random()?;
+    store
+        .put_state(TENANT_SECRET_KEY, &fresh.to_hex())
+        .map_err(|e| format!("cannot keep the tenant secret: {e}"))?;
+    // Another replica may have written its own meanwhile: the stored one wins.
+    Ok(stored(store)?.unwrap_or(fresh))
 }
 
 /// The JSON of `/ctxgc/stats`.
@@ -157,6 +192,8 @@ impl AppState {
         log: LogSink,
     ) -> Result<Arc<AppState>, String> {
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut store = store;
+        let tenant_secret = tenant_secret(&settings, &mut *store)?;
         let client = reqwest::Client::builder()
             .connect_timeout(std::time::Duration::from_secs(30))
             .build()
@@ -170,11 +207,40 @@ impl AppState {
             counters: Counters::default(),
             sessions: Mutex::new(BTreeMap::new()),
             summarizer_cooling_until: Mutex::new(None),
+            tenant_secret,
             log,
         }))
     }
 
-    /// Current statistics.
+    /// The tenant of a request with these headers.
+    pub fn tenant(&self, headers: &HeaderMap) -> identity::Tenant {
+        self.tenant_secret.tenant(headers)
+    }
+
+    /// The session a request with these headers gets when it names itself `name` with
+    /// `x-ctxgc-session`.
+    pub fn named_session(&self, headers: &HeaderMap, name: &str) -> identity::SessionId {
+        identity::named_session(&self.tenant(headers), name)
+    }
+
+    /// Statistics as a caller with these headers may see them: aggregate counts, and the usage
+    /// of its own tenant's sessions only, unless it presents the admin token.
+    pub fn stats_for(&self, headers: &HeaderMap) -> Stats {
+        let mut stats = self.stats();
+        let admin = self.settings.admin_token.as_deref().is_some_and(|token| {
+            headers
+                .get("x-ctxgc-admin-token")
+                .is_some_and(|v| v.as_bytes() == token.as_bytes())
+        });
+        if !admin {
+            let tenant = format!("{}.", self.tenant(headers).as_str());
+            stats.usage.retain(|id, _| id.starts_with(&tenant));
+            stats.sessions = stats.usage.len();
+        }
+        stats
+    }
+
+    /// Current statistics, every session included.
     pub fn stats(&self) -> Stats {
         let c = &self.counters;
         let usage = self.sessions.lock().map(|s| s.clone()).unwrap_or_default();
@@ -238,7 +304,11 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .route(
             "/ctxgc/stats",
-            get(|State(s): State<Arc<AppState>>| async move { json(&s.stats()) }),
+            get(
+                |State(s): State<Arc<AppState>>, headers: HeaderMap| async move {
+                    json(&s.stats_for(&headers))
+                },
+            ),
         )
         .fallback(passthrough)
         .with_state(state)
@@ -399,11 +469,8 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
             return error(StatusCode::BAD_REQUEST, "invalid_request_error", why);
         }
     };
-    let header = parts
-        .headers
-        .get("x-ctxgc-session")
-        .and_then(|v| v.to_str().ok());
-    let session = rewrite::session_id(&request, header);
+    let tenant = s.tenant(&parts.headers);
+    let session = identity::session(&tenant, &request, &parts.headers).to_string();
     // Rewriting is synchronous CPU work plus a local store write: off the async workers. A panic
     // or a store failure forwards the original (fail open).
     let state = s.clone();

@@ -382,42 +382,6 @@ pub fn rewrite_with(
     out
 }
 
-/// The session of a request: the `x-ctxgc-session` header, else a hash of the system prompt and
-/// the first user message (stable across the requests of one conversation). Read straight from
-/// the JSON: this runs on every request.
-pub fn session_id(request: &ApiRequest, header: Option<&str>) -> String {
-    if let Some(h) = header.filter(|h| !h.trim().is_empty()) {
-        return h.trim().to_owned();
-    }
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-    let mut feed = |v: &Value| hasher.update(v.to_string().as_bytes());
-    for key in ["system", "instructions"] {
-        if let Some(v) = request.body.get(key) {
-            feed(v);
-        }
-    }
-    let items = request
-        .body
-        .get("messages")
-        .or_else(|| request.body.get("input"));
-    match items {
-        Some(Value::Array(items)) => {
-            for item in items {
-                let role = item.get("role").and_then(Value::as_str);
-                if matches!(role, Some("system" | "developer" | "user")) {
-                    feed(&item["content"]);
-                }
-                if role == Some("user") {
-                    break;
-                }
-            }
-        }
-        Some(other) => feed(other),
-        None => {}
-    }
-    format!("s-{:016x}", hasher.digest())
-}
-
 /// A trimmed output, also kept JSON-encoded: splicing it into a body is then a copy.
 #[derive(Clone)]
 struct Trimmed {
@@ -535,22 +499,5 @@ mod tests {
         let mut request =
             ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
         assert!(rewrite(&mut request, "s", &settings()).body.is_none());
-    }
-
-    #[test]
-    fn sessions_are_stable_per_conversation() {
-        let a = json!({"model": "x", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "task A"}]});
-        let a2 = json!({"model": "x", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "task A"}, {"role": "assistant", "content": "ok"}]});
-        let b = json!({"model": "x", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "task B"}]});
-        let id = |v: &Value| {
-            session_id(
-                &ApiRequest::parse(Api::ChatCompletions, v.to_string().as_bytes()).unwrap(),
-                None,
-            )
-        };
-        assert_eq!(id(&a), id(&a2));
-        assert_ne!(id(&a), id(&b));
-        let r = ApiRequest::parse(Api::ChatCompletions, a.to_string().as_bytes()).unwrap();
-        assert_eq!(session_id(&r, Some("mine")), "mine");
     }
 }

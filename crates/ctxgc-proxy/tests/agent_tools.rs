@@ -316,6 +316,7 @@ async fn model(State(seen): State<Seen>, req: axum::extract::Request) -> Respons
 
 struct Harness {
     proxy: String,
+    state: Arc<AppState>,
     seen: Seen,
     db: std::path::PathBuf,
     _dir: tempdir::Dir,
@@ -355,14 +356,17 @@ async fn start(name: &str) -> Harness {
         },
         summarizer: None,
         summarizer_cooldown: std::time::Duration::from_secs(300),
+        tenant_secret: Some("test".into()),
+        admin_token: None,
     };
     let state = AppState::new(settings, Box::new(store), sink).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = format!("http://{}", listener.local_addr().unwrap());
-    let router = ctxgc_proxy::router(state);
+    let router = ctxgc_proxy::router(state.clone());
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     Harness {
         proxy,
+        state,
         seen,
         db,
         _dir: tempdir::Dir(dir),
@@ -770,8 +774,12 @@ async fn a_trim_beside_a_client_call_is_hidden_and_applied_to_later_requests() {
         );
         // The original is in the store, recallable.
         let store = ctxgc_store::SqliteStore::open(&h.db).unwrap();
+        let session = h
+            .state
+            .named_session(&Default::default(), "agent-test")
+            .to_string();
         assert_eq!(
-            store.get("agent-test", original).unwrap().as_deref(),
+            store.get(&session, original).unwrap().as_deref(),
             Some(result.as_str()),
             "{mode}"
         );

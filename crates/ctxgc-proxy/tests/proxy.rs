@@ -171,6 +171,8 @@ async fn start_full(
         },
         summarizer,
         summarizer_cooldown: std::time::Duration::from_secs(300),
+        tenant_secret: Some("test".into()),
+        admin_token: None,
     };
     let state = AppState::new(settings, store, sink).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -288,12 +290,10 @@ async fn tool_results_are_trimmed_and_originals_stored_before_forwarding() {
         "Bearer sk-test-SECRET",
         "auth forwarded"
     );
-    assert!(
-        forwarded["prompt_cache_key"]
-            .as_str()
-            .unwrap()
-            .starts_with("s-")
-    );
+    // The session, from the start of the conversation, within the caller's tenant.
+    let tenant = h.state.tenant(&seen.1);
+    let key = forwarded["prompt_cache_key"].as_str().unwrap();
+    assert!(key.starts_with(&format!("{}.s-", tenant.as_str())), "{key}");
     // The original was committed before forwarding, under the id in the marker.
     let id = ContentId::of(original.as_bytes());
     assert!(content.contains(&id.to_string()));
@@ -332,7 +332,8 @@ async fn sse_streams_through_byte_for_byte_and_usage_is_recorded() {
         let got = r.bytes().await.unwrap();
         assert_eq!(got.as_ref(), expected.concat().as_bytes(), "{path}");
     }
-    let usage = h.state.stats().usage["sse-test"].clone();
+    let session = h.state.named_session(&HeaderMap::new(), "sse-test");
+    let usage = h.state.stats().usage[session.as_str()].clone();
     assert_eq!(usage.requests, 2);
     assert_eq!(usage.cache_read_tokens, 4000 + 2944);
     assert_eq!(usage.cache_write_tokens, 120);
@@ -499,6 +500,74 @@ async fn compressed_bodies_both_ways_are_read() {
     assert!(r.text().await.unwrap().contains("not valid gzip"));
 }
 
+/// Defects guarded: isolation rested on an unauthenticated header (Bob sending
+/// `x-ctxgc-session: alice` reached Alice's originals), two conversations with the same start
+/// were one session whatever their keys, and `/ctxgc/stats` listed every session.
+#[tokio::test]
+async fn tenants_are_kept_apart_by_their_credentials() {
+    let dir = std::env::temp_dir().join(format!("ctxgc-tenants-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let db = dir.join("store.sqlite");
+    let h = start(Box::new(ctxgc_store::SqliteStore::open(&db).unwrap())).await;
+    let secret_output = format!("ALICE_DB_PASSWORD=hunter2\n{}", log_text(4000));
+    let body = |output: &str| {
+        json!({"model": "gpt-5", "messages": [
+            {"role": "user", "content": "deploy"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": output}
+        ]})
+    };
+    let send = async |key: &str, output: &str| {
+        let r = client()
+            .post(format!("{}/v1/chat/completions", h.proxy))
+            .header("authorization", format!("Bearer {key}"))
+            .header("x-ctxgc-session", "alice")
+            .json(&body(output))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        h.upstream.seen.lock().unwrap().last().cloned().unwrap()
+    };
+    let alice_seen = send("sk-alice", &secret_output).await;
+    let bob_seen = send("sk-bob", &log_text(4000)).await;
+    let key = |seen: &(String, HeaderMap, Bytes)| {
+        let v: Value = serde_json::from_slice(&seen.2).unwrap();
+        v["prompt_cache_key"].as_str().unwrap().to_owned()
+    };
+    let (alice, bob) = (key(&alice_seen), key(&bob_seen));
+    assert_ne!(alice, bob, "the same session header, two tenants");
+    assert!(!alice.contains("sk-alice") && !alice.contains("alice"));
+    let store = ctxgc_store::SqliteStore::open(&db).unwrap();
+    let id = ContentId::of(secret_output.as_bytes());
+    assert!(store.get(&alice, id).unwrap().is_some());
+    assert_eq!(
+        store.get(&bob, id).unwrap(),
+        None,
+        "Bob's session holds nothing of Alice's"
+    );
+    // Stats: a caller sees its own sessions only.
+    let stats = async |key: &str| -> Value {
+        client()
+            .get(format!("{}/ctxgc/stats", h.proxy))
+            .header("authorization", format!("Bearer {key}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    };
+    let seen_by_bob = stats("sk-bob").await;
+    let sessions: Vec<&String> = seen_by_bob["usage"].as_object().unwrap().keys().collect();
+    assert_eq!(sessions, [&bob], "{seen_by_bob}");
+    assert_eq!(
+        seen_by_bob["requests"], 2,
+        "aggregate counts are for everyone"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Defect guarded: `--openai-upstream http://user:PASS@host` put PASS in the 502 body sent to
 /// clients and in the log.
 #[tokio::test]
@@ -522,6 +591,8 @@ async fn upstream_credentials_never_reach_clients_or_logs() {
         },
         summarizer: None,
         summarizer_cooldown: Duration::from_secs(300),
+        tenant_secret: Some("test".into()),
+        admin_token: None,
     };
     let state = AppState::new(settings, Box::new(MemoryStore::default()), sink).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -741,7 +812,8 @@ async fn reported_usage_calibrates_the_sessions_token_estimates() {
         .bytes()
         .await
         .unwrap();
-    let usage = h.state.stats().usage["cal"].clone();
+    let session = h.state.named_session(&HeaderMap::new(), "cal");
+    let usage = h.state.stats().usage[session.as_str()].clone();
     // The fake upstream reports 100 prompt tokens for a prompt ctxgc counts in the thousands:
     // calibration never lowers the estimates (an overflow fails, an early event only costs).
     assert!(usage.estimated_tokens > 2_000, "{usage:?}");

@@ -104,6 +104,8 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
         },
         summarizer: args.summarizer.llm()?.map(Arc::new),
         summarizer_cooldown: Duration::from_secs(config.engine.llm_cooldown_secs),
+        tenant_secret: config.proxy.tenant_secret.clone(),
+        admin_token: config.proxy.admin_token.clone(),
     };
     let log: ctxgc_proxy::LogSink = Arc::new(|line: &str| eprintln!("{line}"));
     let state = AppState::new(settings, store, log).map_err(anyhow::Error::msg)?;
@@ -122,6 +124,14 @@ pub struct StatsArgs {
     /// The proxy's address.
     #[arg(long, default_value = "http://127.0.0.1:8787")]
     pub url: String,
+    /// The environment variable holding the API key whose sessions to show (sessions are per
+    /// tenant: per key).
+    #[arg(long, value_name = "VAR")]
+    pub api_key_env: Option<String>,
+    /// The environment variable holding the proxy's admin token (`[proxy] admin_token`): every
+    /// tenant's sessions.
+    #[arg(long, value_name = "VAR")]
+    pub admin_token_env: Option<String>,
 }
 
 pub fn stats(args: StatsArgs) -> Result<ExitCode> {
@@ -131,7 +141,22 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
     let url = format!("{}/ctxgc/stats", args.url.trim_end_matches('/'));
     let body = runtime.block_on(async {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        reqwest::get(&url).await?.error_for_status()?.text().await
+        let mut request = reqwest::Client::new().get(&url);
+        if let Some(key) = args
+            .api_key_env
+            .as_deref()
+            .and_then(|v| std::env::var(v).ok())
+        {
+            request = request.bearer_auth(key);
+        }
+        if let Some(token) = args
+            .admin_token_env
+            .as_deref()
+            .and_then(|v| std::env::var(v).ok())
+        {
+            request = request.header("x-ctxgc-admin-token", token);
+        }
+        request.send().await?.error_for_status()?.text().await
     });
     let body = body.with_context(|| format!("cannot read {url}: is `ctxgc serve` running?"))?;
     let value: serde_json::Value =
