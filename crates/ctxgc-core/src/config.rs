@@ -40,6 +40,14 @@ pub struct ProxySettings {
     /// Presented as `x-ctxgc-admin-token`, lets `/ctxgc/stats` list every tenant's sessions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admin_token: Option<String>,
+    /// Seconds to connect to an upstream.
+    pub connect_timeout_secs: u64,
+    /// Seconds an upstream may stay silent: before its first byte, and between two chunks of
+    /// its answer (reasoning models can think for minutes before the first byte). A stream
+    /// cut by it ends with an error event the client sees.
+    pub upstream_idle_timeout_secs: u64,
+    /// Seconds a client has to send a request's body.
+    pub client_body_timeout_secs: u64,
 }
 
 impl Default for ProxySettings {
@@ -51,6 +59,9 @@ impl Default for ProxySettings {
             prompt_cache_key: true,
             tenant_secret: None,
             admin_token: None,
+            connect_timeout_secs: 10,
+            upstream_idle_timeout_secs: 600,
+            client_body_timeout_secs: 60,
         }
     }
 }
@@ -64,6 +75,14 @@ pub enum LoadError {
     /// A value is out of range.
     #[error("invalid configuration: {0}")]
     Invalid(#[from] ConfigError),
+    /// A `[proxy]` value is out of range.
+    #[error("invalid configuration: [proxy] {key} must be {why}")]
+    Proxy {
+        /// The key.
+        key: &'static str,
+        /// What it must be.
+        why: &'static str,
+    },
 }
 
 impl Config {
@@ -71,6 +90,24 @@ impl Config {
     pub fn from_toml(text: &str) -> Result<Config, LoadError> {
         let config: Config = toml::from_str(text)?;
         config.trim.validate()?;
+        for (key, secs) in [
+            ("connect_timeout_secs", config.proxy.connect_timeout_secs),
+            (
+                "upstream_idle_timeout_secs",
+                config.proxy.upstream_idle_timeout_secs,
+            ),
+            (
+                "client_body_timeout_secs",
+                config.proxy.client_body_timeout_secs,
+            ),
+        ] {
+            if !(1..=86_400).contains(&secs) {
+                return Err(LoadError::Proxy {
+                    key,
+                    why: "between 1 and 86400 seconds",
+                });
+            }
+        }
         Ok(config)
     }
 
@@ -83,6 +120,15 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proxy_timeouts_are_checked_with_the_key_named() {
+        let e = Config::from_toml("[proxy]\nupstream_idle_timeout_secs = 0\n").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid configuration: [proxy] upstream_idle_timeout_secs must be between 1 and 86400 seconds"
+        );
+    }
 
     #[test]
     fn defaults_round_trip_through_toml() {

@@ -60,6 +60,29 @@ pub struct ProxySettings {
     pub tenant_secret: Option<String>,
     /// Presented as `x-ctxgc-admin-token`, lets `/ctxgc/stats` list every tenant's sessions.
     pub admin_token: Option<String>,
+    /// How long each wait may last.
+    pub timeouts: Timeouts,
+}
+
+/// Every wait the proxy makes has a deadline.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// To connect to an upstream.
+    pub connect: std::time::Duration,
+    /// An upstream's silence: before its first byte, and between two chunks.
+    pub upstream_idle: std::time::Duration,
+    /// For a client to send its request body.
+    pub client_body: std::time::Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: std::time::Duration::from_secs(10),
+            upstream_idle: std::time::Duration::from_secs(600),
+            client_body: std::time::Duration::from_secs(60),
+        }
+    }
 }
 
 /// Counters served at `/ctxgc/stats`.
@@ -195,7 +218,8 @@ impl AppState {
         let mut store = store;
         let tenant_secret = tenant_secret(&settings, &mut *store)?;
         let client = reqwest::Client::builder()
-            .connect_timeout(std::time::Duration::from_secs(30))
+            .connect_timeout(settings.timeouts.connect)
+            .read_timeout(settings.timeouts.upstream_idle)
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         Ok(Arc::new(AppState {
@@ -361,19 +385,34 @@ fn error(status: StatusCode, kind: &str, message: String) -> Response {
 }
 
 async fn read_body(s: &AppState, body: Body) -> Result<Bytes, Response> {
-    axum::body::to_bytes(body, s.settings.max_body_bytes)
-        .await
-        .map_err(|_| {
-            s.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
-            error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "request_too_large",
-                format!(
-                    "ctxgc: request body larger than the configured limit of {} bytes",
-                    s.settings.max_body_bytes
-                ),
-            )
-        })
+    let deadline = s.settings.timeouts.client_body;
+    let Ok(read) = tokio::time::timeout(
+        deadline,
+        axum::body::to_bytes(body, s.settings.max_body_bytes),
+    )
+    .await
+    else {
+        s.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+        return Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!(
+                "ctxgc: the request body did not arrive within {} s",
+                deadline.as_secs()
+            ),
+        ));
+    };
+    read.map_err(|_| {
+        s.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+        error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            format!(
+                "ctxgc: request body larger than the configured limit of {} bytes",
+                s.settings.max_body_bytes
+            ),
+        )
+    })
 }
 
 /// A request body as sent, decoded when the client compressed it (`content-encoding: gzip` or
@@ -799,6 +838,15 @@ async fn send(
     }
     builder.body(body).send().await.map_err(|e| {
         let shown = redact_url(upstream);
+        if e.is_timeout() {
+            let secs = s.settings.timeouts.upstream_idle.as_secs();
+            s.log(&format!("ctxgc: upstream {shown} silent for {secs} s"));
+            return error(
+                StatusCode::GATEWAY_TIMEOUT,
+                "upstream_timeout",
+                format!("ctxgc: the upstream {shown} did not answer within {secs} s"),
+            );
+        }
         s.log(&format!(
             "ctxgc: upstream {shown} unreachable: {}",
             e.without_url()
@@ -851,6 +899,7 @@ fn relay(s: &Arc<AppState>, response: reqwest::Response, session: Option<String>
     let streaming = is_event_stream(response.headers());
     let mut tap = session.map(|session| usage::Tap::new(session, streaming));
     let state = s.clone();
+    let idle = s.settings.timeouts.upstream_idle;
     let stream = response.bytes_stream().map(move |chunk| {
         if let (Ok(bytes), Some(t)) = (&chunk, tap.as_mut()) {
             t.feed(bytes);
@@ -859,6 +908,29 @@ fn relay(s: &Arc<AppState>, response: reqwest::Response, session: Option<String>
             }
         }
         chunk
+    });
+    // A stream the upstream stopped feeding ends with an error event the client sees (rather
+    // than a connection that just stops), then nothing more.
+    let stream = stream.scan(false, move |failed, chunk| {
+        let item = match chunk {
+            _ if *failed => None,
+            Ok(bytes) => Some(Ok(bytes)),
+            Err(e) if streaming => {
+                *failed = true;
+                let why = if e.is_timeout() {
+                    format!("the upstream sent nothing for {} s", idle.as_secs())
+                } else {
+                    format!("the upstream stream broke: {}", e.without_url())
+                };
+                let event = serde_json::json!({"type": "error", "error": {"type": "ctxgc_upstream_error", "message": format!("ctxgc: {why}")}});
+                Some(Ok(Bytes::from(format!("event: error\ndata: {event}\n\n"))))
+            }
+            Err(e) => {
+                *failed = true;
+                Some(Err(e))
+            }
+        };
+        std::future::ready(item)
     });
     let mut resp = Response::new(Body::from_stream(stream));
     *resp.status_mut() = status;

@@ -358,6 +358,7 @@ async fn start(name: &str) -> Harness {
         summarizer_cooldown: std::time::Duration::from_secs(300),
         tenant_secret: Some("test".into()),
         admin_token: None,
+        timeouts: Default::default(),
     };
     let state = AppState::new(settings, Box::new(store), sink).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -173,6 +173,7 @@ async fn start_full(
         summarizer_cooldown: std::time::Duration::from_secs(300),
         tenant_secret: Some("test".into()),
         admin_token: None,
+        timeouts: Default::default(),
     };
     let state = AppState::new(settings, store, sink).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -568,6 +569,115 @@ async fn tenants_are_kept_apart_by_their_credentials() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A proxy in front of `upstream` with short deadlines.
+async fn proxy_with_timeouts(upstream: &str, timeouts: ctxgc_proxy::Timeouts) -> String {
+    let sink: LogSink = Arc::new(|_: &str| {});
+    let settings = ProxySettings {
+        openai_upstream: upstream.to_owned(),
+        anthropic_upstream: upstream.to_owned(),
+        max_body_bytes: 1024 * 1024,
+        rewrite: RewriteSettings {
+            trim: Default::default(),
+            window: 32_000,
+            cache_breakpoints: true,
+            prompt_cache_key: true,
+            engine: None,
+            inject_tools: false,
+        },
+        summarizer: None,
+        summarizer_cooldown: Duration::from_secs(300),
+        tenant_secret: Some("test".into()),
+        admin_token: None,
+        timeouts,
+    };
+    let state = AppState::new(settings, Box::new(MemoryStore::default()), sink).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    let router = ctxgc_proxy::router(state);
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    proxy
+}
+
+/// An upstream that reads a request, answers `preamble` (maybe nothing) and then hangs.
+async fn hanging_upstream(preamble: &'static str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut conn, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let _ = conn.read(&mut buf).await;
+                let _ = conn.write_all(preamble.as_bytes()).await;
+                tokio::time::sleep(Duration::from_secs(60)).await;
+            });
+        }
+    });
+    addr
+}
+
+/// Defects guarded: a hung upstream left the client with nothing after 180 s, and half-sent
+/// requests stayed open indefinitely.
+#[tokio::test]
+async fn every_wait_has_a_deadline() {
+    let timeouts = ctxgc_proxy::Timeouts {
+        connect: Duration::from_secs(2),
+        upstream_idle: Duration::from_millis(400),
+        client_body: Duration::from_millis(400),
+    };
+    let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    // An upstream that never answers: 504 at the deadline.
+    let proxy = proxy_with_timeouts(&hanging_upstream("").await, timeouts).await;
+    let started = std::time::Instant::now();
+    let r = client()
+        .post(format!("{proxy}/v1/chat/completions"))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::GATEWAY_TIMEOUT);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(r.text().await.unwrap().contains("did not answer within"));
+    // A stream that stops mid-way ends with an error event the client sees.
+    let sse_then_silence = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n1c\r\ndata: {\"id\":\"c1\",\"x\":1}\n\n\r\n";
+    let proxy = proxy_with_timeouts(&hanging_upstream(sse_then_silence).await, timeouts).await;
+    let r = client()
+        .post(format!("{proxy}/v1/chat/completions"))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let text = tokio::time::timeout(Duration::from_secs(5), r.text())
+        .await
+        .expect("the stream ends")
+        .unwrap();
+    assert!(text.starts_with("data: {\"id\":\"c1\""), "{text}");
+    assert!(
+        text.contains("event: error") && text.contains("sent nothing for"),
+        "{text}"
+    );
+    // A client that sends half its body: 408 at the deadline.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = proxy.trim_start_matches("http://").to_owned();
+    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    conn.write_all(
+        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n{\"model\"",
+    )
+    .await
+    .unwrap();
+    let mut answer = vec![0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut answer))
+        .await
+        .expect("answered within the deadline")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+}
+
 /// Defect guarded: `--openai-upstream http://user:PASS@host` put PASS in the 502 body sent to
 /// clients and in the log.
 #[tokio::test]
@@ -593,6 +703,7 @@ async fn upstream_credentials_never_reach_clients_or_logs() {
         summarizer_cooldown: Duration::from_secs(300),
         tenant_secret: Some("test".into()),
         admin_token: None,
+        timeouts: Default::default(),
     };
     let state = AppState::new(settings, Box::new(MemoryStore::default()), sink).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -106,6 +106,11 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
         summarizer_cooldown: Duration::from_secs(config.engine.llm_cooldown_secs),
         tenant_secret: config.proxy.tenant_secret.clone(),
         admin_token: config.proxy.admin_token.clone(),
+        timeouts: ctxgc_proxy::Timeouts {
+            connect: Duration::from_secs(config.proxy.connect_timeout_secs),
+            upstream_idle: Duration::from_secs(config.proxy.upstream_idle_timeout_secs),
+            client_body: Duration::from_secs(config.proxy.client_body_timeout_secs),
+        },
     };
     let log: ctxgc_proxy::LogSink = Arc::new(|line: &str| eprintln!("{line}"));
     let state = AppState::new(settings, store, log).map_err(anyhow::Error::msg)?;
