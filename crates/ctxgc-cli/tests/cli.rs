@@ -289,38 +289,52 @@ fn tiny_upstream() -> String {
     addr
 }
 
-#[test]
-fn kill_9_in_the_middle_of_load_loses_no_stored_original() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("kill9");
+/// A fresh test folder, its SQLite store path, and a free loopback address.
+fn serve_setup(name: &str) -> (std::path::PathBuf, String) {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("store.sqlite");
-    let upstream = tiny_upstream();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let addr = format!("127.0.0.1:{port}");
-    let mut proxy = Command::new(env!("CARGO_BIN_EXE_ctxgc"))
-        .args([
-            "serve",
-            "--listen",
-            &addr,
-            "--openai-upstream",
-            &format!("http://{upstream}"),
-            "--store",
-            &format!("sqlite:{}", db.display()),
-        ])
-        .stderr(Stdio::null())
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    (dir.join("store.sqlite"), format!("127.0.0.1:{port}"))
+}
+
+/// Starts `ctxgc serve` through `sh -c` with `shell` before it (a `ulimit`, say) and waits for
+/// its listener.
+fn spawn_serve(
+    shell: &str,
+    addr: &str,
+    upstream: &str,
+    db: &std::path::Path,
+    stderr: Stdio,
+) -> std::process::Child {
+    let script = format!(
+        "{shell} exec {} serve --listen {addr} --openai-upstream http://{upstream} --store sqlite:{}",
+        env!("CARGO_BIN_EXE_ctxgc"),
+        db.display()
+    );
+    let child = Command::new("sh")
+        .args(["-c", &script])
+        .stderr(stderr)
         .spawn()
         .unwrap();
-    // Wait for the listener.
     for _ in 0..100 {
-        if std::net::TcpStream::connect(&addr).is_ok() {
+        if std::net::TcpStream::connect(addr).is_ok() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    child
+}
+
+#[test]
+fn kill_9_in_the_middle_of_load_loses_no_stored_original() {
+    let (db, addr) = serve_setup("kill9");
+    let upstream = tiny_upstream();
+    let mut proxy = spawn_serve("", &addr, &upstream, &db, Stdio::null());
     let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let workers: Vec<_> = (0..4)
         .map(|w| {
@@ -529,33 +543,10 @@ fn replay_of_client_logs_reports_recorded_foresight_causes_and_where_tokens_go()
 #[cfg(unix)]
 #[test]
 fn a_file_size_limit_makes_store_writes_fail_open_not_the_proxy_die() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("xfsz");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("store.sqlite");
+    let (db, addr) = serve_setup("xfsz");
     let upstream = tiny_upstream();
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let addr = format!("127.0.0.1:{port}");
     // 200 KB of file size at most: the store's first large originals cross it.
-    let script = format!(
-        "ulimit -f 200; exec {} serve --listen {addr} --openai-upstream http://{upstream} --store sqlite:{}",
-        env!("CARGO_BIN_EXE_ctxgc"),
-        db.display()
-    );
-    let mut proxy = Command::new("sh")
-        .args(["-c", &script])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(&addr).is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let mut proxy = spawn_serve("ulimit -f 200;", &addr, &upstream, &db, Stdio::piped());
     for i in 0..12 {
         let output: String = (0..3000)
             .map(|l| format!("request {i} line {l}: compiling a crate with a long name\n"))

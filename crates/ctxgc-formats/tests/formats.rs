@@ -208,26 +208,7 @@ fn every_shared_transcript_imports_and_survives_canonical_jsonl() {
     for result in &results {
         let imported = result.as_ref().unwrap_or_else(|e| panic!("{e}"));
         *counts.entry(imported.format.to_string()).or_insert(0) += 1;
-        let t = &imported.transcript;
-        assert!(!t.messages.is_empty(), "{}", imported.path.display());
-        // Canonical JSONL round trip keeps the whole model.
-        let back = import::read_jsonl(&import::write_jsonl(t)).unwrap();
-        assert_eq!(back.messages, t.messages, "{}", imported.path.display());
-        // Every result answers a call.
-        let calls: Vec<&str> = t
-            .messages
-            .iter()
-            .flat_map(|m| m.tool_calls())
-            .map(|c| c.id.as_str())
-            .collect();
-        for r in t.messages.iter().flat_map(|m| m.tool_results()) {
-            assert!(
-                calls.contains(&r.call_id.as_str()),
-                "{}: orphan {}",
-                imported.path.display(),
-                r.call_id
-            );
-        }
+        check_session(imported);
     }
     assert_eq!(counts.get("mini-swe-agent-1"), Some(&190));
     assert_eq!(

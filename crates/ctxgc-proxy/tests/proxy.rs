@@ -569,9 +569,8 @@ async fn tenants_are_kept_apart_by_their_credentials() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// A proxy in front of `upstream` with short deadlines.
-async fn proxy_with_timeouts(upstream: &str, timeouts: ctxgc_proxy::Timeouts) -> String {
-    let sink: LogSink = Arc::new(|_: &str| {});
+/// A proxy in front of `upstream` with these deadlines, logging to `sink`.
+async fn proxy_at(upstream: &str, timeouts: ctxgc_proxy::Timeouts, sink: LogSink) -> String {
     let settings = ProxySettings {
         openai_upstream: upstream.to_owned(),
         anthropic_upstream: upstream.to_owned(),
@@ -630,7 +629,12 @@ async fn every_wait_has_a_deadline() {
     };
     let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).to_string();
     // An upstream that never answers: 504 at the deadline.
-    let proxy = proxy_with_timeouts(&hanging_upstream("").await, timeouts).await;
+    let proxy = proxy_at(
+        &hanging_upstream("").await,
+        timeouts,
+        Arc::new(|_: &str| {}),
+    )
+    .await;
     let started = std::time::Instant::now();
     let r = client()
         .post(format!("{proxy}/v1/chat/completions"))
@@ -643,7 +647,12 @@ async fn every_wait_has_a_deadline() {
     assert!(r.text().await.unwrap().contains("did not answer within"));
     // A stream that stops mid-way ends with an error event the client sees.
     let sse_then_silence = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n1c\r\ndata: {\"id\":\"c1\",\"x\":1}\n\n\r\n";
-    let proxy = proxy_with_timeouts(&hanging_upstream(sse_then_silence).await, timeouts).await;
+    let proxy = proxy_at(
+        &hanging_upstream(sse_then_silence).await,
+        timeouts,
+        Arc::new(|_: &str| {}),
+    )
+    .await;
     let r = client()
         .post(format!("{proxy}/v1/chat/completions"))
         .body(body.clone())
@@ -686,30 +695,8 @@ async fn upstream_credentials_never_reach_clients_or_logs() {
     let sink_logs = logs.clone();
     let sink: LogSink = Arc::new(move |line: &str| sink_logs.lock().unwrap().push(line.to_owned()));
     // Port 1 on loopback: nothing listens there.
-    let upstream = "http://gateway-user:PASS-SECRET@127.0.0.1:1/base".to_owned();
-    let settings = ProxySettings {
-        openai_upstream: upstream.clone(),
-        anthropic_upstream: upstream,
-        max_body_bytes: 1024 * 1024,
-        rewrite: RewriteSettings {
-            trim: Default::default(),
-            window: 32_000,
-            cache_breakpoints: true,
-            prompt_cache_key: true,
-            engine: None,
-            inject_tools: false,
-        },
-        summarizer: None,
-        summarizer_cooldown: Duration::from_secs(300),
-        tenant_secret: Some("test".into()),
-        admin_token: None,
-        timeouts: Default::default(),
-    };
-    let state = AppState::new(settings, Box::new(MemoryStore::default()), sink).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    let router = ctxgc_proxy::router(state);
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let upstream = "http://gateway-user:PASS-SECRET@127.0.0.1:1/base";
+    let proxy = proxy_at(upstream, Default::default(), sink).await;
     for path in ["/v1/chat/completions", "/v1/messages", "/v1/models"] {
         let r = client()
             .post(format!("{proxy}{path}"))
