@@ -106,6 +106,11 @@ fn shared_counts() -> &'static RwLock<HashMap<(u64, u64), usize>> {
     SHARED.get_or_init(|| RwLock::new(HashMap::new()))
 }
 
+/// Counts the shared memo holds at most (about 40 MB).
+const SHARED_MAX_ENTRIES: usize = 1 << 20;
+/// Counts one counter's own memo holds at most.
+const OWN_MAX_ENTRIES: usize = 1 << 18;
+
 /// Texts shorter than this are counted directly (memoising them costs more than it saves).
 const MEMO_MIN_BYTES: usize = 256;
 
@@ -166,6 +171,10 @@ impl TokenCounter {
         }
         let n = compute();
         if let Ok(mut m) = shared_counts().write() {
+            // Bounded: cleared whole when full (a count is recomputed on the next miss).
+            if m.len() >= SHARED_MAX_ENTRIES {
+                m.clear();
+            }
             m.insert(full, n);
         }
         n
@@ -192,6 +201,9 @@ impl TokenCounter {
             return (key, n);
         }
         let n = self.memoised(key, || self.corrected(self.raw_message_tokens(message)));
+        if self.cache.len() >= OWN_MAX_ENTRIES {
+            self.cache.clear();
+        }
         self.cache.insert(key, n);
         (key, n)
     }

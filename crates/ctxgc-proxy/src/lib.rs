@@ -117,6 +117,9 @@ pub struct SessionUsage {
     /// Reported input / ctxgc's estimate, smoothed: scales the engine's token counts for this
     /// session (the upstream's tokenizer, tool definitions and framing as it really counts them).
     pub calibration: Option<f64>,
+    /// When it was last active (a counter): the least recently active leave a full table.
+    #[serde(skip)]
+    pub last_active: u64,
 }
 
 impl SessionUsage {
@@ -151,6 +154,11 @@ pub struct AppState {
     tenant_secret: identity::TenantSecret,
     log: LogSink,
 }
+
+/// Originals this process remembers having committed, at most.
+const MAX_COMMITTED: usize = 100_000;
+/// Sessions whose usage `/ctxgc/stats` keeps, at most (the least recently active go first).
+const MAX_SESSIONS: usize = 10_000;
 
 /// Where the tenant secret is kept in the store (no session id can spell it).
 const TENANT_SECRET_KEY: &str = "ctxgc.tenant-secret";
@@ -712,10 +720,10 @@ fn prepare(
         }
         out.originals.append(&mut outcome.originals);
         if !counting && let Ok(mut sessions) = state.sessions.lock() {
-            sessions
-                .entry(session.to_owned())
-                .or_default()
-                .estimated_tokens = outcome.estimated_tokens as u64;
+            make_room(&mut sessions, session);
+            let entry = sessions.entry(session.to_owned()).or_default();
+            entry.estimated_tokens = outcome.estimated_tokens as u64;
+            entry.last_active = tick();
         }
         if outcome.event.is_some() {
             state.counters.events.fetch_add(1, Ordering::Relaxed);
@@ -746,6 +754,10 @@ fn prepare(
         drop(store);
         stored += 1;
         if let Ok(mut c) = state.committed.lock() {
+            // Bounded: forgetting only costs one idempotent store write later.
+            if c.len() >= MAX_COMMITTED {
+                c.clear();
+            }
             c.insert(key);
         }
     }
@@ -940,7 +952,9 @@ fn relay(s: &Arc<AppState>, response: reqwest::Response, session: Option<String>
 
 fn record_usage(s: &AppState, session: &str, u: usage::Usage) {
     if let Ok(mut sessions) = s.sessions.lock() {
+        make_room(&mut sessions, session);
         let entry = sessions.entry(session.to_owned()).or_default();
+        entry.last_active = tick();
         entry.requests += 1;
         entry.input_tokens += u.input;
         entry.cache_read_tokens += u.cache_read;
@@ -950,9 +964,50 @@ fn record_usage(s: &AppState, session: &str, u: usage::Usage) {
     }
 }
 
+/// Keeps the usage table bounded: before a new session enters a full table, the least
+/// recently active tenth leaves.
+fn make_room(sessions: &mut BTreeMap<String, SessionUsage>, entering: &str) {
+    if sessions.len() < MAX_SESSIONS || sessions.contains_key(entering) {
+        return;
+    }
+    let mut by_age: Vec<(u64, String)> = sessions
+        .iter()
+        .map(|(id, u)| (u.last_active, id.clone()))
+        .collect();
+    by_age.sort_unstable();
+    for (_, id) in by_age.into_iter().take(MAX_SESSIONS / 10) {
+        sessions.remove(&id);
+    }
+}
+
+/// A clock for "least recently active": a counter, not the time (deterministic).
+fn tick() -> u64 {
+    static CLOCK: AtomicU64 = AtomicU64::new(0);
+    CLOCK.fetch_add(1, Ordering::Relaxed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_usage_table_is_bounded() {
+        let mut sessions = BTreeMap::new();
+        for i in 0..MAX_SESSIONS + 5 {
+            let id = format!("s{i}");
+            make_room(&mut sessions, &id);
+            sessions.entry(id).or_insert_with(|| SessionUsage {
+                last_active: tick(),
+                ..Default::default()
+            });
+        }
+        assert!(sessions.len() <= MAX_SESSIONS);
+        assert!(sessions.contains_key(&format!("s{}", MAX_SESSIONS + 4)));
+        assert!(
+            !sessions.contains_key("s0"),
+            "the least recently active left"
+        );
+    }
 
     #[test]
     fn upstream_urls_are_shown_without_credentials() {

@@ -313,19 +313,29 @@ pub fn rewrite_with(
                     text: s.text,
                 })
                 .collect();
-            let trimmed = trim::trim_turn(&settings.trim, settings.window, &outputs)
-                .into_iter()
-                .map(|t| {
-                    t.trimmed.then(|| Trimmed {
-                        json: serde_json::to_vec(&t.text).unwrap_or_default().into(),
-                        text: t.text.into(),
-                        id: t.id,
+            let trimmed: Vec<Option<Trimmed>> =
+                trim::trim_turn(&settings.trim, settings.window, &outputs)
+                    .into_iter()
+                    .map(|t| {
+                        t.trimmed.then(|| Trimmed {
+                            json: serde_json::to_vec(&t.text).unwrap_or_default().into(),
+                            text: t.text.into(),
+                            id: t.id,
+                        })
                     })
-                })
-                .collect();
-            if memo.turns.len() >= TrimMemo::MAX_TURNS {
+                    .collect();
+            let bytes: usize = trimmed
+                .iter()
+                .flatten()
+                .map(|t: &Trimmed| t.text.len() + t.json.len())
+                .sum();
+            // Bounded by turns and by bytes: cleared whole when full (trimming is a pure
+            // function, so a cleared turn is trimmed again to the same bytes).
+            if memo.turns.len() >= TrimMemo::MAX_TURNS || memo.bytes + bytes > TrimMemo::MAX_BYTES {
                 memo.turns.clear();
+                memo.bytes = 0;
             }
+            memo.bytes += bytes;
             memo.turns.insert(key, trimmed);
         }
         for (slot, trimmed) in turn.iter().zip(&memo.turns[&key]) {
@@ -395,10 +405,18 @@ struct Trimmed {
 #[derive(Default)]
 pub struct TrimMemo {
     turns: std::collections::HashMap<u64, Vec<Option<Trimmed>>>,
+    /// Bytes of trimmed text held.
+    bytes: usize,
 }
 
 impl TrimMemo {
     const MAX_TURNS: usize = 4_096;
+    const MAX_BYTES: usize = 64 << 20;
+
+    /// Bytes of trimmed text it holds (at most 64 MiB).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
 }
 
 #[cfg(test)]
