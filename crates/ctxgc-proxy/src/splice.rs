@@ -58,6 +58,8 @@ pub struct Splicer {
     /// Responses: events were held back, so sequence numbers are renumbered from `next_seq`.
     renumber: bool,
     next_seq: u64,
+    /// The id of the response the client sees (the first round's).
+    first_id: Option<String>,
 }
 
 fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
@@ -98,6 +100,26 @@ impl Splicer {
             shown_items: Vec::new(),
             renumber: false,
             next_seq: 0,
+            first_id: None,
+        }
+    }
+
+    /// Keeps one id for the whole response the client sees: the first round's. Clients check
+    /// it (openai-python's `responses.stream()` rejects a response whose id changes).
+    fn same_id(&mut self, id: Option<&mut Value>) -> bool {
+        let Some(id) = id.filter(|id| id.is_string()) else {
+            return false;
+        };
+        match &self.first_id {
+            None => {
+                self.first_id = id.as_str().map(str::to_owned);
+                false
+            }
+            Some(first) if id.as_str() != Some(first.as_str()) => {
+                *id = json!(first);
+                true
+            }
+            Some(_) => false,
         }
     }
 
@@ -184,7 +206,7 @@ impl Splicer {
     }
 
     fn chat(&mut self, v: &mut Value) -> Keep {
-        let mut changed = false;
+        let mut changed = self.same_id(v.get_mut("id"));
         // A later round continues the client's message: its role was announced already.
         if self.round > 0
             && let Some(delta) = v
@@ -277,6 +299,7 @@ impl Splicer {
 
     fn responses(&mut self, v: &mut Value) -> Keep {
         let kind = v["type"].as_str().unwrap_or_default().to_owned();
+        let renamed = self.same_id(v.get_mut("response").and_then(|r| r.get_mut("id")));
         let mut keep = match kind.as_str() {
             "response.created" | "response.in_progress" if self.round > 0 => Keep::Drop,
             "response.output_item.added" => {
@@ -311,6 +334,9 @@ impl Splicer {
             && matches!(keep, Keep::Original)
         {
             keep = self.route_key(v, index, "output_index");
+        }
+        if renamed && matches!(keep, Keep::Original) {
+            keep = Keep::Changed;
         }
         if matches!(keep, Keep::Drop) {
             self.renumber = true;
@@ -554,6 +580,81 @@ mod tests {
         ];
         assert_eq!(feed_all(&mut s, &next), next.concat());
         assert!(!s.finish().1.follow_up);
+    }
+
+    /// Defect guarded: after an internal round, Chat chunks carried two `chatcmpl-` ids and
+    /// `response.completed` another response id than `response.created` (openai-python's
+    /// `responses.stream()` raises "Lifecycle response identity changed").
+    #[test]
+    fn one_streamed_response_keeps_one_id_over_its_rounds() {
+        let mut s = Splicer::new(Api::ChatCompletions);
+        let chunk = |id: &str, delta: Value, finish: Value| {
+            format!(
+                "data: {}\n\n",
+                json!({"id": id, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+            )
+        };
+        feed_all(
+            &mut s,
+            &[
+                chunk(
+                    "chatcmpl-1",
+                    json!({"role": "assistant", "content": "Let me look."}),
+                    Value::Null,
+                ),
+                format!(
+                    "data: {}\n\n",
+                    json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "t1", "type": "function", "function": {"name": "recall_tool_result", "arguments": "{}"}}]}}]})
+                ),
+                chunk("chatcmpl-1", json!({}), json!("tool_calls")),
+            ],
+        );
+        assert!(s.finish().1.follow_up);
+        let out = feed_all(
+            &mut s,
+            &[chunk(
+                "chatcmpl-2",
+                json!({"content": "Found it."}),
+                json!("stop"),
+            )],
+        );
+        assert!(
+            out.contains("chatcmpl-1") && !out.contains("chatcmpl-2"),
+            "{out}"
+        );
+
+        let mut s = Splicer::new(Api::Responses);
+        let event = |v: Value| format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap());
+        feed_all(
+            &mut s,
+            &[
+                event(
+                    json!({"type": "response.created", "sequence_number": 0, "response": {"id": "resp_1", "output": []}}),
+                ),
+                event(
+                    json!({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "recall_tool_result", "arguments": ""}}),
+                ),
+                event(
+                    json!({"type": "response.output_item.done", "sequence_number": 2, "output_index": 0, "item": {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "recall_tool_result", "arguments": "{\"id\":\"r-1\"}"}}),
+                ),
+                event(
+                    json!({"type": "response.completed", "sequence_number": 3, "response": {"id": "resp_1", "output": []}}),
+                ),
+            ],
+        );
+        assert!(s.finish().1.follow_up);
+        let out = feed_all(
+            &mut s,
+            &[
+                event(
+                    json!({"type": "response.created", "sequence_number": 0, "response": {"id": "resp_2", "output": []}}),
+                ),
+                event(
+                    json!({"type": "response.completed", "sequence_number": 1, "response": {"id": "resp_2", "output": []}}),
+                ),
+            ],
+        );
+        assert!(out.contains("resp_1") && !out.contains("resp_2"), "{out}");
     }
 
     #[test]
