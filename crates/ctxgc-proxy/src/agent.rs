@@ -182,6 +182,7 @@ pub fn apply(body: &mut Value, api: Api, state: &AgentState) -> bool {
         for (k, item) in ex.items.iter().enumerate() {
             items.insert(ex.at + k, item.clone());
         }
+        drop_shown_again(items, api, ex);
         changed = true;
     }
     for merge in &state.merges {
@@ -191,6 +192,79 @@ pub fn apply(body: &mut Value, api: Api, state: &AgentState) -> bool {
         changed |= apply_trims(items, api, &state.trims);
     }
     changed
+}
+
+/// The client was streamed the exchange round's own content (its text, its thinking) as the
+/// start of the message the next round continued, so its history holds that content again
+/// right after the exchange: it goes, and the upstream sees each round's content once (and an
+/// Anthropic tool-loop turn that starts with its thinking).
+fn drop_shown_again(items: &mut Vec<Value>, api: Api, ex: &Exchange) {
+    let after = ex.at + ex.items.len();
+    let shown = |v: &Value| !is_call_item(v) && !is_output_item(v);
+    match api {
+        Api::Responses => {
+            // Items: the round's reasoning and messages, as separate items.
+            let round: Vec<&Value> = ex.items.iter().filter(|v| shown(v)).collect();
+            let repeated = items[after.min(items.len())..]
+                .iter()
+                .zip(&round)
+                .take_while(|(client, ours)| same(client, ours))
+                .count();
+            items.drain(after..after + repeated);
+        }
+        Api::Messages => {
+            let Some(ours) = ex.items.first().and_then(|a| a["content"].as_array()) else {
+                return;
+            };
+            let round: Vec<&Value> = ours.iter().filter(|b| b["type"] != "tool_use").collect();
+            let Some(content) = items
+                .get_mut(after)
+                .filter(|m| m["role"] == "assistant")
+                .and_then(|m| m["content"].as_array_mut())
+            else {
+                return;
+            };
+            let repeated = content
+                .iter()
+                .zip(&round)
+                .take_while(|(client, ours)| same(client, ours))
+                .count();
+            content.drain(..repeated);
+        }
+        Api::ChatCompletions => {
+            let Some(text) = ex
+                .items
+                .first()
+                .and_then(|a| a["content"].as_str())
+                .filter(|t| !t.is_empty())
+            else {
+                return;
+            };
+            if let Some(message) = items.get_mut(after).filter(|m| m["role"] == "assistant")
+                && let Some(rest) = message["content"]
+                    .as_str()
+                    .and_then(|c| c.strip_prefix(text))
+            {
+                message["content"] = if rest.is_empty() {
+                    Value::Null
+                } else {
+                    json!(rest)
+                };
+            }
+        }
+    }
+}
+
+/// Two wire items or blocks alike but for where breakpoints were put.
+fn same(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(map) = v.as_object_mut() {
+            map.remove("cache_control");
+        }
+        v
+    };
+    strip(a) == strip(b)
 }
 
 fn apply_trims(items: &mut [Value], api: Api, trims: &BTreeMap<String, String>) -> bool {
@@ -627,6 +701,98 @@ mod tests {
         let mut edited = body.clone();
         edited["messages"][2]["content"] = json!("other");
         assert!(!apply(&mut edited, Api::ChatCompletions, &state));
+    }
+
+    /// Defect guarded: the client was streamed the first round's text as the start of its
+    /// message, and the upstream history then held that text twice (and an Anthropic tool-loop
+    /// turn that did not start with its thinking block).
+    #[test]
+    fn what_the_client_was_streamed_from_an_exchange_is_not_sent_twice() {
+        // Anthropic: [thinking0, text0, internal call] then the client's merged message.
+        let body = json!({"messages": [
+            {"role": "user", "content": "go"},
+        ]});
+        let anchor = fingerprint(&body["messages"][0]);
+        let thinking0 = json!({"type": "thinking", "thinking": "look first", "signature": "s0"});
+        let text0 = json!({"type": "text", "text": "Let me check."});
+        let state = AgentState {
+            exchanges: vec![Exchange {
+                at: 1,
+                anchor,
+                items: vec![
+                    json!({"role": "assistant", "content": [thinking0, text0, {"type": "tool_use", "id": "i1", "name": "recall_tool_result", "input": {}}]}),
+                    json!({"role": "user", "content": [result_part(Api::Messages, "i1", "recalled")]}),
+                ],
+            }],
+            ..Default::default()
+        };
+        let thinking1 = json!({"type": "thinking", "thinking": "now act", "signature": "s1"});
+        let mut later = body.clone();
+        later["messages"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"role": "assistant", "content": [
+                thinking0, text0, thinking1, {"type": "text", "text": "Found it."},
+                {"type": "tool_use", "id": "c1", "name": "Bash", "input": {}}
+            ]}));
+        assert!(apply(&mut later, Api::Messages, &state));
+        let merged = &later["messages"][3]["content"];
+        assert_eq!(
+            merged[0], thinking1,
+            "the tool-loop turn starts with its thinking"
+        );
+        assert_eq!(merged.as_array().unwrap().len(), 3);
+        assert_eq!(later.to_string().matches("Let me check.").count(), 1);
+        // Chat: the text the client got first.
+        let body = json!({"messages": [{"role": "user", "content": "go"}]});
+        let anchor = fingerprint(&body["messages"][0]);
+        let state = AgentState {
+            exchanges: vec![Exchange {
+                at: 1,
+                anchor,
+                items: vec![
+                    json!({"role": "assistant", "content": "Let me check.", "tool_calls": [{"id": "i1", "type": "function", "function": {"name": "recall_tool_result", "arguments": "{}"}}]}),
+                    json!({"role": "tool", "tool_call_id": "i1", "content": "recalled"}),
+                ],
+            }],
+            ..Default::default()
+        };
+        let mut later = body.clone();
+        later["messages"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"role": "assistant", "content": "Let me check.Found it."}));
+        assert!(apply(&mut later, Api::ChatCompletions, &state));
+        assert_eq!(later["messages"][3]["content"], "Found it.");
+        // Responses: the round's reasoning and message items, shown as items of their own.
+        let body = json!({"input": [{"role": "user", "content": "go"}]});
+        let anchor = fingerprint(&body["input"][0]);
+        let message0 = json!({"type": "message", "role": "assistant", "id": "m0", "content": [{"type": "output_text", "text": "Let me check."}]});
+        let state = AgentState {
+            exchanges: vec![Exchange {
+                at: 1,
+                anchor,
+                items: vec![
+                    message0.clone(),
+                    json!({"type": "function_call", "call_id": "i1", "name": "recall_tool_result", "arguments": "{}"}),
+                    json!({"type": "function_call_output", "call_id": "i1", "output": "recalled"}),
+                ],
+            }],
+            ..Default::default()
+        };
+        let mut later = body.clone();
+        later["input"].as_array_mut().unwrap().extend([
+            message0,
+            json!({"type": "message", "role": "assistant", "id": "m1", "content": [{"type": "output_text", "text": "Found it."}]}),
+        ]);
+        assert!(apply(&mut later, Api::Responses, &state));
+        let ids: Vec<&str> = later["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|i| i["id"].as_str())
+            .collect();
+        assert_eq!(ids, ["m0", "m1"], "m0 once");
     }
 
     #[test]
