@@ -86,6 +86,23 @@ pub struct Merge {
     /// Their results (Chat `tool` messages, Anthropic `tool_result` blocks, Responses
     /// `function_call_output` items).
     pub results: Vec<Value>,
+    /// Where each internal call stood among all the calls of that turn, so the calls (and
+    /// their results) go back in the order the model emitted them (empty: after the client's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub positions: Vec<usize>,
+}
+
+impl Merge {
+    /// Puts the merge's `ours` (calls or results) into `theirs` (the client's, in order) where
+    /// the model had them; without recorded positions, after the client's.
+    fn interleave(&self, theirs: Vec<Value>, ours: &[Value]) -> Vec<Value> {
+        let mut out = theirs;
+        for (k, item) in ours.iter().enumerate() {
+            let at = self.positions.get(k).copied().unwrap_or(usize::MAX);
+            out.insert(at.min(out.len()), item.clone());
+        }
+        out
+    }
 }
 
 /// A tool call the model made.
@@ -333,11 +350,11 @@ fn apply_merge(items: &mut Vec<Value>, api: Api, merge: &Merge) -> bool {
                 return false;
             }
             if let Some(calls) = items[i]["tool_calls"].as_array_mut() {
-                calls.extend(merge.calls.iter().cloned());
+                *calls = merge.interleave(std::mem::take(calls), &merge.calls);
             }
-            for (k, r) in merge.results.iter().enumerate() {
-                items.insert(end + k, r.clone());
-            }
+            let results: Vec<Value> = items.drain(i + 1..end).collect();
+            let results = merge.interleave(results, &merge.results);
+            items.splice(i + 1..i + 1, results);
             true
         }
         Api::Messages => {
@@ -350,24 +367,31 @@ fn apply_merge(items: &mut Vec<Value>, api: Api, merge: &Merge) -> bool {
             }) else {
                 return false;
             };
-            let Some(results) = items
+            let has_results = items
                 .get(i + 1)
                 .filter(|m| m["role"] == "user")
                 .and_then(|m| m["content"].as_array())
-                .map(|c| c.iter().rposition(|b| b["type"] == "tool_result"))
-            else {
+                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
+            if !has_results {
                 return false;
-            };
-            let Some(last_result) = results else {
-                return false;
+            }
+            // Calls among the turn's tool_use blocks, results among the user turn's results;
+            // other blocks keep their places before them.
+            let split = |blocks: &mut Vec<Value>, kind: &str| -> (Vec<Value>, Vec<Value>) {
+                let (mine, other): (Vec<Value>, Vec<Value>) = std::mem::take(blocks)
+                    .into_iter()
+                    .partition(|b| b["type"] == kind);
+                (other, mine)
             };
             if let Some(content) = items[i]["content"].as_array_mut() {
-                content.extend(merge.calls.iter().cloned());
+                let (other, calls) = split(content, "tool_use");
+                *content = other;
+                content.extend(merge.interleave(calls, &merge.calls));
             }
             if let Some(content) = items[i + 1]["content"].as_array_mut() {
-                for (k, r) in merge.results.iter().enumerate() {
-                    content.insert(last_result + 1 + k, r.clone());
-                }
+                let (other, results) = split(content, "tool_result");
+                *content = merge.interleave(results, &merge.results);
+                content.extend(other);
             }
             true
         }
@@ -378,6 +402,11 @@ fn apply_merge(items: &mut Vec<Value>, api: Api, merge: &Merge) -> bool {
             else {
                 return false;
             };
+            let calls_start = (0..=i)
+                .rev()
+                .take_while(|&j| is_call_item(&items[j]))
+                .last()
+                .unwrap_or(i);
             let calls_end = (i..items.len())
                 .find(|&j| !is_call_item(&items[j]))
                 .unwrap_or(items.len());
@@ -387,12 +416,11 @@ fn apply_merge(items: &mut Vec<Value>, api: Api, merge: &Merge) -> bool {
             if outputs_end == calls_end {
                 return false;
             }
-            for (k, r) in merge.results.iter().enumerate() {
-                items.insert(outputs_end + k, r.clone());
-            }
-            for (k, c) in merge.calls.iter().enumerate() {
-                items.insert(calls_end + k, c.clone());
-            }
+            let outputs: Vec<Value> = items.drain(calls_end..outputs_end).collect();
+            let calls: Vec<Value> = items.drain(calls_start..calls_end).collect();
+            let mut run = merge.interleave(calls, &merge.calls);
+            run.extend(merge.interleave(outputs, &merge.results));
+            items.splice(calls_start..calls_start, run);
             true
         }
     }
@@ -795,12 +823,47 @@ mod tests {
         assert_eq!(ids, ["m0", "m1"], "m0 once");
     }
 
+    /// Defect guarded: a recall the model issued before its client call came back after it.
+    #[test]
+    fn merged_calls_keep_the_order_the_model_emitted() {
+        let merge = Merge {
+            with_call: "c1".into(),
+            calls: vec![
+                json!({"type": "tool_use", "id": "i1", "name": "recall_tool_result", "input": {}}),
+            ],
+            results: vec![result_part(Api::Messages, "i1", "recalled")],
+            positions: vec![0],
+        };
+        let mut body = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Both."}, {"type": "tool_use", "id": "c1", "name": "Bash", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "ok"}]}
+        ]});
+        let state = AgentState {
+            merges: vec![merge],
+            ..Default::default()
+        };
+        assert!(apply(&mut body, Api::Messages, &state));
+        let ids = |m: &Value, key: &str| -> Vec<String> {
+            m["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|b| b[key].as_str().map(str::to_owned))
+                .collect()
+        };
+        assert_eq!(ids(&body["messages"][1], "id"), ["i1", "c1"]);
+        assert_eq!(ids(&body["messages"][2], "tool_use_id"), ["i1", "c1"]);
+        assert_eq!(body["messages"][1]["content"][0]["type"], "text");
+    }
+
     #[test]
     fn merges_put_internal_calls_back_beside_the_clients_own() {
         let merge = |api| Merge {
             with_call: "c1".into(),
             calls: vec![json!({"internal": "call"})],
             results: vec![result_part(api, "i1", "recalled")],
+            positions: vec![],
         };
         // Anthropic: the internal tool_use joins the assistant turn, its result the user turn.
         let mut body = json!({"messages": [

@@ -149,6 +149,12 @@ impl Context {
                     with_call: client_call.id.clone(),
                     calls: internal_calls,
                     results,
+                    positions: calls
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| c.internal())
+                        .map(|(k, _)| k)
+                        .collect(),
                 });
             }
             agent::save(&mut **store, &session, &state)?;

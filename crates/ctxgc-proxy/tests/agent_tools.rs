@@ -764,14 +764,18 @@ async fn a_trim_beside_a_client_call_is_hidden_and_applied_to_later_requests() {
             "{mode}: {text}"
         );
         let messages = items(sent);
-        let assistant = &messages[messages.len() - 2 - usize::from(api != Api::Messages)];
-        assert!(
-            assistant.to_string().contains("ctx_t"),
-            "{mode}: call merged: {assistant}"
+        // The turn: the assistant's calls (items of their own on Responses) and the results.
+        let tail = json!(messages[messages.len().saturating_sub(4)..]).to_string();
+        assert_eq!(
+            tail.matches("\"ctx_t\"").count(),
+            2,
+            "{mode}: the internal call merged into the turn, its result beside the client's: {tail}"
         );
+        // In the order the model emitted them: the trim first, then the client's call.
+        let client_call = &got.calls[0].0;
         assert!(
-            messages.last().unwrap().to_string().contains("ctx_t"),
-            "{mode}: result merged"
+            tail.find("\"ctx_t\"") < tail.find(&format!("\"{client_call}\"")),
+            "{mode}: the model's order: {tail}"
         );
         // The original is in the store, recallable.
         let store = ctxgc_store::SqliteStore::open(&h.db).unwrap();
