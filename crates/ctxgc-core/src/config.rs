@@ -48,6 +48,8 @@ pub struct ProxySettings {
     pub upstream_idle_timeout_secs: u64,
     /// Seconds a client has to send a request's body.
     pub client_body_timeout_secs: u64,
+    /// Seconds a client has to send a request's headers.
+    pub client_header_timeout_secs: u64,
 }
 
 impl Default for ProxySettings {
@@ -62,6 +64,7 @@ impl Default for ProxySettings {
             connect_timeout_secs: 10,
             upstream_idle_timeout_secs: 600,
             client_body_timeout_secs: 60,
+            client_header_timeout_secs: 30,
         }
     }
 }

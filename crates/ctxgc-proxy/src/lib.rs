@@ -73,6 +73,8 @@ pub struct Timeouts {
     pub upstream_idle: std::time::Duration,
     /// For a client to send its request body.
     pub client_body: std::time::Duration,
+    /// For a client to send its request headers.
+    pub client_headers: std::time::Duration,
 }
 
 impl Default for Timeouts {
@@ -81,6 +83,7 @@ impl Default for Timeouts {
             connect: std::time::Duration::from_secs(10),
             upstream_idle: std::time::Duration::from_secs(600),
             client_body: std::time::Duration::from_secs(60),
+            client_headers: std::time::Duration::from_secs(30),
         }
     }
 }
@@ -348,21 +351,48 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 /// Serves on `listen` until the process ends.
 pub async fn serve(listen: SocketAddr, state: Arc<AppState>) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
     let listener = tokio::net::TcpListener::bind(listen).await?;
     state.log(&format!(
         "ctxgc serve: listening on http://{}",
         listener.local_addr()?
     ));
-    // Without TCP_NODELAY the last small writes of a stream wait for the client's delayed ACK
-    // (about 40 ms on kept-alive connections).
-    let log = state.clone();
-    let listener = listener.tap_io(move |stream| {
+    serve_on(listener, state).await
+}
+
+/// Serves the connections `listener` accepts until the process ends: each with TCP_NODELAY
+/// and a deadline for its request headers.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+) -> std::io::Result<()> {
+    let app = router(state.clone());
+    let headers_deadline = state.settings.timeouts.client_headers;
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors, a reset before accept: wait a moment and go on.
+                state.log(&format!("ctxgc: accept failed: {e}"));
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // Without TCP_NODELAY the last small writes of a stream wait for the client's delayed
+        // ACK (about 40 ms on kept-alive connections).
         if let Err(e) = stream.set_nodelay(true) {
-            log.log(&format!("ctxgc: cannot set TCP_NODELAY: {e}"));
+            state.log(&format!("ctxgc: cannot set TCP_NODELAY: {e}"));
         }
-    });
-    axum::serve(listener, router(state)).await
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            // A client that does not finish its headers in time is cut (the body has its own
+            // deadline, in `read_body`).
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(headers_deadline)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let _ = connection.await;
+        });
+    }
 }
 
 async fn chat(State(s): State<Arc<AppState>>, req: Request) -> Response {

@@ -592,8 +592,8 @@ async fn proxy_at(upstream: &str, timeouts: ctxgc_proxy::Timeouts, sink: LogSink
     let state = AppState::new(settings, Box::new(MemoryStore::default()), sink).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = format!("http://{}", listener.local_addr().unwrap());
-    let router = ctxgc_proxy::router(state);
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    // The server loop `ctxgc serve` runs, with its connection deadlines.
+    tokio::spawn(async move { ctxgc_proxy::serve_on(listener, state).await.unwrap() });
     proxy
 }
 
@@ -626,6 +626,7 @@ async fn every_wait_has_a_deadline() {
         connect: Duration::from_secs(2),
         upstream_idle: Duration::from_millis(400),
         client_body: Duration::from_millis(400),
+        client_headers: Duration::from_millis(400),
     };
     let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).to_string();
     // An upstream that never answers: 504 at the deadline.
@@ -685,6 +686,23 @@ async fn every_wait_has_a_deadline() {
         .unwrap();
     let answer = String::from_utf8_lossy(&answer[..n]);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    // A client that never finishes its headers (slowloris): the connection is closed.
+    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    conn.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    let mut cut = vec![0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut cut))
+        .await
+        .expect("cut within the deadline");
+    let said = match &read {
+        Ok(n) => String::from_utf8_lossy(&cut[..*n]).into_owned(),
+        Err(_) => String::new(),
+    };
+    assert!(
+        matches!(read, Ok(0) | Err(_)) || said.contains("408"),
+        "{said}"
+    );
 }
 
 /// Defect guarded: `--openai-upstream http://user:PASS@host` put PASS in the 502 body sent to

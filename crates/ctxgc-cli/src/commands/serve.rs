@@ -110,6 +110,7 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             connect: Duration::from_secs(config.proxy.connect_timeout_secs),
             upstream_idle: Duration::from_secs(config.proxy.upstream_idle_timeout_secs),
             client_body: Duration::from_secs(config.proxy.client_body_timeout_secs),
+            client_headers: Duration::from_secs(config.proxy.client_header_timeout_secs),
         },
     };
     let log: ctxgc_proxy::LogSink = Arc::new(|line: &str| eprintln!("{line}"));
