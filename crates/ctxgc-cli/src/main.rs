@@ -45,6 +45,9 @@ enum Command {
     Serve(commands::serve::ServeArgs),
     /// Print a running proxy's statistics.
     Stats(commands::serve::StatsArgs),
+    /// Delete stored originals and states older than `[store] retention_days` (default 7) and
+    /// compact the SQLite file.
+    Gc(commands::serve::GcArgs),
     /// Print the effective configuration as TOML.
     Config,
 }
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => commands::replay::run(&config, args),
         Command::Serve(args) => commands::serve::run(&config, args),
         Command::Stats(args) => commands::serve::stats(args),
+        Command::Gc(args) => commands::serve::gc(&config, args),
         Command::Config => {
             print!("{}", config.to_toml());
             Ok(ExitCode::SUCCESS)

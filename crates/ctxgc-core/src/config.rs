@@ -18,6 +18,30 @@ pub struct Config {
     pub engine: Policy,
     /// `ctxgc serve`.
     pub proxy: ProxySettings,
+    /// `[store]`.
+    pub store: StoreSettings,
+}
+
+/// Where originals are kept, and for how long.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreSettings {
+    /// Days an original or a session's state is kept after it was last written (SQLite rows
+    /// are deleted at start-up, hourly and by `ctxgc gc`; Redis keys expire by themselves).
+    pub retention_days: u64,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings { retention_days: 7 }
+    }
+}
+
+impl StoreSettings {
+    /// The retention as a duration.
+    pub fn retention(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.retention_days * 86_400)
+    }
 }
 
 /// What `ctxgc serve` does to requests beside trimming (its command-line flags override these).
@@ -78,6 +102,14 @@ pub enum LoadError {
     /// A value is out of range.
     #[error("invalid configuration: {0}")]
     Invalid(#[from] ConfigError),
+    /// A `[store]` value is out of range.
+    #[error("invalid configuration: [store] {key} must be {why}")]
+    Store {
+        /// The key.
+        key: &'static str,
+        /// What it must be.
+        why: &'static str,
+    },
     /// A `[proxy]` value is out of range.
     #[error("invalid configuration: [proxy] {key} must be {why}")]
     Proxy {
@@ -93,6 +125,12 @@ impl Config {
     pub fn from_toml(text: &str) -> Result<Config, LoadError> {
         let config: Config = toml::from_str(text)?;
         config.trim.validate()?;
+        if !(1..=3_650).contains(&config.store.retention_days) {
+            return Err(LoadError::Store {
+                key: "retention_days",
+                why: "between 1 and 3650",
+            });
+        }
         for (key, secs) in [
             ("connect_timeout_secs", config.proxy.connect_timeout_secs),
             (

@@ -19,6 +19,13 @@ pub trait OriginalStore {
     fn put(&mut self, session: &str, id: ContentId, text: &str) -> Result<(), StoreError>;
     /// Loads an original.
     fn get(&self, session: &str, id: ContentId) -> Result<Option<String>, StoreError>;
+    /// Deletes what was last written longer ago than `older_than` (originals and session
+    /// states, except the store's own keys, named `ctxgc.*`); returns how many went. Stores
+    /// whose entries expire by themselves, or are never kept, delete nothing.
+    fn expire(&mut self, older_than: std::time::Duration) -> Result<u64, StoreError> {
+        let _ = older_than;
+        Ok(0)
+    }
 }
 
 /// Keeps small per-session state (the proxy's compaction lineage), so that several proxy

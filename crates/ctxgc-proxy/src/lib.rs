@@ -247,6 +247,21 @@ impl AppState {
         }))
     }
 
+    /// Deletes what was last written longer ago than `older_than`; logs and returns how many.
+    pub fn expire(&self, older_than: std::time::Duration) -> Result<u64, String> {
+        let mut store = self
+            .store
+            .lock()
+            .map_err(|_| "the store lock is poisoned".to_owned())?;
+        let gone = store.expire(older_than).map_err(|e| e.to_string())?;
+        if gone > 0 {
+            self.log(&format!(
+                "ctxgc: {gone} expired originals and states deleted"
+            ));
+        }
+        Ok(gone)
+    }
+
     /// The tenant of a request with these headers.
     pub fn tenant(&self, headers: &HeaderMap) -> identity::Tenant {
         self.tenant_secret.tenant(headers)

@@ -27,6 +27,13 @@ fn err(e: impl std::fmt::Display) -> StoreError {
     StoreError(e.to_string())
 }
 
+/// Seconds since the Unix epoch (when a row was last written: retention only).
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// Files and folders only their owner can read.
 mod private {
     use std::path::Path;
@@ -113,14 +120,33 @@ impl SqliteStore {
                  session TEXT NOT NULL,
                  id      TEXT NOT NULL,
                  text    TEXT NOT NULL,
+                 touched INTEGER NOT NULL DEFAULT 0,
                  PRIMARY KEY (session, id)
              ) WITHOUT ROWID;
              CREATE TABLE IF NOT EXISTS session_state (
                  session TEXT PRIMARY KEY,
-                 state   TEXT NOT NULL
+                 state   TEXT NOT NULL,
+                 touched INTEGER NOT NULL DEFAULT 0
              ) WITHOUT ROWID;",
         )
         .map_err(err)?;
+        // Stores made before retention existed get the column, counted from now.
+        for table in ["originals", "session_state"] {
+            let has_touched: bool = conn
+                .prepare(&format!(
+                    "SELECT 1 FROM pragma_table_info('{table}') WHERE name = 'touched'"
+                ))
+                .and_then(|mut q| q.exists([]))
+                .map_err(err)?;
+            if !has_touched {
+                conn.execute_batch(&format!(
+                    "ALTER TABLE {table} ADD COLUMN touched INTEGER NOT NULL DEFAULT 0;
+                     UPDATE {table} SET touched = {};",
+                    now_secs()
+                ))
+                .map_err(err)?;
+            }
+        }
         if on_disk {
             // The WAL and shared-memory files appear with the first write; make them now.
             conn.execute_batch("BEGIN IMMEDIATE; COMMIT;")
@@ -158,6 +184,12 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Reclaims the space deleted rows left (`VACUUM`).
+    pub fn compact_file(&self) -> Result<(), StoreError> {
+        let conn = self.conn.lock().map_err(err)?;
+        conn.execute_batch("VACUUM;").map_err(err)
+    }
+
     /// Number of originals stored for a session.
     pub fn count(&self, session: &str) -> Result<u64, StoreError> {
         let conn = self.conn.lock().map_err(err)?;
@@ -174,12 +206,29 @@ impl SqliteStore {
 impl OriginalStore for SqliteStore {
     fn put(&mut self, session: &str, id: ContentId, text: &str) -> Result<(), StoreError> {
         let conn = self.conn.lock().map_err(err)?;
+        // The first write wins; a later one only says the original is still in use.
         conn.execute(
-            "INSERT OR IGNORE INTO originals (session, id, text) VALUES (?1, ?2, ?3)",
-            params![session, id.to_string(), text],
+            "INSERT INTO originals (session, id, text, touched) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT(session, id) DO UPDATE SET touched = excluded.touched",
+            params![session, id.to_string(), text, now_secs()],
         )
         .map_err(err)?;
         Ok(())
+    }
+
+    fn expire(&mut self, older_than: std::time::Duration) -> Result<u64, StoreError> {
+        let cutoff = now_secs().saturating_sub(older_than.as_secs() as i64);
+        let conn = self.conn.lock().map_err(err)?;
+        let originals = conn
+            .execute("DELETE FROM originals WHERE touched < ?1", params![cutoff])
+            .map_err(err)?;
+        let states = conn
+            .execute(
+                "DELETE FROM session_state WHERE touched < ?1 AND session NOT LIKE 'ctxgc.%'",
+                params![cutoff],
+            )
+            .map_err(err)?;
+        Ok((originals + states) as u64)
     }
 
     fn get(&self, session: &str, id: ContentId) -> Result<Option<String>, StoreError> {
@@ -198,9 +247,9 @@ impl StateStore for SqliteStore {
     fn put_state(&mut self, session: &str, state: &str) -> Result<(), StoreError> {
         let conn = self.conn.lock().map_err(err)?;
         conn.execute(
-            "INSERT INTO session_state (session, state) VALUES (?1, ?2)
-             ON CONFLICT(session) DO UPDATE SET state = excluded.state",
-            params![session, state],
+            "INSERT INTO session_state (session, state, touched) VALUES (?1, ?2, ?3)
+             ON CONFLICT(session) DO UPDATE SET state = excluded.state, touched = excluded.touched",
+            params![session, state, now_secs()],
         )
         .map_err(err)?;
         Ok(())
@@ -273,6 +322,40 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let _store = SqliteStore::open(&path).unwrap();
         assert_eq!(mode(&path), 0o600);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn what_is_not_used_within_the_retention_goes() {
+        let dir = std::env::temp_dir().join(format!("ctxgc-store-expiry-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut store = SqliteStore::open(dir.join("s.sqlite")).unwrap();
+        let (old, fresh) = (ContentId::of(b"old"), ContentId::of(b"fresh"));
+        store.put("s", old, "old").unwrap();
+        store.put_state("s", "lineage").unwrap();
+        store.put_state("ctxgc.tenant-secret", "kept").unwrap();
+        // Ten days ago.
+        store
+            .conn
+            .lock()
+            .unwrap()
+            .execute_batch(&format!(
+                "UPDATE originals SET touched = {0}; UPDATE session_state SET touched = {0};",
+                now_secs() - 10 * 86_400
+            ))
+            .unwrap();
+        store.put("s", fresh, "fresh").unwrap();
+        let week = std::time::Duration::from_secs(7 * 86_400);
+        assert_eq!(store.expire(week).unwrap(), 2);
+        assert_eq!(store.get("s", old).unwrap(), None);
+        assert_eq!(store.get("s", fresh).unwrap().as_deref(), Some("fresh"));
+        assert_eq!(store.get_state("s").unwrap(), None);
+        assert_eq!(
+            store.get_state("ctxgc.tenant-secret").unwrap().as_deref(),
+            Some("kept"),
+            "the store's own keys stay"
+        );
+        store.compact_file().unwrap();
         let _ = std::fs::remove_dir_all(&dir);
     }
 

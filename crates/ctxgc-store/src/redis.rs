@@ -23,6 +23,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct RedisStore {
     address: String,
     timeout: Duration,
+    /// Every key but the store's own (`ctxgc.*` states) expires this long after its last write.
+    retention: Option<Duration>,
     conn: Mutex<Option<BufReader<TcpStream>>>,
 }
 
@@ -89,12 +91,24 @@ impl RedisStore {
         let store = RedisStore {
             address,
             timeout,
+            retention: None,
             conn: Mutex::new(None),
         };
         store
             .command(&[b"PING"])
             .map_err(|e| err(format!("cannot reach {}: {}", store.address, e.0)))?;
         Ok(store)
+    }
+
+    /// Keys expire this long after their last write (Redis `EX`).
+    pub fn with_retention(mut self, retention: Duration) -> RedisStore {
+        self.retention = Some(retention);
+        self
+    }
+
+    fn expiry(&self) -> Option<Vec<u8>> {
+        self.retention
+            .map(|r| r.as_secs().max(1).to_string().into_bytes())
     }
 
     fn open(&self) -> Result<BufReader<TcpStream>, RedisError> {
@@ -181,9 +195,18 @@ fn key(session: &str, id: ContentId) -> Vec<u8> {
 
 impl OriginalStore for RedisStore {
     fn put(&mut self, session: &str, id: ContentId, text: &str) -> Result<(), StoreError> {
-        // SET NX answers +OK or a nil bulk when the key exists: both mean "stored".
-        self.command(&[b"SET", &key(session, id), text.as_bytes(), b"NX"])
-            .map(|_| ())
+        // SET NX answers +OK or a nil bulk when the key exists: both mean "stored"; an existing
+        // original is still in use, so its expiry starts again.
+        let key = key(session, id);
+        let Some(secs) = self.expiry() else {
+            return self
+                .command(&[b"SET", &key, text.as_bytes(), b"NX"])
+                .map(|_| ());
+        };
+        match self.command(&[b"SET", &key, text.as_bytes(), b"NX", b"EX", &secs])? {
+            Reply::Bulk(None) => self.command(&[b"EXPIRE", &key, &secs]).map(|_| ()),
+            _ => Ok(()),
+        }
     }
 
     fn get(&self, session: &str, id: ContentId) -> Result<Option<String>, StoreError> {
@@ -198,11 +221,11 @@ impl OriginalStore for RedisStore {
 
 impl StateStore for RedisStore {
     fn put_state(&mut self, session: &str, state: &str) -> Result<(), StoreError> {
-        self.command(&[
-            b"SET",
-            format!("ctxgc:state:{session}").as_bytes(),
-            state.as_bytes(),
-        ])
+        let key = format!("ctxgc:state:{session}");
+        match self.expiry().filter(|_| !session.starts_with("ctxgc.")) {
+            Some(secs) => self.command(&[b"SET", key.as_bytes(), state.as_bytes(), b"EX", &secs]),
+            None => self.command(&[b"SET", key.as_bytes(), state.as_bytes()]),
+        }
         .map(|_| ())
     }
 

@@ -73,3 +73,24 @@ fn a_stalled_redis_never_hands_one_sessions_reply_to_another() {
         Some("ALICE-ONLY: prod db password is hunter2")
     );
 }
+
+#[test]
+fn keys_expire_after_the_retention_except_the_stores_own() {
+    let Some((_server, url)) = start() else {
+        return;
+    };
+    let mut store = RedisStore::connect(&url)
+        .unwrap()
+        .with_retention(std::time::Duration::from_secs(1));
+    let id = ContentId::of(b"x");
+    store.put("s", id, "x").unwrap();
+    store.put_state("s", "lineage").unwrap();
+    store.put_state("ctxgc.tenant-secret", "kept").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2_200));
+    assert_eq!(store.get("s", id).unwrap(), None);
+    assert_eq!(store.get_state("s").unwrap(), None);
+    assert_eq!(
+        store.get_state("ctxgc.tenant-secret").unwrap().as_deref(),
+        Some("kept")
+    );
+}

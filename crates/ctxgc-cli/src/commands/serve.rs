@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use ctxgc_core::config::Config;
-use ctxgc_core::store::{MemoryStore, Store};
+use ctxgc_core::store::{MemoryStore, OriginalStore, Store};
 use ctxgc_proxy::{AppState, ProxySettings, RewriteSettings};
 use ctxgc_store::{RedisStore, SqliteStore};
 
@@ -77,15 +77,18 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             args.listen
         );
     }
-    let store: Box<dyn Store> = match args.store.as_deref() {
+    let retention = config.store.retention();
+    let mut store: Box<dyn Store> = match args.store.as_deref() {
         None => Box::new(SqliteStore::open(SqliteStore::default_path())?),
         Some("memory") => Box::new(MemoryStore::default()),
         Some(spec) if spec.starts_with("sqlite:") => {
             Box::new(SqliteStore::open(&spec["sqlite:".len()..])?)
         }
-        Some(spec) if spec.starts_with("redis://") => {
-            Box::new(RedisStore::connect(spec).with_context(|| format!("--store {spec}"))?)
-        }
+        Some(spec) if spec.starts_with("redis://") => Box::new(
+            RedisStore::connect(spec)
+                .with_context(|| format!("--store {spec}"))?
+                .with_retention(retention),
+        ),
         Some(spec) => {
             bail!("--store must be sqlite:PATH, redis://HOST:PORT or memory, not `{spec}`")
         }
@@ -113,15 +116,69 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             client_headers: Duration::from_secs(config.proxy.client_header_timeout_secs),
         },
     };
+    let gone = store.expire(retention)?;
     let log: ctxgc_proxy::LogSink = Arc::new(|line: &str| eprintln!("{line}"));
+    if gone > 0 {
+        log(&format!(
+            "ctxgc serve: {gone} originals and states older than {} days deleted",
+            config.store.retention_days
+        ));
+    }
     let state = AppState::new(settings, store, log).map_err(anyhow::Error::msg)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
+    // What outlives the retention goes every hour too, off the request path.
+    let expiring = state.clone();
+    runtime.spawn(async move {
+        let mut hourly = tokio::time::interval(Duration::from_secs(3_600));
+        hourly.tick().await;
+        loop {
+            hourly.tick().await;
+            let state = expiring.clone();
+            let _ = tokio::task::spawn_blocking(move || state.expire(retention)).await;
+        }
+    });
     runtime
         .block_on(ctxgc_proxy::serve(args.listen, state))
         .with_context(|| format!("cannot serve on {}", args.listen))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// The SQLite store (default: the one `ctxgc serve` uses).
+    #[arg(long, value_name = "sqlite:PATH")]
+    pub store: Option<String>,
+}
+
+/// `ctxgc gc`: deletes what outlived `[store] retention_days` and compacts the SQLite file.
+pub fn gc(config: &Config, args: GcArgs) -> Result<ExitCode> {
+    let path = match args.store.as_deref() {
+        None => SqliteStore::default_path(),
+        Some(spec) => match spec.strip_prefix("sqlite:") {
+            Some(path) => path.into(),
+            None => {
+                bail!("--store must be sqlite:PATH (Redis keys expire by themselves), not `{spec}`")
+            }
+        },
+    };
+    if !path.exists() {
+        bail!("no store at {}", path.display());
+    }
+    let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let before = size(&path);
+    let mut store = SqliteStore::open(&path)?;
+    let gone = store.expire(config.store.retention())?;
+    store.compact_file()?;
+    println!(
+        "{}: {gone} originals and states older than {} days deleted; {} -> {} bytes",
+        path.display(),
+        config.store.retention_days,
+        before,
+        size(&path)
+    );
     Ok(ExitCode::SUCCESS)
 }
 
