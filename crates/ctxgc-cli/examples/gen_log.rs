@@ -3,6 +3,9 @@
 //!
 //! `cargo run --release -p ctxgc-cli --example gen_log -- 1000000000 > big.log`
 
+// A measuring tool, not library code: a failure here should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{self, BufWriter, Write};
 
 fn main() -> io::Result<()> {

@@ -1,5 +1,8 @@
 //! The `ctxgc` binary, driven as a user would.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 

@@ -1,6 +1,9 @@
 //! Benchmarks of the hot paths: token counting, incremental counting of a long conversation,
 //! and insertion-time trimming. Run with `cargo bench -p ctxgc-core`.
 
+// A measuring tool, not library code: a failure here should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use ctxgc_core::tokens::{Encoding, TokenCounter};
 use ctxgc_core::transcript::{Message, Role};
 use ctxgc_core::trim::{TrimConfig, trim_output};

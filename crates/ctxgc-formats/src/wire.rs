@@ -118,10 +118,14 @@ pub fn anthropic_messages(messages: &[Message]) -> (Option<Value>, Vec<Value>) {
         } else {
             Role::User
         };
-        if turns.last().is_none_or(|(r, _, _)| *r != role) {
-            turns.push((role, Vec::new(), Vec::new()));
-        }
-        let (_, results, blocks) = turns.last_mut().expect("a turn was just pushed");
+        let (_, results, blocks) = match turns.last_mut() {
+            Some(turn) if turn.0 == role => turn,
+            _ => {
+                turns.push((role, Vec::new(), Vec::new()));
+                let last = turns.len() - 1;
+                &mut turns[last]
+            }
+        };
         for block in &m.content {
             match block {
                 Block::Text { text } if !text.is_empty() => {

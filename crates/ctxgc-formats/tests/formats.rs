@@ -4,6 +4,9 @@
 //! its README). When that folder is absent (a clone outside the project's machines), the tests
 //! that need it say so and return, except under CI (`CI=true`), where its absence fails them.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 
 use ctxgc_core::{Block, Role};

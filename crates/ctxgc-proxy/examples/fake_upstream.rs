@@ -1,6 +1,9 @@
 //! A fast local fake upstream for load tests: answers every request at once with a small
 //! Chat Completions JSON body. `cargo run --release -p ctxgc-proxy --example fake_upstream -- 18080`
 
+// A measuring tool, not library code: a failure here should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use axum::Router;
 use axum::body::Body;
 use axum::response::Response;

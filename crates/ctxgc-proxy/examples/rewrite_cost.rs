@@ -1,6 +1,9 @@
 //! Where the proxy's time goes for one request body: parse, rewrite, serialize.
 //! `cargo run --release -p ctxgc-proxy --example rewrite_cost -- body.json`
 
+// A measuring tool, not library code: a failure here should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::time::Instant;
 
 use ctxgc_formats::{Api, ApiRequest};

@@ -3,6 +3,9 @@
 //! `trim_tool_result`; the proxy runs them, the client never sees them, and later requests carry
 //! what they did with a stable upstream prefix.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 use common::without_cache_control;
 use std::sync::{Arc, Mutex};

@@ -1,6 +1,9 @@
 //! The proxy end to end: a client -> ctxgc -> a fake upstream that speaks the OpenAI and
 //! Anthropic wire protocols (JSON and SSE, tool-use deltas included) over real sockets.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 #[path = "../../ctxgc-store/tests/support/redis_server.rs"]
 mod redis_server;

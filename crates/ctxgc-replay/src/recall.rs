@@ -14,6 +14,8 @@ use std::sync::OnceLock;
 use ctxgc_core::{Block, Message, Role, Transcript};
 use regex::Regex;
 
+// Constant patterns, compiled by every recall test: a failure is a broken build.
+#[allow(clippy::expect_used)]
 fn patterns() -> &'static [Regex] {
     static P: OnceLock<Vec<Regex>> = OnceLock::new();
     P.get_or_init(|| {

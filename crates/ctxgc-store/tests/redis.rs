@@ -1,5 +1,8 @@
 //! The Redis store against a real `redis-server` (installed by `.ci/run` when missing).
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 use support::redis_server::start;
 

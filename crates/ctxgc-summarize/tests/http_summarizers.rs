@@ -1,6 +1,9 @@
 //! The HTTP summarizers against a fake upstream that speaks HTTP/1.1 over a local socket and
 //! answers in each provider's real response format, with scripted failures.
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};

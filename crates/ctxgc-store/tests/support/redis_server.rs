@@ -1,6 +1,9 @@
 //! A throwaway `redis-server` for tests (installed by `.ci/run` when missing). Shared by the
 //! store's and the proxy's tests (the proxy includes this file by path).
 
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
