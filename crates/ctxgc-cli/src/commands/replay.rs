@@ -482,17 +482,24 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
 
 /// What a table's `path` column means, when the replay had client logs.
 fn path_note(rows: &[Row]) -> Option<String> {
+    if rows.iter().all(|r| r.path.is_none()) {
+        return None;
+    }
     let underlying: Vec<&str> = rows
         .iter()
         .filter(|r| matches!(r.path, Some("underlying" | "mixed")))
         .map(|r| r.policy.as_str())
         .collect();
-    (!underlying.is_empty()).then(|| {
-        format!(
-            "On client logs, {} replace the client's own context management, so they ran on the underlying conversation (the client's compactions taken out); the other policies ran on the requests the client sent, as a proxy in front of it would. The fixed prefix (system prompt and tools) the logs do not hold is estimated per session from the first call's recorded usage.",
+    let mut note = String::from(
+        "Client logs: the fixed prefix they do not hold (system prompt, tool definitions) and the token scale are estimated per session from the recorded usage (`calibration` in --json); policies marked `client` ran on the requests the client sent, as a proxy in front of it would.",
+    );
+    if !underlying.is_empty() {
+        note.push_str(&format!(
+            " {} replace the client's own context management, so they ran on the underlying conversation (the client's compactions taken out).",
             underlying.join(", ")
-        )
-    })
+        ));
+    }
+    Some(note)
 }
 
 /// The policy table's columns.
