@@ -15,6 +15,7 @@ pub mod lines;
 pub mod profile;
 pub(crate) mod salient;
 pub mod search;
+pub mod terminal;
 
 use serde_json::Value;
 
@@ -124,17 +125,25 @@ pub fn trim_with_limit(
     text: &str,
 ) -> Trimmed {
     let limit = limit.min(config.hard_cap_bytes);
-    if text.len() <= limit {
+    let original_bytes = text.len();
+    // What a terminal would show, first (lossless: the id stays the original's, which recall
+    // returns byte for byte).
+    let id = ContentId::of(text.as_bytes());
+    let rendered = (profile.mode != Mode::Never)
+        .then(|| terminal::render(text))
+        .flatten();
+    let shown = rendered.as_deref().unwrap_or(text);
+    if shown.len() <= limit {
         return Trimmed {
-            text: text.to_owned(),
-            trimmed: false,
-            id: ContentId::of(text.as_bytes()),
-            original_bytes: text.len(),
+            text: shown.to_owned(),
+            trimmed: rendered.is_some(),
+            id,
+            original_bytes,
             shape: Shape::Lines,
             limit,
         };
     }
-    let id = ContentId::of(text.as_bytes());
+    let text = shown;
     let label = profile.name.as_str();
     let structured = text.len() <= config.structured_max_bytes;
     let (out, shape) = match profile.mode {
@@ -156,7 +165,7 @@ pub fn trim_with_limit(
         trimmed: true,
         text: out,
         id,
-        original_bytes: text.len(),
+        original_bytes,
         shape,
         limit,
     }

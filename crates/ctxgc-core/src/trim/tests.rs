@@ -245,3 +245,29 @@ fn an_error_in_the_middle_of_a_timestamped_log_slice_is_kept() {
     );
     assert!(!out.text.contains("matching lines"), "not search output");
 }
+
+#[test]
+fn terminal_output_enters_as_a_terminal_shows_it_and_the_original_stays_recallable() {
+    let mut raw = String::from("\u{1b}[1mCompiling\u{1b}[0m app\n");
+    for i in 0..=400 {
+        raw.push_str(&format!(
+            "\r\u{1b}[K\u{1b}[32m[{:<40}]\u{1b}[0m {i}/400",
+            "=".repeat(i / 10)
+        ));
+    }
+    raw.push_str("\nerror: test failed, exit status: 101\n");
+    let out = trim_output(&config(), "bash", 200_000, &raw);
+    assert!(out.trimmed, "rendered, so not the original bytes");
+    assert_eq!(
+        out.text,
+        format!(
+            "Compiling app\n[{}] 400/400\nerror: test failed, exit status: 101\n",
+            "=".repeat(40)
+        )
+    );
+    assert_eq!(out.id, ContentId::of(raw.as_bytes()), "the original's id");
+    assert_eq!(out.original_bytes, raw.len());
+    // Memory and todo tools are never touched.
+    let never = trim_output(&config(), "TodoWrite", 200_000, "a\rb");
+    assert!(!never.trimmed && never.text == "a\rb");
+}
