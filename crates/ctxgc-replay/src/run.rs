@@ -135,8 +135,11 @@ pub fn client_model(t: &Transcript) -> Option<ClientModel> {
                     static_reads.push(write.read as usize);
                 }
             }
-            // What a request still read after a pause past the TTL was kept warm by others.
-            crate::causes::WriteCause::TtlExpiry { .. } if write.read > 0 => {
+            // What a session's first request, or a request after a pause past the TTL, still
+            // read was kept warm by the client's other sessions.
+            crate::causes::WriteCause::TtlExpiry { .. } | crate::causes::WriteCause::ColdStart
+                if write.read > 0 =>
+            {
                 static_reads.push(write.read as usize);
             }
             _ => {}

@@ -165,6 +165,12 @@ fn import_jsonl(text: &str, id: &str) -> Result<(SourceFormat, Vec<Transcript>),
 
 fn detect_and_import(doc: &Value, id: &str) -> Result<(SourceFormat, Transcript), FormatError> {
     if let Value::Array(items) = doc {
+        if items.is_empty() {
+            return Err(FormatError::shape(
+                "file",
+                "not a transcript: an empty JSON array",
+            ));
+        }
         let mut t = Transcript::default();
         for (i, m) in items.iter().enumerate() {
             t.messages.push(message_from_chat(m, &format!("[{i}]"))?);
@@ -439,6 +445,8 @@ mod tests {
             err.to_string(),
             "data/notes.json: file: not a transcript: a JSON object with none of `messages`, `history`, `input` (its keys: name, rows)"
         );
+        let err = import_bytes(Path::new("todos.json"), b"[]").unwrap_err();
+        assert!(err.to_string().contains("an empty JSON array"), "{err}");
         let err = import_bytes(Path::new("a.json"), b"hello").unwrap_err();
         assert!(
             err.to_string()
