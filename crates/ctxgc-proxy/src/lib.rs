@@ -18,7 +18,7 @@ pub mod splice;
 pub mod splice_json;
 mod usage;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -155,8 +155,14 @@ pub struct AppState {
     /// Until when the LLM summarizer is not asked (after a failure).
     summarizer_cooling_until: Mutex<Option<std::time::Instant>>,
     tenant_secret: identity::TenantSecret,
+    /// Responses response id -> the session it answered (bounded): a request that continues it
+    /// with `previous_response_id` stays in that session.
+    responses: Mutex<(HashMap<String, String>, VecDeque<String>)>,
     log: LogSink,
 }
+
+/// Response ids remembered for `previous_response_id`, at most.
+const MAX_RESPONSES: usize = 100_000;
 
 /// Originals this process remembers having committed, at most.
 const MAX_COMMITTED: usize = 100_000;
@@ -243,6 +249,7 @@ impl AppState {
             sessions: Mutex::new(BTreeMap::new()),
             summarizer_cooling_until: Mutex::new(None),
             tenant_secret,
+            responses: Mutex::new(Default::default()),
             log,
         }))
     }
@@ -260,6 +267,38 @@ impl AppState {
             ));
         }
         Ok(gone)
+    }
+
+    fn remember_response(&self, id: String, session: String) {
+        if let Ok(mut guard) = self.responses.lock() {
+            let (map, order) = &mut *guard;
+            if map.len() >= MAX_RESPONSES
+                && let Some(oldest) = order.pop_front()
+            {
+                map.remove(&oldest);
+            }
+            if map.insert(id.clone(), session).is_none() {
+                order.push_back(id);
+            }
+        }
+    }
+
+    /// The session of a request: the one the response it continues (`previous_response_id`)
+    /// answered, when that session is the caller's; else as [`identity::session`] says.
+    fn session_of(
+        &self,
+        tenant: &identity::Tenant,
+        request: &ApiRequest,
+        headers: &HeaderMap,
+    ) -> String {
+        let continued = request
+            .body
+            .get("previous_response_id")
+            .and_then(serde_json::Value::as_str)
+            .filter(|_| !headers.contains_key("x-ctxgc-session"))
+            .and_then(|id| self.responses.lock().ok()?.0.get(id).cloned())
+            .filter(|session| session.starts_with(&format!("{}.", tenant.as_str())));
+        continued.unwrap_or_else(|| identity::session(tenant, request, headers).to_string())
     }
 
     /// The tenant of a request with these headers.
@@ -562,7 +601,7 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
         }
     };
     let tenant = s.tenant(&parts.headers);
-    let session = identity::session(&tenant, &request, &parts.headers).to_string();
+    let session = s.session_of(&tenant, &request, &parts.headers);
     // Rewriting is synchronous CPU work plus a local store write: off the async workers. A panic
     // or a store failure forwards the original (fail open).
     let state = s.clone();
@@ -960,8 +999,13 @@ fn relay(s: &Arc<AppState>, response: reqwest::Response, session: Option<String>
     let stream = response.bytes_stream().map(move |chunk| {
         if let (Ok(bytes), Some(t)) = (&chunk, tap.as_mut()) {
             t.feed(bytes);
-            if let Some((session, usage)) = t.finished_usage() {
-                record_usage(&state, &session, usage);
+            if let Some((session, usage, response_id)) = t.finished() {
+                if let Some(usage) = usage {
+                    record_usage(&state, &session, usage);
+                }
+                if let Some(id) = response_id {
+                    state.remember_response(id, session);
+                }
             }
         }
         chunk

@@ -63,6 +63,8 @@ pub struct Tap {
     sse: bool,
     pending: Vec<u8>,
     usage: Option<Usage>,
+    /// A Responses response's id (a later request's `previous_response_id` continues it).
+    response_id: Option<String>,
     done: bool,
     reported: bool,
 }
@@ -75,6 +77,7 @@ impl Tap {
             sse,
             pending: Vec::new(),
             usage: None,
+            response_id: None,
             done: false,
             reported: false,
         }
@@ -93,6 +96,9 @@ impl Tap {
             self.pending.extend_from_slice(chunk);
             if let Ok(v) = serde_json::from_slice::<Value>(&self.pending) {
                 self.usage = v.get("usage").map(from_object);
+                if v["object"] == "response" {
+                    self.response_id = v["id"].as_str().map(str::to_owned);
+                }
                 self.done = true;
             }
             return;
@@ -125,8 +131,14 @@ impl Tap {
                 }
             }
             Some("message_stop") => self.done = true,
+            Some("response.created") => {
+                self.response_id = v["response"]["id"].as_str().map(str::to_owned);
+            }
             Some("response.completed") => {
                 self.usage = Some(from_object(&v["response"]["usage"]));
+                if let Some(id) = v["response"]["id"].as_str() {
+                    self.response_id = Some(id.to_owned());
+                }
                 self.done = true;
             }
             _ => {
@@ -138,13 +150,20 @@ impl Tap {
         }
     }
 
-    /// The usage, once, when the response has reported it.
-    pub fn finished_usage(&mut self) -> Option<(String, Usage)> {
+    /// What the response reported, once, when it is complete: its session, its usage (if it
+    /// reported any) and its id (a Responses response).
+    pub fn finished(&mut self) -> Option<(String, Option<Usage>, Option<String>)> {
         if self.done && !self.reported {
             self.reported = true;
-            return self.usage.map(|u| (self.session.clone(), u));
+            return Some((self.session.clone(), self.usage, self.response_id.take()));
         }
         None
+    }
+
+    /// The usage, once, when the response has reported it.
+    pub fn finished_usage(&mut self) -> Option<(String, Usage)> {
+        let (session, usage, _) = self.finished()?;
+        usage.map(|u| (session, u))
     }
 }
 

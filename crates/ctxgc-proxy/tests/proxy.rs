@@ -83,6 +83,17 @@ async fn upstream_handler(State(u): State<Upstream>, req: axum::extract::Request
             .body(Body::from_stream(stream))
             .unwrap();
     }
+    // A Responses request gets a Responses answer, with an id of its own.
+    if path == "/v1/responses" {
+        let n = u.seen.lock().unwrap().len();
+        let reply = json!({"id": format!("resp_{n}"), "object": "response", "status": "completed",
+            "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}],
+            "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 2, "total_tokens": 102}});
+        return Response::builder()
+            .header("content-type", "application/json")
+            .body(Body::from(reply.to_string()))
+            .unwrap();
+    }
     // A summarizer's request gets a recognisable summary.
     let content = if path.starts_with("/summarizer") {
         "## Progress\nLLM-WRITTEN SUMMARY".to_owned()
@@ -706,6 +717,54 @@ async fn every_wait_has_a_deadline() {
         matches!(read, Ok(0) | Err(_)) || said.contains("408"),
         "{said}"
     );
+}
+
+/// A Responses client that sends only new items and `previous_response_id` (the Agents SDK)
+/// stays in one session: the proxy remembers which session each response answered.
+#[tokio::test]
+async fn previous_response_ids_continue_their_session_within_the_tenant() {
+    let h = start(Box::new(MemoryStore::default())).await;
+    let send = async |key: &str, body: Value| -> (String, Value) {
+        let r = client()
+            .post(format!("{}/v1/responses", h.proxy))
+            .header("authorization", format!("Bearer {key}"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let answer: Value = r.json().await.unwrap();
+        let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+        let sent: Value = serde_json::from_slice(&seen.2).unwrap();
+        (
+            sent["prompt_cache_key"].as_str().unwrap().to_owned(),
+            answer,
+        )
+    };
+    let (first, answer) = send(
+        "sk-a",
+        json!({"model": "gpt-5", "input": [{"role": "user", "content": "task A"}]}),
+    )
+    .await;
+    let id = answer["id"].as_str().unwrap().to_owned();
+    let (second, answer) = send(
+        "sk-a",
+        json!({"model": "gpt-5", "previous_response_id": id, "input": [{"role": "user", "content": "more"}]}),
+    )
+    .await;
+    assert_eq!(first, second, "the chain stays in its session");
+    let (third, _) = send(
+        "sk-a",
+        json!({"model": "gpt-5", "previous_response_id": answer["id"], "input": [{"role": "user", "content": "again"}]}),
+    )
+    .await;
+    assert_eq!(first, third);
+    // Another tenant naming that response gets a session of its own.
+    let (other, _) = send(
+        "sk-b",
+        json!({"model": "gpt-5", "previous_response_id": id, "input": [{"role": "user", "content": "more"}]}),
+    )
+    .await;
+    assert_ne!(first, other);
 }
 
 /// Defect guarded: `--openai-upstream http://user:PASS@host` put PASS in the 502 body sent to
