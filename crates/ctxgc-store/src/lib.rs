@@ -359,6 +359,46 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A store an earlier version wrote (no `touched` column) opens, keeps its rows, and counts
+    /// their retention from the upgrade.
+    #[test]
+    fn stores_from_before_retention_are_migrated() {
+        let dir = std::env::temp_dir().join(format!("ctxgc-store-old-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("old.sqlite");
+        let id = ContentId::of(b"kept");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE originals (session TEXT NOT NULL, id TEXT NOT NULL, text TEXT NOT NULL,
+                     PRIMARY KEY (session, id)) WITHOUT ROWID;
+                 CREATE TABLE session_state (session TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;",
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO originals (session, id, text) VALUES ('s', ?1, 'kept')",
+                params![id.to_string()],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO session_state (session, state) VALUES ('s', 'lineage')",
+                [],
+            )
+            .unwrap();
+        }
+        let mut store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.get("s", id).unwrap().as_deref(), Some("kept"));
+        assert_eq!(
+            store.expire(std::time::Duration::from_secs(3_600)).unwrap(),
+            0,
+            "counted from the upgrade, not from 1970"
+        );
+        assert_eq!(store.get_state("s").unwrap().as_deref(), Some("lineage"));
+        store.put("s", ContentId::of(b"new"), "new").unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn unusable_paths_are_named() {
         let e = SqliteStore::open("/proc/definitely/not/here.sqlite")
