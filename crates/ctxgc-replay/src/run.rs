@@ -175,11 +175,6 @@ pub fn client_prompt(t: &Transcript, index: usize) -> (std::ops::Range<usize>, u
     (start..index, if start > 0 { system_end } else { 0 })
 }
 
-/// The calibration of a client log with recorded usage; `None` for other transcripts.
-pub fn calibrate(t: &Transcript) -> Option<Calibration> {
-    fit(t).map(|(c, _)| c)
-}
-
 /// The calibration (fitted on the requests before the client's first compaction, when there
 /// are enough of them: the client adds content of its own after a compaction), and for each
 /// compaction the tokens its first request held beyond what the log shows (files and plans the
