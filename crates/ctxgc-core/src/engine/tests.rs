@@ -275,8 +275,13 @@ fn prune_only_when_it_buys_runway_else_compaction() {
             })
             .collect::<Vec<_>>(),
     );
-    let mut session = Session::new("s", 8_000, &config, ProviderFamily::Openai);
-    drive_through(&chatty, &mut session);
+    compacted_at_8k(&chatty, &config);
+}
+
+/// `source` driven through a session at an 8K window, which must have compacted.
+fn compacted_at_8k(source: &Transcript, config: &Config) -> Session {
+    let mut session = Session::new("s", 8_000, config, ProviderFamily::Openai);
+    drive_through(source, &mut session);
     assert!(
         session
             .events()
@@ -285,6 +290,7 @@ fn prune_only_when_it_buys_runway_else_compaction() {
         "{:?}",
         session.report()
     );
+    session
 }
 
 #[test]
@@ -710,17 +716,7 @@ fn claude_code_like(turns: usize) -> Transcript {
 #[test]
 fn compaction_keeps_pinned_messages_and_takes_the_goal_from_the_request() {
     let config = small_config();
-    let source = claude_code_like(40);
-    let mut session = Session::new("s", 8_000, &config, ProviderFamily::Openai);
-    drive_through(&source, &mut session);
-    assert!(
-        session
-            .events()
-            .iter()
-            .any(|e| e.kind == EventKind::Compaction),
-        "{:?}",
-        session.report()
-    );
+    let session = compacted_at_8k(&claude_code_like(40), &config);
     let prompt = session.prompt();
     let env = prompt
         .iter()
