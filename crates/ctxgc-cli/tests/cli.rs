@@ -386,8 +386,7 @@ fn kill_9_in_the_middle_of_load_loses_no_stored_original() {
             &ctxgc_proxy::identity::Tenant::anonymous(),
             &request,
             &Default::default(),
-        )
-        .to_string();
+        );
         let id = ctxgc_core::ContentId::of(output.as_bytes());
         assert_eq!(
             store.get(&session, id).unwrap().as_deref(),

@@ -29,11 +29,17 @@ pub struct StoreSettings {
     /// Days an original or a session's state is kept after it was last written (SQLite rows
     /// are deleted at start-up, hourly and by `ctxgc gc`; Redis keys expire by themselves).
     pub retention_days: u64,
+    /// Milliseconds one store operation may take (a locked SQLite file, a stalled Redis); past
+    /// it the request is forwarded unchanged (fail open).
+    pub timeout_ms: u64,
 }
 
 impl Default for StoreSettings {
     fn default() -> Self {
-        StoreSettings { retention_days: 7 }
+        StoreSettings {
+            retention_days: 7,
+            timeout_ms: 2_000,
+        }
     }
 }
 
@@ -41,6 +47,11 @@ impl StoreSettings {
     /// The retention as a duration.
     pub fn retention(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.retention_days * 86_400)
+    }
+
+    /// The deadline of one store operation.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.timeout_ms)
     }
 }
 
@@ -129,6 +140,12 @@ impl Config {
             return Err(LoadError::Store {
                 key: "retention_days",
                 why: "between 1 and 3650",
+            });
+        }
+        if !(10..=60_000).contains(&config.store.timeout_ms) {
+            return Err(LoadError::Store {
+                key: "timeout_ms",
+                why: "between 10 and 60000",
             });
         }
         for (key, secs) in [

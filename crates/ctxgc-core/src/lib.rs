@@ -13,6 +13,7 @@
 //! one behaviour.
 
 pub mod agent_tools;
+pub mod bounded;
 pub mod config;
 pub mod content_id;
 pub mod engine;

@@ -1,85 +1,269 @@
 //! Where originals live, so nothing trimmed, pruned or summarised is lost.
 //!
 //! The engine writes every original before the trimmed text that refers to it is used. The
-//! trait is synchronous and keyed by session and content id; this crate provides an in-memory
-//! store, `ctxgc-store` the SQLite and Redis ones.
+//! traits are synchronous, take `&self` and are `Sync`: one store serves every request of a
+//! server at once, and a backend serialises only what it must, for as long as one operation
+//! lasts. Originals are keyed by session and content id, small states by a typed [`StateKey`].
+//! This crate provides an in-memory store, `ctxgc-store` the SQLite and Redis ones.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::RwLock;
+use std::time::Duration;
 
 use crate::content_id::ContentId;
 
-/// A store failure (the backend says why).
+/// Why a store operation failed. The proxy fails open on all of them; what differs is what a
+/// backend does with its connection and whether a retry is worth it.
 #[derive(Debug, thiserror::Error)]
-#[error("original store: {0}")]
-pub struct StoreError(pub String);
+pub enum StoreError {
+    /// The operation did not finish within its deadline (a stalled server, a database locked
+    /// by another process).
+    #[error("{backend}: {what} timed out after {after:?}")]
+    Timeout {
+        /// Which store.
+        backend: &'static str,
+        /// What was being done.
+        what: String,
+        /// The deadline.
+        after: Duration,
+    },
+    /// The store could not be reached or its connection broke.
+    #[error("{backend}: {message}")]
+    Unavailable {
+        /// Which store.
+        backend: &'static str,
+        /// What happened.
+        message: String,
+    },
+    /// The store answered with an error (full disk, a constraint, a server error reply).
+    #[error("{backend}: {message}")]
+    Backend {
+        /// Which store.
+        backend: &'static str,
+        /// What it said.
+        message: String,
+    },
+    /// What was read back is not what was written (not UTF-8, not a known format).
+    #[error("{backend}: stored data is unreadable: {message}")]
+    Corrupt {
+        /// Which store.
+        backend: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+impl StoreError {
+    /// An error the backend reported.
+    pub fn backend(backend: &'static str, message: impl fmt::Display) -> StoreError {
+        StoreError::Backend {
+            backend,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// The session an original or a state belongs to. Stores file everything under it; which text
+/// becomes a session id is the caller's business (the proxy derives it from the tenant and the
+/// client's signals, so no client-chosen text reaches it).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// A session id.
+    pub fn new(id: impl Into<String>) -> SessionId {
+        SessionId(id.into())
+    }
+
+    /// As filed.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Which small state: each kind has its own namespace, so no session id can name another
+/// kind's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateKey<'a> {
+    /// The engine's compaction lineage of a session.
+    Lineage(&'a SessionId),
+    /// The agent tools' state of a session (the model's trims and recalls).
+    Agent(&'a SessionId),
+    /// A store-wide value of the server (its tenant secret); never expires.
+    Server(&'static str),
+}
+
+impl StateKey<'_> {
+    /// The name the state is filed under: `lineage/{session}`, `agent/{session}` or
+    /// `ctxgc.{name}`. A session id cannot spell another kind's prefix, and server names (no
+    /// `/`) cannot collide with session states (always one).
+    pub fn name(&self) -> String {
+        match self {
+            StateKey::Lineage(s) => format!("lineage/{s}"),
+            StateKey::Agent(s) => format!("agent/{s}"),
+            StateKey::Server(name) => format!("ctxgc.{name}"),
+        }
+    }
+
+    /// Whether retention may delete it.
+    pub fn expires(&self) -> bool {
+        !matches!(self, StateKey::Server(_))
+    }
+}
 
 /// Keeps originals of tool outputs.
-pub trait OriginalStore {
+pub trait OriginalStore: Send + Sync {
     /// Saves an original; saving the same id twice is harmless.
-    fn put(&mut self, session: &str, id: ContentId, text: &str) -> Result<(), StoreError>;
+    fn put(&self, session: &SessionId, id: ContentId, text: &str) -> Result<(), StoreError>;
+    /// Saves several originals of one session (a backend may send them in one round trip);
+    /// when it returns `Ok`, all are saved.
+    fn put_all(
+        &self,
+        session: &SessionId,
+        originals: &[(ContentId, &str)],
+    ) -> Result<(), StoreError> {
+        originals
+            .iter()
+            .try_for_each(|(id, text)| self.put(session, *id, text))
+    }
     /// Loads an original.
-    fn get(&self, session: &str, id: ContentId) -> Result<Option<String>, StoreError>;
+    fn get(&self, session: &SessionId, id: ContentId) -> Result<Option<String>, StoreError>;
     /// Deletes what was last written longer ago than `older_than` (originals and session
-    /// states, except the store's own keys, named `ctxgc.*`); returns how many went. Stores
-    /// whose entries expire by themselves, or are never kept, delete nothing.
-    fn expire(&mut self, older_than: std::time::Duration) -> Result<u64, StoreError> {
+    /// states, not server states); returns how many went. Stores whose entries expire by
+    /// themselves, or are never kept, delete nothing.
+    fn expire(&self, older_than: Duration) -> Result<u64, StoreError> {
         let _ = older_than;
         Ok(0)
     }
 }
 
-/// Keeps small per-session state (the proxy's compaction lineage), so that several proxy
+/// Keeps small states (the proxy's compaction lineage and agent state), so that several proxy
 /// replicas, or a restarted one, continue a session where it was.
-pub trait StateStore {
-    /// Saves a session's state, replacing the previous one.
-    fn put_state(&mut self, session: &str, state: &str) -> Result<(), StoreError>;
-    /// Loads a session's state.
-    fn get_state(&self, session: &str) -> Result<Option<String>, StoreError>;
+pub trait StateStore: Send + Sync {
+    /// Saves a state, replacing the previous one.
+    fn put_state(&self, key: StateKey<'_>, state: &str) -> Result<(), StoreError>;
+    /// Loads a state.
+    fn get_state(&self, key: StateKey<'_>) -> Result<Option<String>, StoreError>;
+    /// Saves `state` only if the stored one is still `expected` (`None`: none is stored), in
+    /// one atomic step; says whether it did. Two requests of one session that raced each other
+    /// (two replicas, or two connections of one client) then cannot both move the lineage on.
+    fn swap_state(
+        &self,
+        key: StateKey<'_>,
+        expected: Option<&str>,
+        state: &str,
+    ) -> Result<bool, StoreError>;
 }
 
 /// A store of both.
-pub trait Store: OriginalStore + StateStore + Send {}
-impl<T: OriginalStore + StateStore + Send> Store for T {}
+pub trait Store: OriginalStore + StateStore {}
+impl<T: OriginalStore + StateStore> Store for T {}
 
 /// Originals in memory (tests, replays, one-shot CLI runs).
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub struct MemoryStore {
-    originals: BTreeMap<(String, ContentId), String>,
-    states: BTreeMap<String, String>,
+    originals: RwLock<BTreeMap<(SessionId, ContentId), String>>,
+    states: RwLock<BTreeMap<String, String>>,
 }
 
-impl StateStore for MemoryStore {
-    fn put_state(&mut self, session: &str, state: &str) -> Result<(), StoreError> {
-        self.states.insert(session.to_owned(), state.to_owned());
-        Ok(())
-    }
-
-    fn get_state(&self, session: &str) -> Result<Option<String>, StoreError> {
-        Ok(self.states.get(session).cloned())
-    }
+fn poisoned() -> StoreError {
+    StoreError::backend("memory", "a writer panicked")
 }
 
 impl MemoryStore {
     /// Number of originals held.
     pub fn len(&self) -> usize {
-        self.originals.len()
+        self.originals.read().map_or(0, |o| o.len())
     }
 
     /// Whether the store is empty.
     pub fn is_empty(&self) -> bool {
-        self.originals.is_empty()
+        self.len() == 0
+    }
+}
+
+impl StateStore for MemoryStore {
+    fn put_state(&self, key: StateKey<'_>, state: &str) -> Result<(), StoreError> {
+        let mut states = self.states.write().map_err(|_| poisoned())?;
+        states.insert(key.name(), state.to_owned());
+        Ok(())
+    }
+
+    fn get_state(&self, key: StateKey<'_>) -> Result<Option<String>, StoreError> {
+        let states = self.states.read().map_err(|_| poisoned())?;
+        Ok(states.get(&key.name()).cloned())
+    }
+
+    fn swap_state(
+        &self,
+        key: StateKey<'_>,
+        expected: Option<&str>,
+        state: &str,
+    ) -> Result<bool, StoreError> {
+        let mut states = self.states.write().map_err(|_| poisoned())?;
+        let name = key.name();
+        if states.get(&name).map(String::as_str) != expected {
+            return Ok(false);
+        }
+        states.insert(name, state.to_owned());
+        Ok(true)
     }
 }
 
 impl OriginalStore for MemoryStore {
-    fn put(&mut self, session: &str, id: ContentId, text: &str) -> Result<(), StoreError> {
-        self.originals
-            .entry((session.to_owned(), id))
+    fn put(&self, session: &SessionId, id: ContentId, text: &str) -> Result<(), StoreError> {
+        let mut originals = self.originals.write().map_err(|_| poisoned())?;
+        originals
+            .entry((session.clone(), id))
             .or_insert_with(|| text.to_owned());
         Ok(())
     }
 
-    fn get(&self, session: &str, id: ContentId) -> Result<Option<String>, StoreError> {
-        Ok(self.originals.get(&(session.to_owned(), id)).cloned())
+    fn get(&self, session: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
+        let originals = self.originals.read().map_err(|_| poisoned())?;
+        Ok(originals.get(&(session.clone(), id)).cloned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_kinds_never_share_a_name() {
+        let odd = SessionId::new("foo#agent");
+        let foo = SessionId::new("foo");
+        let names = [
+            StateKey::Lineage(&foo).name(),
+            StateKey::Agent(&foo).name(),
+            StateKey::Lineage(&odd).name(),
+            StateKey::Agent(&odd).name(),
+            StateKey::Lineage(&SessionId::new("agent/foo")).name(),
+            StateKey::Server("tenant-secret").name(),
+        ];
+        for (i, a) in names.iter().enumerate() {
+            for b in &names[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+    }
+
+    #[test]
+    fn a_swap_lands_only_on_the_state_it_expected() {
+        let store = MemoryStore::default();
+        let s = SessionId::new("s");
+        let key = StateKey::Lineage(&s);
+        assert!(store.swap_state(key, None, "one").unwrap());
+        assert!(!store.swap_state(key, None, "two").unwrap());
+        assert!(!store.swap_state(key, Some("zero"), "two").unwrap());
+        assert!(store.swap_state(key, Some("one"), "two").unwrap());
+        assert_eq!(store.get_state(key).unwrap().as_deref(), Some("two"));
     }
 }

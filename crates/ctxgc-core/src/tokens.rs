@@ -10,7 +10,9 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::{OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::bounded::BoundedMemo;
 
 use serde::{Deserialize, Serialize};
 use tiktoken_rs::CoreBPE;
@@ -101,16 +103,60 @@ const TOKENS_PER_MESSAGE: usize = 3;
 const TOKENS_PER_TOOL_CALL: usize = 3;
 const REPLY_PRIMING: usize = 3;
 
-/// Counts memoised across every counter in the process, keyed by content hash and by what
-/// decides the count (vocabulary, family, correction). Replays count the same messages under
-/// many policies and windows; this makes each distinct message cost one BPE pass.
-fn shared_counts() -> &'static RwLock<HashMap<(u64, u64), usize>> {
-    static SHARED: OnceLock<RwLock<HashMap<(u64, u64), usize>>> = OnceLock::new();
-    SHARED.get_or_init(|| RwLock::new(HashMap::new()))
+/// Token counts memoised by content, shared by every counter given it: a replay counts the
+/// same messages under many policies and windows, a proxy the same history on every request;
+/// with one memo each distinct text costs one BPE pass. Keyed by content hash and by what
+/// decides the count (vocabulary, family, correction); bounded by bytes, what is in use stays
+/// ([`BoundedMemo`]). Its owner (a replay run, a server) decides its life.
+#[derive(Debug)]
+pub struct CountMemo {
+    counts: Mutex<BoundedMemo<(u64, u64), usize>>,
 }
 
-/// Counts the shared memo holds at most (about 40 MB).
-const SHARED_MAX_ENTRIES: usize = 1 << 20;
+/// Bytes one memoised count takes, map overhead included.
+const COUNT_ENTRY_BYTES: usize = 48;
+
+impl CountMemo {
+    /// A memo of at most `max_bytes`.
+    pub fn new(max_bytes: usize) -> CountMemo {
+        CountMemo {
+            counts: Mutex::new(BoundedMemo::new(max_bytes, |_, _| COUNT_ENTRY_BYTES)),
+        }
+    }
+
+    /// Counts it holds.
+    pub fn len(&self) -> usize {
+        self.counts.lock().map_or(0, |m| m.len())
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes it holds, at most the budget it was made with.
+    pub fn bytes(&self) -> usize {
+        self.counts.lock().map_or(0, |m| m.bytes())
+    }
+
+    fn get(&self, key: (u64, u64)) -> Option<usize> {
+        self.counts.lock().ok()?.get(&key).copied()
+    }
+
+    fn insert(&self, key: (u64, u64), n: usize) {
+        if let Ok(mut m) = self.counts.lock() {
+            m.insert(key, n);
+        }
+    }
+}
+
+impl Default for CountMemo {
+    /// 32 MiB at most.
+    fn default() -> Self {
+        CountMemo::new(32 << 20)
+    }
+}
+
 /// Counts one counter's own memo holds at most.
 const OWN_MAX_ENTRIES: usize = 1 << 18;
 
@@ -122,6 +168,7 @@ pub struct TokenCounter {
     settings: TokenSettings,
     family: ProviderFamily,
     cache: HashMap<u64, usize>,
+    shared: Option<Arc<CountMemo>>,
 }
 
 impl TokenCounter {
@@ -131,7 +178,14 @@ impl TokenCounter {
             settings,
             family,
             cache: HashMap::new(),
+            shared: None,
         }
+    }
+
+    /// The same counter, memoising its counts in `memo` too (shared with other counters).
+    pub fn sharing(mut self, memo: Arc<CountMemo>) -> TokenCounter {
+        self.shared = Some(memo);
+        self
     }
 
     /// A counter for OpenAI models with default settings (o200k_base).
@@ -163,23 +217,15 @@ impl TokenCounter {
     }
 
     fn memoised(&self, key: u64, compute: impl FnOnce() -> usize) -> usize {
+        let Some(shared) = &self.shared else {
+            return compute();
+        };
         let full = (key, self.flavour());
-        if let Some(&n) = shared_counts()
-            .read()
-            .ok()
-            .and_then(|m| m.get(&full).copied())
-            .as_ref()
-        {
+        if let Some(n) = shared.get(full) {
             return n;
         }
         let n = compute();
-        if let Ok(mut m) = shared_counts().write() {
-            // Bounded: cleared whole when full (a count is recomputed on the next miss).
-            if m.len() >= SHARED_MAX_ENTRIES {
-                m.clear();
-            }
-            m.insert(full, n);
-        }
+        shared.insert(full, n);
         n
     }
 

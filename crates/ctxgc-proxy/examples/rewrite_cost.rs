@@ -21,11 +21,11 @@ fn main() {
         engine: None,
         inject_tools: false,
     };
-    let mut memo = TrimMemo::default();
+    let memo = TrimMemo::default();
     // Trimming happens once per distinct turn; the timed runs see a warm memo, as a proxy does
     // for every request after a turn's first.
     let mut warm = ApiRequest::parse(Api::ChatCompletions, &bytes).unwrap();
-    rewrite_with(&mut warm, None, "s", &settings, &mut memo, &|_| true);
+    rewrite_with(&mut warm, None, "s", &settings, &memo, &|_| true);
     let runs = 200;
     let (mut parse, mut session, mut rewrite, mut serialize) = (0.0, 0.0, 0.0, 0.0);
     for _ in 0..runs {
@@ -36,14 +36,7 @@ fn main() {
         let id = identity::session(&Tenant::anonymous(), &request, &Default::default()).to_string();
         session += t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let out = rewrite_with(
-            &mut request,
-            Some(&bytes),
-            &id,
-            &settings,
-            &mut memo,
-            &|_| true,
-        );
+        let out = rewrite_with(&mut request, Some(&bytes), &id, &settings, &memo, &|_| true);
         rewrite += t.elapsed().as_secs_f64();
         let t = Instant::now();
         let _ = request.to_bytes();
@@ -55,7 +48,7 @@ fn main() {
     for _ in 0..runs {
         let mut request = ApiRequest::parse(Api::ChatCompletions, &bytes).unwrap();
         let t = Instant::now();
-        let out = rewrite_with(&mut request, None, "s", &settings, &mut memo, &|_| true);
+        let out = rewrite_with(&mut request, None, "s", &settings, &memo, &|_| true);
         reserialize += t.elapsed().as_secs_f64();
         assert!(out.body.is_some());
     }

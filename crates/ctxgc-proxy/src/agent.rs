@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use ctxgc_core::ContentId;
 use ctxgc_core::agent_tools::{self, RECALL_TOOL, TRIM_TOOL};
 use ctxgc_core::recall::{self, RecallQuery};
-use ctxgc_core::store::Store;
+use ctxgc_core::store::{SessionId, StateKey, Store};
 use ctxgc_formats::Api;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -26,27 +26,40 @@ pub fn is_internal(name: &str) -> bool {
     name == TRIM_TOOL || name == RECALL_TOOL
 }
 
-/// The store key of a session's agent state (beside its lineage).
-fn state_key(session: &str) -> String {
-    format!("{session}#agent")
-}
-
 /// The session's agent state from the store (empty when there is none).
-pub fn load(store: &dyn Store, session: &str) -> Result<AgentState, String> {
-    store
-        .get_state(&state_key(session))
-        .map_err(|e| e.to_string())?
-        .map(|json| serde_json::from_str(&json))
-        .transpose()
-        .map_err(|e| format!("the agent state of {session} is unreadable: {e}"))
-        .map(Option::unwrap_or_default)
+pub fn load(store: &dyn Store, session: &SessionId) -> Result<AgentState, String> {
+    load_versioned(store, session).map(|(state, _)| state)
 }
 
-/// Stores the session's agent state.
-pub fn save(store: &mut dyn Store, session: &str, state: &AgentState) -> Result<(), String> {
+/// The session's agent state and the stored text it was read from (`None`: none stored), for
+/// [`save_if_unchanged`].
+pub fn load_versioned(
+    store: &dyn Store,
+    session: &SessionId,
+) -> Result<(AgentState, Option<String>), String> {
+    let stored = store
+        .get_state(StateKey::Agent(session))
+        .map_err(|e| e.to_string())?;
+    let state = stored
+        .as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| format!("the agent state of {session} is unreadable: {e}"))?
+        .unwrap_or_default();
+    Ok((state, stored))
+}
+
+/// Stores the session's agent state if the stored one is still `read` (what
+/// [`load_versioned`] returned); says whether it did.
+pub fn save_if_unchanged(
+    store: &dyn Store,
+    session: &SessionId,
+    read: Option<&str>,
+    state: &AgentState,
+) -> Result<bool, String> {
     let json = serde_json::to_string(state).map_err(|e| e.to_string())?;
     store
-        .put_state(&state_key(session), &json)
+        .swap_state(StateKey::Agent(session), read, &json)
         .map_err(|e| e.to_string())
 }
 
@@ -544,8 +557,8 @@ pub fn execute(
     call: &Call,
     api: Api,
     client_body: &Value,
-    session: &str,
-    store: &mut dyn Store,
+    session: &SessionId,
+    store: &dyn Store,
     state: &mut AgentState,
     max_bytes: usize,
 ) -> Result<String, String> {
@@ -622,7 +635,17 @@ mod tests {
 
     /// Runs a call on a Chat body for session `s`.
     fn run(call: &Call, body: &Value, store: &mut MemoryStore, state: &mut AgentState) -> String {
-        execute(call, Api::ChatCompletions, body, "s", store, state, 1 << 20).unwrap()
+        let session = SessionId::new("s");
+        execute(
+            call,
+            Api::ChatCompletions,
+            body,
+            &session,
+            store,
+            state,
+            1 << 20,
+        )
+        .unwrap()
     }
 
     fn chat_body() -> Value {
@@ -660,7 +683,7 @@ mod tests {
         let id = ContentId::of(b"line 1\nerror: boom\nline 3");
         assert!(reply.contains(&id.to_string()), "{reply}");
         assert_eq!(
-            store.get("s", id).unwrap().as_deref(),
+            store.get(&SessionId::new("s"), id).unwrap().as_deref(),
             Some("line 1\nerror: boom\nline 3")
         );
         // A later request: the same history plus more.

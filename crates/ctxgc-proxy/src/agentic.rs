@@ -11,6 +11,7 @@ use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::Response;
+use ctxgc_core::store::SessionId;
 use ctxgc_formats::{Api, ApiRequest};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -63,7 +64,7 @@ pub struct Context {
     /// Where the client's own history ended.
     pub end: ClientEnd,
     /// The session.
-    pub session: String,
+    pub session: SessionId,
 }
 
 /// Forwards `first` (a request with the tools injected) and runs the rounds.
@@ -84,6 +85,10 @@ pub async fn run(cx: Context, first: Bytes) -> Response {
     }
     buffered(cx, response).await
 }
+
+/// Times a round may find the session's agent state moved on by a concurrent request before it
+/// fails open.
+const AGENT_STATE_ATTEMPTS: usize = 3;
 
 impl Context {
     async fn send(&self, body: Bytes) -> Result<reqwest::Response, Response> {
@@ -113,52 +118,58 @@ impl Context {
         let (len, anchor) = (self.end.len, self.end.anchor);
         tokio::task::spawn_blocking(move || {
             let client: Value = serde_json::from_slice(&raw).map_err(|e| e.to_string())?;
-            let mut store = s
-                .store
-                .lock()
-                .map_err(|_| "the store lock is poisoned".to_owned())?;
-            let mut state = agent::load(&**store, &session)?;
             let max_bytes = s.settings.rewrite.trim.hard_cap_bytes;
-            let mut internal_calls = Vec::new();
-            let mut results = Vec::new();
-            for call in calls.iter().filter(|c| c.internal()) {
-                let text = agent::execute(
-                    call,
-                    api,
-                    &client,
-                    &session,
-                    &mut **store,
-                    &mut state,
-                    max_bytes,
-                )?;
-                s.counters.agent_tool_calls.fetch_add(1, Ordering::Relaxed);
-                internal_calls.push(call.raw.clone());
-                results.push(agent::result_part(api, &call.id, &text));
+            // No lock: the state is saved with a compare-and-set, and the round is recorded
+            // again on the newer state when another request of the session saved first (the
+            // calls' own effects, storing originals, are idempotent).
+            let mut saved = false;
+            for _ in 0..AGENT_STATE_ATTEMPTS {
+                let (mut state, read) = agent::load_versioned(&*s.store, &session)?;
+                let mut internal_calls = Vec::new();
+                let mut results = Vec::new();
+                for call in calls.iter().filter(|c| c.internal()) {
+                    let text = agent::execute(
+                        call, api, &client, &session, &*s.store, &mut state, max_bytes,
+                    )?;
+                    internal_calls.push(call.raw.clone());
+                    results.push(agent::result_part(api, &call.id, &text));
+                }
+                if follow_up {
+                    let anchor = anchor.ok_or("an exchange needs a client history to follow")?;
+                    let mut items = assistant.clone();
+                    items.extend(agent::result_items(api, results));
+                    state.exchanges.push(Exchange {
+                        at: len,
+                        anchor,
+                        items,
+                    });
+                } else if let Some(client_call) = calls.iter().find(|c| !c.internal()) {
+                    state.merges.push(Merge {
+                        with_call: client_call.id.clone(),
+                        calls: internal_calls,
+                        results,
+                        positions: calls
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, c)| c.internal())
+                            .map(|(k, _)| k)
+                            .collect(),
+                    });
+                }
+                if agent::save_if_unchanged(&*s.store, &session, read.as_deref(), &state)? {
+                    saved = true;
+                    break;
+                }
             }
-            if follow_up {
-                let anchor = anchor.ok_or("an exchange needs a client history to follow")?;
-                let mut items = assistant;
-                items.extend(agent::result_items(api, results));
-                state.exchanges.push(Exchange {
-                    at: len,
-                    anchor,
-                    items,
-                });
-            } else if let Some(client_call) = calls.iter().find(|c| !c.internal()) {
-                state.merges.push(Merge {
-                    with_call: client_call.id.clone(),
-                    calls: internal_calls,
-                    results,
-                    positions: calls
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, c)| c.internal())
-                        .map(|(k, _)| k)
-                        .collect(),
-                });
+            if !saved {
+                return Err(format!(
+                    "the agent state changed under {AGENT_STATE_ATTEMPTS} concurrent requests in a row"
+                ));
             }
-            agent::save(&mut **store, &session, &state)?;
-            drop(store);
+            let internal = calls.iter().filter(|c| c.internal()).count() as u64;
+            s.counters
+                .agent_tool_calls
+                .fetch_add(internal, Ordering::Relaxed);
             if !follow_up {
                 return Ok(None);
             }

@@ -117,26 +117,15 @@ impl Tenant {
 /// The key a session's originals, lineage, agent state and usage are filed under:
 /// `{tenant}.{source}-{hash}`. Only hex digits, a dot, a dash and the source's name: no client
 /// text reaches it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct SessionId(String);
+pub use ctxgc_core::store::SessionId;
 
-impl SessionId {
-    /// As filed.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether it belongs to `tenant`.
-    pub fn belongs_to(&self, tenant: &Tenant) -> bool {
-        self.0
-            .strip_prefix(tenant.as_str())
+impl Tenant {
+    /// Whether `session` belongs to this tenant.
+    pub fn owns(&self, session: &SessionId) -> bool {
+        session
+            .as_str()
+            .strip_prefix(self.as_str())
             .is_some_and(|rest| rest.starts_with('.'))
-    }
-}
-
-impl fmt::Display for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
     }
 }
 
@@ -172,7 +161,7 @@ pub fn session(
     hasher.update(source.name().as_bytes());
     hasher.update(&[0]);
     hasher.update(value.as_bytes());
-    SessionId(format!(
+    SessionId::new(format!(
         "{}.{}-{:016x}",
         tenant.as_str(),
         source.name(),
@@ -391,7 +380,7 @@ mod tests {
         let a = named_session(&alice, "alice");
         let b = named_session(&bob, "alice");
         assert_ne!(a, b, "Bob naming Alice's session gets his own");
-        assert!(a.belongs_to(&alice) && !a.belongs_to(&bob));
+        assert!(alice.owns(&a) && !bob.owns(&a));
         // No client text reaches the key: `foo#agent` is not another kind of key.
         let odd = named_session(&alice, "foo#agent");
         assert!(!odd.as_str().contains('#') && !odd.as_str().contains("foo"));

@@ -29,8 +29,9 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use ctxgc_core::bounded::BoundedMemo;
 use ctxgc_core::engine::{SummaryReply, SummaryRequest};
-use ctxgc_core::store::Store;
+use ctxgc_core::store::{SessionId, StateKey, Store};
 use ctxgc_formats::{Api, ApiRequest, FormatError};
 use futures_util::StreamExt;
 use serde::Serialize;
@@ -62,6 +63,8 @@ pub struct ProxySettings {
     pub admin_token: Option<String>,
     /// How long each wait may last.
     pub timeouts: Timeouts,
+    /// How tokens are counted (`[tokens]`).
+    pub tokens: ctxgc_core::tokens::TokenSettings,
 }
 
 /// Every wait the proxy makes has a deadline.
@@ -146,10 +149,14 @@ impl SessionUsage {
 pub struct AppState {
     settings: ProxySettings,
     client: reqwest::Client,
-    store: Mutex<Box<dyn Store>>,
+    /// Shared by every request; no lock of the server's is held around its operations (each
+    /// has its own deadline).
+    store: Box<dyn Store>,
     /// Originals committed by this process: resent histories do not write them again.
-    committed: Mutex<std::collections::HashSet<(String, ctxgc_core::ContentId)>>,
-    memo: Mutex<rewrite::TrimMemo>,
+    committed: Mutex<BoundedMemo<(SessionId, ctxgc_core::ContentId), ()>>,
+    memo: rewrite::TrimMemo,
+    /// Token counts of the sessions' messages, shared by their lineages.
+    counts: Arc<ctxgc_core::tokens::CountMemo>,
     counters: Counters,
     sessions: Mutex<BTreeMap<String, SessionUsage>>,
     /// Until when the LLM summarizer is not asked (after a failure).
@@ -164,18 +171,18 @@ pub struct AppState {
 /// Response ids remembered for `previous_response_id`, at most.
 const MAX_RESPONSES: usize = 100_000;
 
-/// Originals this process remembers having committed, at most.
-const MAX_COMMITTED: usize = 100_000;
+/// Bytes of committed-original keys this process remembers, at most.
+const MAX_COMMITTED_BYTES: usize = 16 << 20;
 /// Sessions whose usage `/ctxgc/stats` keeps, at most (the least recently active go first).
 const MAX_SESSIONS: usize = 10_000;
 
 /// Where the tenant secret is kept in the store (no session id can spell it).
-const TENANT_SECRET_KEY: &str = "ctxgc.tenant-secret";
+const TENANT_SECRET_KEY: StateKey<'static> = StateKey::Server("tenant-secret");
 
 /// The tenant secret: configured, else the one the store keeps, else a new one it then keeps.
 fn tenant_secret(
     settings: &ProxySettings,
-    store: &mut dyn Store,
+    store: &dyn Store,
 ) -> Result<identity::TenantSecret, String> {
     if let Some(text) = &settings.tenant_secret {
         return Ok(identity::TenantSecret::from_text(text));
@@ -232,8 +239,7 @@ impl AppState {
         log: LogSink,
     ) -> Result<Arc<AppState>, String> {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut store = store;
-        let tenant_secret = tenant_secret(&settings, &mut *store)?;
+        let tenant_secret = tenant_secret(&settings, &*store)?;
         let client = reqwest::Client::builder()
             .connect_timeout(settings.timeouts.connect)
             .read_timeout(settings.timeouts.upstream_idle)
@@ -242,9 +248,12 @@ impl AppState {
         Ok(Arc::new(AppState {
             settings,
             client,
-            store: Mutex::new(store),
-            committed: Mutex::new(Default::default()),
-            memo: Mutex::new(Default::default()),
+            store,
+            committed: Mutex::new(BoundedMemo::new(MAX_COMMITTED_BYTES, |(session, _), _| {
+                64 + session.as_str().len()
+            })),
+            memo: Default::default(),
+            counts: Default::default(),
             counters: Counters::default(),
             sessions: Mutex::new(BTreeMap::new()),
             summarizer_cooling_until: Mutex::new(None),
@@ -254,13 +263,20 @@ impl AppState {
         }))
     }
 
+    /// A token counter for requests of `api`, with the configured settings and the server's
+    /// count memo.
+    fn counter(&self, api: Api) -> ctxgc_core::tokens::TokenCounter {
+        use ctxgc_core::tokens::{ProviderFamily, TokenCounter};
+        let family = match api {
+            Api::Messages => ProviderFamily::Anthropic,
+            Api::ChatCompletions | Api::Responses => ProviderFamily::Openai,
+        };
+        TokenCounter::new(family, self.settings.tokens.clone()).sharing(self.counts.clone())
+    }
+
     /// Deletes what was last written longer ago than `older_than`; logs and returns how many.
     pub fn expire(&self, older_than: std::time::Duration) -> Result<u64, String> {
-        let mut store = self
-            .store
-            .lock()
-            .map_err(|_| "the store lock is poisoned".to_owned())?;
-        let gone = store.expire(older_than).map_err(|e| e.to_string())?;
+        let gone = self.store.expire(older_than).map_err(|e| e.to_string())?;
         if gone > 0 {
             self.log(&format!(
                 "ctxgc: {gone} expired originals and states deleted"
@@ -269,7 +285,7 @@ impl AppState {
         Ok(gone)
     }
 
-    fn remember_response(&self, id: String, session: String) {
+    fn remember_response(&self, id: String, session: SessionId) {
         if let Ok(mut guard) = self.responses.lock() {
             let (map, order) = &mut *guard;
             if map.len() >= MAX_RESPONSES
@@ -277,7 +293,7 @@ impl AppState {
             {
                 map.remove(&oldest);
             }
-            if map.insert(id.clone(), session).is_none() {
+            if map.insert(id.clone(), session.to_string()).is_none() {
                 order.push_back(id);
             }
         }
@@ -290,15 +306,16 @@ impl AppState {
         tenant: &identity::Tenant,
         request: &ApiRequest,
         headers: &HeaderMap,
-    ) -> String {
+    ) -> SessionId {
         let continued = request
             .body
             .get("previous_response_id")
             .and_then(serde_json::Value::as_str)
             .filter(|_| !headers.contains_key("x-ctxgc-session"))
             .and_then(|id| self.responses.lock().ok()?.0.get(id).cloned())
-            .filter(|session| session.starts_with(&format!("{}.", tenant.as_str())));
-        continued.unwrap_or_else(|| identity::session(tenant, request, headers).to_string())
+            .map(SessionId::new)
+            .filter(|session| tenant.owns(session));
+        continued.unwrap_or_else(|| identity::session(tenant, request, headers))
     }
 
     /// The tenant of a request with these headers.
@@ -699,20 +716,14 @@ fn prepare(
     state: &AppState,
     request: &mut ApiRequest,
     raw: &[u8],
-    session: &str,
+    session: &SessionId,
     counting: bool,
 ) -> Result<Prepared, String> {
     let settings = &state.settings.rewrite;
     let mut agent_changed = false;
     let mut injected = None;
     if settings.inject_tools {
-        let agent_state = {
-            let store = state
-                .store
-                .lock()
-                .map_err(|_| "the store lock is poisoned".to_owned())?;
-            agent::load(&**store, session)?
-        };
+        let agent_state = agent::load(&*state.store, session)?;
         let end = agentic::ClientEnd::of(request);
         agent_changed |= agent::apply(&mut request.body, request.api, &agent_state);
         // A token count includes the tools the real request will carry; its answer holds no
@@ -723,19 +734,22 @@ fn prepare(
         }
     }
     let mut out = {
-        let mut memo = state
-            .memo
-            .lock()
-            .map_err(|_| "the trim memo lock is poisoned".to_owned())?;
-        let committed = state.committed.lock().ok();
         let stored = |id| {
-            committed
-                .as_ref()
-                .is_some_and(|c| c.contains(&(session.to_owned(), id)))
+            state
+                .committed
+                .lock()
+                .is_ok_and(|c| c.contains(&(session.clone(), id)))
         };
         // Once the agent state changed the parsed body, the client's bytes no longer match it.
         let raw = (!agent_changed).then_some(raw);
-        rewrite::rewrite_with(request, raw, session, settings, &mut memo, &stored)
+        rewrite::rewrite_with(
+            request,
+            raw,
+            session.as_str(),
+            settings,
+            &state.memo,
+            &stored,
+        )
     };
     // The engine's events across requests.
     let (items_key, system_key) = match request.api {
@@ -747,21 +761,6 @@ fn prepare(
     {
         // Taken out, not cloned: it goes back unchanged unless an event or lineage applies.
         let client = std::mem::take(slot);
-        // The lineage lives in the store, so replicas and restarts continue the session.
-        let mut store = state
-            .store
-            .lock()
-            .map_err(|_| "the store lock is poisoned".to_owned())?;
-        let current: Option<lineage::Lineage> = store
-            .get_state(session)
-            .map_err(|e| e.to_string())?
-            .and_then(|json| serde_json::from_str(&json).ok());
-        let calibration = state
-            .sessions
-            .lock()
-            .ok()
-            .and_then(|u| u.get(session).and_then(|u| u.calibration))
-            .unwrap_or(1.0);
         let tools = request
             .body
             .get("tools")
@@ -776,22 +775,7 @@ fn prepare(
             // A token count sees the lineage in force but never runs or records an event.
             events: !counting,
         };
-        let mut llm = state.llm_summarizer();
-        let mut outcome = lineage::step(
-            &step,
-            current.as_ref(),
-            policy,
-            settings.window,
-            calibration,
-            llm.as_mut().map(|f| f as &mut lineage::SummarizeFn<'_>),
-        )
-        .map_err(|why| {
-            // Fail open now; the next compactions are summarised extractively for a while.
-            if let Ok(mut until) = state.summarizer_cooling_until.lock() {
-                *until = Some(std::time::Instant::now() + state.settings.summarizer_cooldown);
-            }
-            format!("the summarizer failed: {why}")
-        })?;
+        let mut outcome = advance_lineage(state, session, &step, policy, counting)?;
         // Where the proxy places Anthropic's breakpoints, the end of the summary (or pruned
         // prefix) gets one too: what an event rewrote is then read from the cache afterwards.
         if let (true, Some(messages), Some(l)) = (
@@ -804,52 +788,124 @@ fn prepare(
         }
         out.originals.append(&mut outcome.originals);
         if !counting && let Ok(mut sessions) = state.sessions.lock() {
-            make_room(&mut sessions, session);
-            let entry = sessions.entry(session.to_owned()).or_default();
+            make_room(&mut sessions, session.as_str());
+            let entry = sessions.entry(session.to_string()).or_default();
             entry.estimated_tokens = outcome.estimated_tokens as u64;
             entry.last_active = tick();
         }
         if outcome.event.is_some() {
             state.counters.events.fetch_add(1, Ordering::Relaxed);
         }
-        // A token count of some other history must not end the lineage in force.
-        if !counting && outcome.lineage != current {
-            let json = serde_json::to_string(&outcome.lineage).map_err(|e| e.to_string())?;
-            store.put_state(session, &json).map_err(|e| e.to_string())?;
-        }
-        drop(store);
         agent_changed |= outcome.messages.is_some();
         request.body[items_key] = serde_json::Value::Array(outcome.messages.unwrap_or(client));
     }
     if agent_changed {
         out.body = Some(request.to_bytes());
     }
-    let mut stored = 0u64;
-    for (id, text) in &out.originals {
-        let key = (session.to_owned(), *id);
-        if state.committed.lock().is_ok_and(|c| c.contains(&key)) {
-            continue;
-        }
-        let mut store = state
-            .store
-            .lock()
-            .map_err(|_| "the original store lock is poisoned".to_owned())?;
-        store.put(session, *id, text).map_err(|e| e.to_string())?;
-        drop(store);
-        stored += 1;
-        if let Ok(mut c) = state.committed.lock() {
-            // Bounded: forgetting only costs one idempotent store write later.
-            if c.len() >= MAX_COMMITTED {
-                c.clear();
-            }
-            c.insert(key);
-        }
-    }
+    let stored = commit_originals(state, session, &out.originals)?;
     Ok(Prepared {
         out,
         stored,
         injected,
     })
+}
+
+/// Times a request of a session may find its lineage moved on by a concurrent request of the
+/// same session (another replica, another connection of the client) before it fails open.
+const LINEAGE_ATTEMPTS: usize = 3;
+
+/// Runs the engine's step on the session's lineage and saves the new lineage with a
+/// compare-and-set: no lock is held meanwhile (the step may wait seconds on an LLM summary),
+/// and a step computed from a lineage that changed since is computed again from the new one.
+fn advance_lineage(
+    state: &AppState,
+    session: &SessionId,
+    step: &lineage::StepInput<'_>,
+    policy: &ctxgc_core::engine::Policy,
+    counting: bool,
+) -> Result<lineage::Outcome, String> {
+    let settings = &state.settings.rewrite;
+    let key = StateKey::Lineage(session);
+    let calibration = state
+        .sessions
+        .lock()
+        .ok()
+        .and_then(|u| u.get(session.as_str()).and_then(|u| u.calibration))
+        .unwrap_or(1.0);
+    for _ in 0..LINEAGE_ATTEMPTS {
+        // The lineage lives in the store, so replicas and restarts continue the session.
+        let stored = state.store.get_state(key).map_err(|e| e.to_string())?;
+        let current: Option<lineage::Lineage> = stored
+            .as_deref()
+            .and_then(|json| serde_json::from_str(json).ok());
+        let mut llm = state.llm_summarizer();
+        let outcome = lineage::step(
+            step,
+            current.as_ref(),
+            policy,
+            settings.window,
+            calibration,
+            state.counter(step.api),
+            llm.as_mut().map(|f| f as &mut lineage::SummarizeFn<'_>),
+        )
+        .map_err(|why| {
+            // Fail open now; the next compactions are summarised extractively for a while.
+            if let Ok(mut until) = state.summarizer_cooling_until.lock() {
+                *until = Some(std::time::Instant::now() + state.settings.summarizer_cooldown);
+            }
+            format!("the summarizer failed: {why}")
+        })?;
+        // A token count of some other history must not end the lineage in force.
+        if counting || outcome.lineage == current {
+            return Ok(outcome);
+        }
+        let json = serde_json::to_string(&outcome.lineage).map_err(|e| e.to_string())?;
+        if state
+            .store
+            .swap_state(key, stored.as_deref(), &json)
+            .map_err(|e| e.to_string())?
+        {
+            return Ok(outcome);
+        }
+    }
+    Err(format!(
+        "the session's lineage changed under {LINEAGE_ATTEMPTS} concurrent requests in a row"
+    ))
+}
+
+/// Writes the originals this process has not committed yet, in one store operation, before
+/// anything that refers to them is forwarded; returns how many it wrote.
+fn commit_originals(
+    state: &AppState,
+    session: &SessionId,
+    originals: &[(ctxgc_core::ContentId, String)],
+) -> Result<u64, String> {
+    let known = |id| {
+        state
+            .committed
+            .lock()
+            .is_ok_and(|c| c.contains(&(session.clone(), id)))
+    };
+    let mut fresh: Vec<(ctxgc_core::ContentId, &str)> = Vec::new();
+    for (id, text) in originals {
+        if !known(*id) && !fresh.iter().any(|(f, _)| f == id) {
+            fresh.push((*id, text));
+        }
+    }
+    if fresh.is_empty() {
+        return Ok(0);
+    }
+    state
+        .store
+        .put_all(session, &fresh)
+        .map_err(|e| e.to_string())?;
+    if let Ok(mut c) = state.committed.lock() {
+        // Bounded: forgetting only costs one idempotent store write later.
+        for (id, _) in &fresh {
+            c.insert((session.clone(), *id), ());
+        }
+    }
+    Ok(fresh.len() as u64)
 }
 
 /// Everything else: forwarded untouched (Anthropic paths and requests with Anthropic headers go
@@ -903,7 +959,7 @@ async fn forward(
     uri: &Uri,
     headers: &HeaderMap,
     body: Bytes,
-    session: Option<String>,
+    session: Option<SessionId>,
 ) -> Response {
     match send(s, upstream, method, uri, headers, body).await {
         Ok(response) => relay(s, response, session),
@@ -989,7 +1045,7 @@ fn is_event_stream(headers: &HeaderMap) -> bool {
 
 /// Streams an upstream response to the client as it arrives, byte for byte, reading the usage
 /// it reports on the way.
-fn relay(s: &Arc<AppState>, response: reqwest::Response, session: Option<String>) -> Response {
+fn relay(s: &Arc<AppState>, response: reqwest::Response, session: Option<SessionId>) -> Response {
     let status = response.status();
     let headers = response_headers(&response);
     let streaming = is_event_stream(response.headers());
@@ -1039,10 +1095,10 @@ fn relay(s: &Arc<AppState>, response: reqwest::Response, session: Option<String>
     resp
 }
 
-fn record_usage(s: &AppState, session: &str, u: usage::Usage) {
+fn record_usage(s: &AppState, session: &SessionId, u: usage::Usage) {
     if let Ok(mut sessions) = s.sessions.lock() {
-        make_room(&mut sessions, session);
-        let entry = sessions.entry(session.to_owned()).or_default();
+        make_room(&mut sessions, session.as_str());
+        let entry = sessions.entry(session.to_string()).or_default();
         entry.last_active = tick();
         entry.requests += 1;
         entry.input_tokens += u.input;

@@ -14,7 +14,7 @@ use ctxgc_core::engine::plan::{self, PlanInput, PlanKind, Replacement};
 use ctxgc_core::engine::segments;
 use ctxgc_core::engine::summary::{self, SummaryInput};
 use ctxgc_core::engine::{Policy, SummaryReply, SummaryRequest};
-use ctxgc_core::tokens::{ProviderFamily, TokenCounter};
+use ctxgc_core::tokens::TokenCounter;
 use ctxgc_core::{ContentId, Message, Transcript};
 use ctxgc_formats::chat::message_from_chat;
 use ctxgc_formats::{Api, anthropic, responses};
@@ -210,6 +210,7 @@ pub fn step(
     policy: &Policy,
     window: u64,
     calibration: f64,
+    mut counter: TokenCounter,
     summarize: Option<&mut SummarizeFn<'_>>,
 ) -> Result<Outcome, String> {
     let (api, client) = (input.api, input.client);
@@ -226,10 +227,6 @@ pub fn step(
         _ => (None, None),
     };
     let current: &[Value] = applied.as_deref().unwrap_or(client);
-    let mut counter = match api {
-        Api::Messages => TokenCounter::new(ProviderFamily::Anthropic, Default::default()),
-        _ => TokenCounter::openai(),
-    };
     let fixed = counter.count_tools(input.tools) + 3;
     let estimate = |counter: &mut TokenCounter, prompt: &[Value]| {
         view(api, input.system, prompt).map_or(0, |v| {

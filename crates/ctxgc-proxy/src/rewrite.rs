@@ -12,6 +12,7 @@ use ctxgc_core::trim::{self, ToolOutput, TrimConfig};
 use ctxgc_formats::{Api, ApiRequest};
 
 use crate::splice_json;
+use ctxgc_core::bounded::BoundedMemo;
 use serde_json::{Value, json};
 
 /// Settings that shape rewriting.
@@ -268,7 +269,7 @@ pub fn rewrite(request: &mut ApiRequest, session: &str, settings: &RewriteSettin
         None,
         session,
         settings,
-        &mut TrimMemo::default(),
+        &TrimMemo::default(),
         &|_| false,
     )
 }
@@ -282,7 +283,7 @@ pub fn rewrite_with(
     raw: Option<&[u8]>,
     session: &str,
     settings: &RewriteSettings,
-    memo: &mut TrimMemo,
+    memo: &TrimMemo,
     stored: &dyn Fn(ContentId) -> bool,
 ) -> Rewritten {
     let mut out = Rewritten::default();
@@ -305,40 +306,34 @@ pub fn rewrite_with(
             key.update(s.text.as_bytes());
         }
         let key = key.digest();
-        if !memo.turns.contains_key(&key) {
-            let outputs: Vec<ToolOutput<'_>> = turn
-                .iter()
-                .map(|s| ToolOutput {
-                    tool: &s.tool,
-                    text: s.text,
-                })
-                .collect();
-            let trimmed: Vec<Option<Trimmed>> =
-                trim::trim_turn(&settings.trim, settings.window, &outputs)
-                    .into_iter()
-                    .map(|t| {
-                        t.trimmed.then(|| Trimmed {
-                            json: serde_json::to_vec(&t.text).unwrap_or_default().into(),
-                            text: t.text.into(),
-                            id: t.id,
-                        })
+        let trimmed = match memo.get(key) {
+            Some(trimmed) => trimmed,
+            None => {
+                // Trimmed outside the memo's lock: two requests may trim one turn at once, to
+                // the same bytes (trimming is a pure function).
+                let outputs: Vec<ToolOutput<'_>> = turn
+                    .iter()
+                    .map(|s| ToolOutput {
+                        tool: &s.tool,
+                        text: s.text,
                     })
                     .collect();
-            let bytes: usize = trimmed
-                .iter()
-                .flatten()
-                .map(|t: &Trimmed| t.text.len() + t.json.len())
-                .sum();
-            // Bounded by turns and by bytes: cleared whole when full (trimming is a pure
-            // function, so a cleared turn is trimmed again to the same bytes).
-            if memo.turns.len() >= TrimMemo::MAX_TURNS || memo.bytes + bytes > TrimMemo::MAX_BYTES {
-                memo.turns.clear();
-                memo.bytes = 0;
+                let trimmed: std::sync::Arc<[Option<Trimmed>]> =
+                    trim::trim_turn(&settings.trim, settings.window, &outputs)
+                        .into_iter()
+                        .map(|t| {
+                            t.trimmed.then(|| Trimmed {
+                                json: serde_json::to_vec(&t.text).unwrap_or_default().into(),
+                                text: t.text.into(),
+                                id: t.id,
+                            })
+                        })
+                        .collect();
+                memo.insert(key, trimmed.clone());
+                trimmed
             }
-            memo.bytes += bytes;
-            memo.turns.insert(key, trimmed);
-        }
-        for (slot, trimmed) in turn.iter().zip(&memo.turns[&key]) {
+        };
+        for (slot, trimmed) in turn.iter().zip(trimmed.iter()) {
             let Some(trimmed) = trimmed else {
                 continue;
             };
@@ -401,21 +396,48 @@ struct Trimmed {
 }
 
 /// Trimmed turns, memoised by content: clients resend the same history on every request, and
-/// trimming is a pure function of a turn's outputs, so each turn is trimmed once.
-#[derive(Default)]
+/// trimming is a pure function of a turn's outputs, so each turn is trimmed once. Shared by
+/// every request of a server, locked only to look up or insert, and bounded by bytes (what is
+/// in use stays).
 pub struct TrimMemo {
-    turns: std::collections::HashMap<u64, Vec<Option<Trimmed>>>,
-    /// Bytes of trimmed text held.
-    bytes: usize,
+    turns: std::sync::Mutex<BoundedMemo<u64, TrimmedTurn>>,
 }
 
+/// A turn's outputs, each trimmed or left whole (`None`).
+type TrimmedTurn = std::sync::Arc<[Option<Trimmed>]>;
+
 impl TrimMemo {
-    const MAX_TURNS: usize = 4_096;
+    /// Bytes at most.
     const MAX_BYTES: usize = 64 << 20;
 
     /// Bytes of trimmed text it holds (at most 64 MiB).
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.turns.lock().map_or(0, |t| t.bytes())
+    }
+
+    fn get(&self, key: u64) -> Option<TrimmedTurn> {
+        self.turns.lock().ok()?.get(&key).cloned()
+    }
+
+    fn insert(&self, key: u64, turn: TrimmedTurn) {
+        if let Ok(mut turns) = self.turns.lock() {
+            turns.insert(key, turn);
+        }
+    }
+}
+
+impl Default for TrimMemo {
+    fn default() -> Self {
+        // A turn weighs its texts and their JSON, plus what holding it costs.
+        fn weigh(_: &u64, turn: &TrimmedTurn) -> usize {
+            64 + turn
+                .iter()
+                .map(|t| t.as_ref().map_or(8, |t| 48 + t.text.len() + t.json.len()))
+                .sum::<usize>()
+        }
+        TrimMemo {
+            turns: std::sync::Mutex::new(BoundedMemo::new(TrimMemo::MAX_BYTES, weigh)),
+        }
     }
 }
 

@@ -59,7 +59,7 @@ fn from_object(u: &Value) -> Usage {
 
 /// Watches one response.
 pub struct Tap {
-    session: String,
+    session: ctxgc_core::store::SessionId,
     sse: bool,
     pending: Vec<u8>,
     usage: Option<Usage>,
@@ -71,7 +71,7 @@ pub struct Tap {
 
 impl Tap {
     /// A tap for a response of `session`.
-    pub fn new(session: String, sse: bool) -> Tap {
+    pub fn new(session: ctxgc_core::store::SessionId, sse: bool) -> Tap {
         Tap {
             session,
             sse,
@@ -152,7 +152,9 @@ impl Tap {
 
     /// What the response reported, once, when it is complete: its session, its usage (if it
     /// reported any) and its id (a Responses response).
-    pub fn finished(&mut self) -> Option<(String, Option<Usage>, Option<String>)> {
+    pub fn finished(
+        &mut self,
+    ) -> Option<(ctxgc_core::store::SessionId, Option<Usage>, Option<String>)> {
         if self.done && !self.reported {
             self.reported = true;
             return Some((self.session.clone(), self.usage, self.response_id.take()));
@@ -161,7 +163,7 @@ impl Tap {
     }
 
     /// The usage, once, when the response has reported it.
-    pub fn finished_usage(&mut self) -> Option<(String, Usage)> {
+    pub fn finished_usage(&mut self) -> Option<(ctxgc_core::store::SessionId, Usage)> {
         let (session, usage, _) = self.finished()?;
         usage.map(|u| (session, u))
     }
@@ -170,10 +172,11 @@ impl Tap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ctxgc_core::store::SessionId;
 
     #[test]
     fn anthropic_sse_usage_across_chunks() {
-        let mut tap = Tap::new("s".into(), true);
+        let mut tap = Tap::new(SessionId::new("s"), true);
         let stream = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":12,\"cache_read_input_tokens\":3000,\"cache_creation_input_tokens\":40,\"output_tokens\":1}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":77}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
         for chunk in stream.as_bytes().chunks(17) {
             tap.feed(chunk);
@@ -181,7 +184,7 @@ mod tests {
         assert_eq!(
             tap.finished_usage(),
             Some((
-                "s".into(),
+                SessionId::new("s"),
                 Usage {
                     input: 12,
                     cache_read: 3000,
@@ -195,7 +198,7 @@ mod tests {
 
     #[test]
     fn openai_json_and_stream_usage() {
-        let mut tap = Tap::new("s".into(), false);
+        let mut tap = Tap::new(SessionId::new("s"), false);
         tap.feed(br#"{"choices":[],"usage":{"prompt_tokens":2000,"completion_tokens":5,"#);
         assert_eq!(tap.finished_usage(), None);
         tap.feed(br#""prompt_tokens_details":{"cached_tokens":1920}}}"#);
@@ -208,7 +211,7 @@ mod tests {
                 output: 5
             }
         );
-        let mut tap = Tap::new("s".into(), true);
+        let mut tap = Tap::new(SessionId::new("s"), true);
         tap.feed(b"data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":500,\"input_tokens_details\":{\"cached_tokens\":384},\"output_tokens\":9,\"total_tokens\":509}}}\n\n");
         assert_eq!(
             tap.finished_usage().unwrap().1,

@@ -362,6 +362,7 @@ async fn start(name: &str) -> Harness {
         tenant_secret: Some("test".into()),
         admin_token: None,
         timeouts: Default::default(),
+        tokens: Default::default(),
     };
     let state = AppState::new(settings, Box::new(store), sink).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -782,10 +783,7 @@ async fn a_trim_beside_a_client_call_is_hidden_and_applied_to_later_requests() {
         );
         // The original is in the store, recallable.
         let store = ctxgc_store::SqliteStore::open(&h.db).unwrap();
-        let session = h
-            .state
-            .named_session(&Default::default(), "agent-test")
-            .to_string();
+        let session = h.state.named_session(&Default::default(), "agent-test");
         assert_eq!(
             store.get(&session, original).unwrap().as_deref(),
             Some(result.as_str()),

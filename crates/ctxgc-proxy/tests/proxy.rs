@@ -18,7 +18,9 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use ctxgc_core::ContentId;
-use ctxgc_core::store::{MemoryStore, OriginalStore, StateStore, Store, StoreError};
+use ctxgc_core::store::{
+    MemoryStore, OriginalStore, SessionId, StateKey, StateStore, Store, StoreError,
+};
 use ctxgc_proxy::{AppState, LogSink, ProxySettings, RewriteSettings};
 use serde_json::{Value, json};
 
@@ -188,6 +190,7 @@ async fn start_full(
         tenant_secret: Some("test".into()),
         admin_token: None,
         timeouts: Default::default(),
+        tokens: Default::default(),
     };
     let state = AppState::new(settings, store, sink).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -315,7 +318,10 @@ async fn tool_results_are_trimmed_and_originals_stored_before_forwarding() {
     let session = forwarded["prompt_cache_key"].as_str().unwrap();
     let reopened = ctxgc_store::SqliteStore::open(&db).unwrap();
     assert_eq!(
-        reopened.get(session, id).unwrap().as_deref(),
+        reopened
+            .get(&SessionId::new(session), id)
+            .unwrap()
+            .as_deref(),
         Some(original.as_str())
     );
     let _ = std::fs::remove_dir_all(dir);
@@ -389,20 +395,26 @@ async fn the_upstream_prefix_is_stable_over_a_50_turn_session() {
 }
 
 struct BrokenStore;
+fn disk_full() -> StoreError {
+    StoreError::backend("test", "disk full")
+}
 impl StateStore for BrokenStore {
-    fn put_state(&mut self, _: &str, _: &str) -> Result<(), StoreError> {
-        Err(StoreError("disk full".into()))
+    fn put_state(&self, _: StateKey<'_>, _: &str) -> Result<(), StoreError> {
+        Err(disk_full())
     }
-    fn get_state(&self, _: &str) -> Result<Option<String>, StoreError> {
-        Err(StoreError("disk full".into()))
+    fn get_state(&self, _: StateKey<'_>) -> Result<Option<String>, StoreError> {
+        Err(disk_full())
+    }
+    fn swap_state(&self, _: StateKey<'_>, _: Option<&str>, _: &str) -> Result<bool, StoreError> {
+        Err(disk_full())
     }
 }
 impl OriginalStore for BrokenStore {
-    fn put(&mut self, _: &str, _: ContentId, _: &str) -> Result<(), StoreError> {
-        Err(StoreError("disk full".into()))
+    fn put(&self, _: &SessionId, _: ContentId, _: &str) -> Result<(), StoreError> {
+        Err(disk_full())
     }
-    fn get(&self, _: &str, _: ContentId) -> Result<Option<String>, StoreError> {
-        Err(StoreError("disk full".into()))
+    fn get(&self, _: &SessionId, _: ContentId) -> Result<Option<String>, StoreError> {
+        Err(disk_full())
     }
 }
 
@@ -551,13 +563,14 @@ async fn tenants_are_kept_apart_by_their_credentials() {
         v["prompt_cache_key"].as_str().unwrap().to_owned()
     };
     let (alice, bob) = (key(&alice_seen), key(&bob_seen));
+    let (alice_id, bob_id) = (SessionId::new(alice.clone()), SessionId::new(bob.clone()));
     assert_ne!(alice, bob, "the same session header, two tenants");
     assert!(!alice.contains("sk-alice") && !alice.contains("alice"));
     let store = ctxgc_store::SqliteStore::open(&db).unwrap();
     let id = ContentId::of(secret_output.as_bytes());
-    assert!(store.get(&alice, id).unwrap().is_some());
+    assert!(store.get(&alice_id, id).unwrap().is_some());
     assert_eq!(
-        store.get(&bob, id).unwrap(),
+        store.get(&bob_id, id).unwrap(),
         None,
         "Bob's session holds nothing of Alice's"
     );
@@ -602,6 +615,7 @@ async fn proxy_at(upstream: &str, timeouts: ctxgc_proxy::Timeouts, sink: LogSink
         tenant_secret: Some("test".into()),
         admin_token: None,
         timeouts,
+        tokens: Default::default(),
     };
     let state = AppState::new(settings, Box::new(MemoryStore::default()), sink).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -7,7 +7,6 @@
 //! prompt changed, at the first message past what was read (the system prompt or the tool
 //! definitions when not even the fixed prefix was read).
 
-use ctxgc_core::tokens::TokenCounter;
 use ctxgc_core::{Role, Transcript};
 use serde::Serialize;
 
@@ -82,7 +81,7 @@ pub fn classify(t: &Transcript, calibration: Calibration) -> Vec<CacheWrite> {
     let Some(recording) = &t.recording else {
         return Vec::new();
     };
-    let mut counter = TokenCounter::openai();
+    let mut counter = crate::counting::counter();
     let tokens: Vec<f64> = t
         .messages
         .iter()

@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod causes;
+mod counting;
 pub mod kinds;
 pub mod policies;
 pub mod prices;

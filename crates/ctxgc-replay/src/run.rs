@@ -181,7 +181,7 @@ pub fn client_prompt(t: &Transcript, index: usize) -> (std::ops::Range<usize>, u
 /// client re-attached), as (compaction's first message, tokens).
 fn fit(t: &Transcript) -> Option<(Calibration, Vec<(usize, usize)>)> {
     let recording = t.recording.as_ref()?;
-    let mut counter = TokenCounter::openai();
+    let mut counter = crate::counting::counter();
     let mut sums = vec![0usize; t.messages.len() + 1];
     for (i, m) in t.messages.iter().enumerate() {
         sums[i + 1] = sums[i] + counter.count_message(m);
@@ -332,7 +332,7 @@ pub fn replay(
     let no_model = ClientModel::default();
     let client = client.unwrap_or(&no_model);
     let calibration = client.calibration;
-    let mut counter = TokenCounter::openai();
+    let mut counter = crate::counting::counter();
     let mut models = Caches(
         caches
             .iter()

@@ -6,25 +6,39 @@
 //! the writer and a crash of the process (even `kill -9`) loses no committed original. Every
 //! `put` is its own transaction, committed before it returns: the engine writes the original
 //! before the trimmed text that refers to it is used.
+//!
+//! Requests use it at once: it holds a few connections ([`pool`]), each used by one operation
+//! at a time, and no operation waits longer than the store's deadline, for a connection or for
+//! a database another process has locked.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::time::Duration;
 
 use ctxgc_core::ContentId;
-use ctxgc_core::store::{OriginalStore, StateStore, StoreError};
+use ctxgc_core::store::{OriginalStore, SessionId, StateKey, StateStore, StoreError};
 use rusqlite::{Connection, OptionalExtension, params};
 
+mod pool;
 mod redis;
 pub use redis::RedisStore;
 
+use pool::Pool;
+
+/// How long one operation may take by default: a store locked by another process then costs a
+/// request at most this long before it fails open.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Connections a store opens on a file (WAL: readers run beside the one writer).
+const CONNECTIONS: usize = 4;
+
 /// Originals in a SQLite file.
 pub struct SqliteStore {
-    conn: Mutex<Connection>,
+    pool: Pool<Connection>,
     path: PathBuf,
 }
 
 fn err(e: impl std::fmt::Display) -> StoreError {
-    StoreError(e.to_string())
+    StoreError::backend("sqlite", e)
 }
 
 /// Seconds since the Unix epoch (when a row was last written: retention only).
@@ -99,24 +113,24 @@ impl SqliteStore {
     /// is every tool output agents saw, so the folders it creates are 0700 and its files 0600,
     /// whatever the umask (an existing file is tightened too).
     pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with_timeout(path, DEFAULT_TIMEOUT)
+    }
+
+    /// [`SqliteStore::open`] with a deadline for every operation.
+    pub fn open_with_timeout(
+        path: impl AsRef<Path>,
+        timeout: Duration,
+    ) -> Result<SqliteStore, StoreError> {
         let path = path.as_ref().to_owned();
         let on_disk = path.as_os_str() != ":memory:";
         if on_disk {
             private::create_dirs(&path)?;
             private::create_file(&path)?;
         }
-        let conn = Connection::open(&path)
-            .map_err(|e| err(format!("cannot open {}: {e}", path.display())))?;
-        // WAL: concurrent readers, one writer, crash-safe commits. NORMAL sync is durable
-        // against process crashes; power loss may lose the last commits.
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")
-            .map_err(err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(err)?;
-        conn.execute_batch(
-            "CREATE TABLE IF NOT EXISTS originals (
+        let first = connect(&path, timeout)?;
+        first
+            .execute_batch(
+                "CREATE TABLE IF NOT EXISTS originals (
                  session TEXT NOT NULL,
                  id      TEXT NOT NULL,
                  text    TEXT NOT NULL,
@@ -128,37 +142,44 @@ impl SqliteStore {
                  state   TEXT NOT NULL,
                  touched INTEGER NOT NULL DEFAULT 0
              ) WITHOUT ROWID;",
-        )
-        .map_err(err)?;
+            )
+            .map_err(|e| classify(e, "creating the tables", timeout))?;
         // Stores made before retention existed get the column, counted from now.
         for table in ["originals", "session_state"] {
-            let has_touched: bool = conn
+            let has_touched: bool = first
                 .prepare(&format!(
                     "SELECT 1 FROM pragma_table_info('{table}') WHERE name = 'touched'"
                 ))
                 .and_then(|mut q| q.exists([]))
                 .map_err(err)?;
             if !has_touched {
-                conn.execute_batch(&format!(
-                    "ALTER TABLE {table} ADD COLUMN touched INTEGER NOT NULL DEFAULT 0;
+                first
+                    .execute_batch(&format!(
+                        "ALTER TABLE {table} ADD COLUMN touched INTEGER NOT NULL DEFAULT 0;
                      UPDATE {table} SET touched = {};",
-                    now_secs()
-                ))
-                .map_err(err)?;
+                        now_secs()
+                    ))
+                    .map_err(err)?;
             }
         }
+        let mut connections = vec![first];
         if on_disk {
             // The WAL and shared-memory files appear with the first write; make them now.
-            conn.execute_batch("BEGIN IMMEDIATE; COMMIT;")
-                .map_err(err)?;
+            connections[0]
+                .execute_batch("BEGIN IMMEDIATE; COMMIT;")
+                .map_err(|e| classify(e, "opening", timeout))?;
             for suffix in ["-wal", "-shm"] {
                 let mut side = path.clone().into_os_string();
                 side.push(suffix);
                 private::restrict(Path::new(&side), 0o600)?;
             }
+            // An in-memory database is one per connection: it keeps one.
+            for _ in 1..CONNECTIONS {
+                connections.push(connect(&path, timeout)?);
+            }
         }
         Ok(SqliteStore {
-            conn: Mutex::new(conn),
+            pool: Pool::new(connections, timeout),
             path,
         })
     }
@@ -186,84 +207,166 @@ impl SqliteStore {
 
     /// Reclaims the space deleted rows left (`VACUUM`).
     pub fn compact_file(&self) -> Result<(), StoreError> {
-        let conn = self.conn.lock().map_err(err)?;
-        conn.execute_batch("VACUUM;").map_err(err)
+        self.with("compacting the file", |conn| conn.execute_batch("VACUUM;"))
+    }
+
+    /// Runs `op` on a free connection, within the deadline.
+    fn with<T>(
+        &self,
+        what: &str,
+        op: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        let timeout = self.pool.timeout();
+        let conn = self.pool.take().ok_or_else(|| StoreError::Timeout {
+            backend: "sqlite",
+            what: format!("waiting for a connection ({what})"),
+            after: timeout,
+        })?;
+        op(&conn).map_err(|e| classify(e, what, timeout))
     }
 
     /// Number of originals stored for a session.
-    pub fn count(&self, session: &str) -> Result<u64, StoreError> {
-        let conn = self.conn.lock().map_err(err)?;
-        conn.query_row(
-            "SELECT COUNT(*) FROM originals WHERE session = ?1",
-            params![session],
-            |r| r.get::<_, i64>(0),
-        )
+    pub fn count(&self, session: &SessionId) -> Result<u64, StoreError> {
+        self.with("counting originals", |conn| {
+            conn.query_row(
+                "SELECT COUNT(*) FROM originals WHERE session = ?1",
+                params![session.as_str()],
+                |r| r.get::<_, i64>(0),
+            )
+        })
         .map(|n| n as u64)
-        .map_err(err)
+    }
+}
+
+/// A connection with the store's settings.
+fn connect(path: &Path, timeout: Duration) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(|e| StoreError::Unavailable {
+        backend: "sqlite",
+        message: format!("cannot open {}: {e}", path.display()),
+    })?;
+    // WAL: concurrent readers, one writer, crash-safe commits. NORMAL sync is durable against
+    // process crashes; power loss may lose the last commits.
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(|e| classify(e, "opening", timeout))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(err)?;
+    // A database another process holds locked is waited for this long, then given up.
+    conn.busy_timeout(timeout).map_err(err)?;
+    Ok(conn)
+}
+
+/// A SQLite error as a store error: busy or locked past the busy timeout is a timeout.
+fn classify(e: rusqlite::Error, what: &str, timeout: Duration) -> StoreError {
+    use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked};
+    match e.sqlite_error_code() {
+        Some(DatabaseBusy | DatabaseLocked) => StoreError::Timeout {
+            backend: "sqlite",
+            what: format!("{what} (the database is locked)"),
+            after: timeout,
+        },
+        _ => StoreError::backend("sqlite", format!("{what}: {e}")),
     }
 }
 
 impl OriginalStore for SqliteStore {
-    fn put(&mut self, session: &str, id: ContentId, text: &str) -> Result<(), StoreError> {
-        let conn = self.conn.lock().map_err(err)?;
-        // The first write wins; a later one only says the original is still in use.
-        conn.execute(
-            "INSERT INTO originals (session, id, text, touched) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT(session, id) DO UPDATE SET touched = excluded.touched",
-            params![session, id.to_string(), text, now_secs()],
-        )
-        .map_err(err)?;
-        Ok(())
+    fn put(&self, session: &SessionId, id: ContentId, text: &str) -> Result<(), StoreError> {
+        self.put_all(session, &[(id, text)])
     }
 
-    fn expire(&mut self, older_than: std::time::Duration) -> Result<u64, StoreError> {
+    fn put_all(
+        &self,
+        session: &SessionId,
+        originals: &[(ContentId, &str)],
+    ) -> Result<(), StoreError> {
+        if originals.is_empty() {
+            return Ok(());
+        }
+        // One transaction: one commit (one fsync of the WAL) for all of them.
+        self.with("saving originals", |conn| {
+            let tx = conn.unchecked_transaction()?;
+            {
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO originals (session, id, text, touched) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT(session, id) DO UPDATE SET touched = excluded.touched",
+                )?;
+                let now = now_secs();
+                for (id, text) in originals {
+                    insert.execute(params![session.as_str(), id.to_string(), text, now])?;
+                }
+            }
+            tx.commit()
+        })
+    }
+
+    fn expire(&self, older_than: Duration) -> Result<u64, StoreError> {
         let cutoff = now_secs().saturating_sub(older_than.as_secs() as i64);
-        let conn = self.conn.lock().map_err(err)?;
-        let originals = conn
-            .execute("DELETE FROM originals WHERE touched < ?1", params![cutoff])
-            .map_err(err)?;
-        let states = conn
-            .execute(
+        self.with("deleting what outlived the retention", |conn| {
+            let originals =
+                conn.execute("DELETE FROM originals WHERE touched < ?1", params![cutoff])?;
+            let states = conn.execute(
                 "DELETE FROM session_state WHERE touched < ?1 AND session NOT LIKE 'ctxgc.%'",
                 params![cutoff],
-            )
-            .map_err(err)?;
-        Ok((originals + states) as u64)
+            )?;
+            Ok((originals + states) as u64)
+        })
     }
 
-    fn get(&self, session: &str, id: ContentId) -> Result<Option<String>, StoreError> {
-        let conn = self.conn.lock().map_err(err)?;
-        conn.query_row(
-            "SELECT text FROM originals WHERE session = ?1 AND id = ?2",
-            params![session, id.to_string()],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(err)
+    fn get(&self, session: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
+        self.with("loading an original", |conn| {
+            conn.query_row(
+                "SELECT text FROM originals WHERE session = ?1 AND id = ?2",
+                params![session.as_str(), id.to_string()],
+                |r| r.get(0),
+            )
+            .optional()
+        })
     }
 }
 
 impl StateStore for SqliteStore {
-    fn put_state(&mut self, session: &str, state: &str) -> Result<(), StoreError> {
-        let conn = self.conn.lock().map_err(err)?;
-        conn.execute(
-            "INSERT INTO session_state (session, state, touched) VALUES (?1, ?2, ?3)
-             ON CONFLICT(session) DO UPDATE SET state = excluded.state, touched = excluded.touched",
-            params![session, state, now_secs()],
-        )
-        .map_err(err)?;
-        Ok(())
+    fn put_state(&self, key: StateKey<'_>, state: &str) -> Result<(), StoreError> {
+        self.with("saving a state", |conn| {
+            conn.execute(
+                "INSERT INTO session_state (session, state, touched) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(session) DO UPDATE SET state = excluded.state, touched = excluded.touched",
+                params![key.name(), state, now_secs()],
+            )
+        })
+        .map(|_| ())
     }
 
-    fn get_state(&self, session: &str) -> Result<Option<String>, StoreError> {
-        let conn = self.conn.lock().map_err(err)?;
-        conn.query_row(
-            "SELECT state FROM session_state WHERE session = ?1",
-            params![session],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(err)
+    fn get_state(&self, key: StateKey<'_>) -> Result<Option<String>, StoreError> {
+        self.with("loading a state", |conn| {
+            conn.query_row(
+                "SELECT state FROM session_state WHERE session = ?1",
+                params![key.name()],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
+    fn swap_state(
+        &self,
+        key: StateKey<'_>,
+        expected: Option<&str>,
+        state: &str,
+    ) -> Result<bool, StoreError> {
+        // Each statement is atomic: it changes one row only if the stored state is the one
+        // expected.
+        self.with("swapping a state", |conn| match expected {
+            None => conn.execute(
+                "INSERT INTO session_state (session, state, touched) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(session) DO NOTHING",
+                params![key.name(), state, now_secs()],
+            ),
+            Some(expected) => conn.execute(
+                "UPDATE session_state SET state = ?2, touched = ?3
+                 WHERE session = ?1 AND state = ?4",
+                params![key.name(), state, now_secs(), expected],
+            ),
+        })
+        .map(|changed| changed == 1)
     }
 }
 
@@ -271,27 +374,38 @@ impl StateStore for SqliteStore {
 mod tests {
     use super::*;
 
+    fn sid(name: &str) -> SessionId {
+        SessionId::new(name)
+    }
+
+    fn lineage(session: &SessionId) -> StateKey<'_> {
+        StateKey::Lineage(session)
+    }
+
     #[test]
     fn originals_survive_reopening_and_are_per_session() {
         let dir = std::env::temp_dir().join(format!("ctxgc-store-test-{}", std::process::id()));
         let path = dir.join("nested/store.sqlite");
         let id = ContentId::of(b"big output");
         {
-            let mut store = SqliteStore::open(&path).unwrap();
-            store.put("s1", id, "big output").unwrap();
-            store.put("s1", id, "big output").unwrap();
-            assert_eq!(store.count("s1").unwrap(), 1);
+            let store = SqliteStore::open(&path).unwrap();
+            store.put(&sid("s1"), id, "big output").unwrap();
+            store.put(&sid("s1"), id, "big output").unwrap();
+            assert_eq!(store.count(&sid("s1")).unwrap(), 1);
         }
         let store = SqliteStore::open(&path).unwrap();
-        assert_eq!(store.get("s1", id).unwrap().as_deref(), Some("big output"));
         assert_eq!(
-            store.get("s2", id).unwrap(),
+            store.get(&sid("s1"), id).unwrap().as_deref(),
+            Some("big output")
+        );
+        assert_eq!(
+            store.get(&sid("s2"), id).unwrap(),
             None,
             "no leak across sessions"
         );
         let mode: String = store
-            .conn
-            .lock()
+            .pool
+            .take()
             .unwrap()
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
             .unwrap();
@@ -309,8 +423,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ctxgc-store-modes-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let path = dir.join("a/b/store.sqlite");
-        let mut store = SqliteStore::open(&path).unwrap();
-        store.put("s", ContentId::of(b"x"), "x").unwrap();
+        let store = SqliteStore::open(&path).unwrap();
+        store.put(&sid("s"), ContentId::of(b"x"), "x").unwrap();
         for d in [dir.clone(), dir.join("a"), dir.join("a/b")] {
             assert_eq!(mode(&d), 0o700, "{}", d.display());
         }
@@ -329,29 +443,37 @@ mod tests {
     fn what_is_not_used_within_the_retention_goes() {
         let dir = std::env::temp_dir().join(format!("ctxgc-store-expiry-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let mut store = SqliteStore::open(dir.join("s.sqlite")).unwrap();
+        let store = SqliteStore::open(dir.join("s.sqlite")).unwrap();
         let (old, fresh) = (ContentId::of(b"old"), ContentId::of(b"fresh"));
-        store.put("s", old, "old").unwrap();
-        store.put_state("s", "lineage").unwrap();
-        store.put_state("ctxgc.tenant-secret", "kept").unwrap();
+        store.put(&sid("s"), old, "old").unwrap();
+        store.put_state(lineage(&sid("s")), "lineage").unwrap();
+        store
+            .put_state(StateKey::Server("tenant-secret"), "kept")
+            .unwrap();
         // Ten days ago.
         store
-            .conn
-            .lock()
+            .pool
+            .take()
             .unwrap()
             .execute_batch(&format!(
                 "UPDATE originals SET touched = {0}; UPDATE session_state SET touched = {0};",
                 now_secs() - 10 * 86_400
             ))
             .unwrap();
-        store.put("s", fresh, "fresh").unwrap();
+        store.put(&sid("s"), fresh, "fresh").unwrap();
         let week = std::time::Duration::from_secs(7 * 86_400);
         assert_eq!(store.expire(week).unwrap(), 2);
-        assert_eq!(store.get("s", old).unwrap(), None);
-        assert_eq!(store.get("s", fresh).unwrap().as_deref(), Some("fresh"));
-        assert_eq!(store.get_state("s").unwrap(), None);
+        assert_eq!(store.get(&sid("s"), old).unwrap(), None);
         assert_eq!(
-            store.get_state("ctxgc.tenant-secret").unwrap().as_deref(),
+            store.get(&sid("s"), fresh).unwrap().as_deref(),
+            Some("fresh")
+        );
+        assert_eq!(store.get_state(lineage(&sid("s"))).unwrap(), None);
+        assert_eq!(
+            store
+                .get_state(StateKey::Server("tenant-secret"))
+                .unwrap()
+                .as_deref(),
             Some("kept"),
             "the store's own keys stay"
         );
@@ -382,20 +504,96 @@ mod tests {
             )
             .unwrap();
             conn.execute(
-                "INSERT INTO session_state (session, state) VALUES ('s', 'lineage')",
+                "INSERT INTO session_state (session, state) VALUES ('lineage/s', 'lineage')",
                 [],
             )
             .unwrap();
         }
-        let mut store = SqliteStore::open(&path).unwrap();
-        assert_eq!(store.get("s", id).unwrap().as_deref(), Some("kept"));
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.get(&sid("s"), id).unwrap().as_deref(), Some("kept"));
         assert_eq!(
             store.expire(std::time::Duration::from_secs(3_600)).unwrap(),
             0,
             "counted from the upgrade, not from 1970"
         );
-        assert_eq!(store.get_state("s").unwrap().as_deref(), Some("lineage"));
-        store.put("s", ContentId::of(b"new"), "new").unwrap();
+        assert_eq!(
+            store.get_state(lineage(&sid("s"))).unwrap().as_deref(),
+            Some("lineage")
+        );
+        store.put(&sid("s"), ContentId::of(b"new"), "new").unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Defect guarded: with the store file locked by another process, every request waited
+    /// SQLite's busy timeout in steps of 5 s under one global lock. An operation now gives up
+    /// at the store's deadline, with an error that says so (the proxy then fails open).
+    #[test]
+    fn a_database_locked_by_another_process_times_out_at_the_deadline() {
+        let dir = std::env::temp_dir().join(format!("ctxgc-store-locked-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("s.sqlite");
+        let deadline = Duration::from_millis(300);
+        let store = SqliteStore::open_with_timeout(&path, deadline).unwrap();
+        store
+            .put(&sid("s"), ContentId::of(b"before"), "before")
+            .unwrap();
+        // Another process's connection (SQLite locks the file, not the process) holds the
+        // write lock in an open transaction.
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE;").unwrap();
+        other
+            .execute("INSERT INTO session_state VALUES ('x', 'y', 0)", [])
+            .unwrap();
+        let started = std::time::Instant::now();
+        let e = store
+            .put(&sid("s"), ContentId::of(b"during"), "during")
+            .unwrap_err();
+        let waited = started.elapsed();
+        assert!(matches!(e, StoreError::Timeout { .. }), "{e}");
+        assert!(e.to_string().contains("locked"), "{e}");
+        assert!(
+            waited >= deadline / 2 && waited < deadline * 4,
+            "gave up after {waited:?}, the deadline is {deadline:?}"
+        );
+        other.execute_batch("COMMIT;").unwrap();
+        drop(other);
+        store
+            .put(&sid("s"), ContentId::of(b"after"), "after")
+            .unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn requests_use_the_store_at_once() {
+        let dir = std::env::temp_dir().join(format!("ctxgc-store-threads-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = SqliteStore::open(dir.join("s.sqlite")).unwrap();
+        std::thread::scope(|scope| {
+            for t in 0..8 {
+                let store = &store;
+                scope.spawn(move || {
+                    let session = sid(&format!("s{t}"));
+                    for i in 0..50 {
+                        let text = format!("thread {t} output {i}");
+                        store
+                            .put(&session, ContentId::of(text.as_bytes()), &text)
+                            .unwrap();
+                        assert_eq!(
+                            store.get(&session, ContentId::of(text.as_bytes())).unwrap(),
+                            Some(text)
+                        );
+                    }
+                    let key = lineage(&session);
+                    let mut seen = None;
+                    for i in 0..20 {
+                        let next = format!("{i}");
+                        assert!(store.swap_state(key, seen.as_deref(), &next).unwrap());
+                        seen = Some(next);
+                    }
+                });
+            }
+        });
+        assert_eq!(store.count(&sid("s3")).unwrap(), 50);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -1,39 +1,44 @@
 //! A Redis store, so several proxy replicas behind a load balancer share originals.
 //!
-//! It speaks RESP2 over one TCP connection per store: `SET key value NX` to save (an original
-//! never changes, so the first write wins) and `GET` to load. Every connect, write and read has
-//! a deadline; a connection whose exchange failed or timed out is dropped, never reused, so a
-//! late reply can never be read as the answer to another command.
+//! It speaks RESP2 over a pool of TCP connections, one command (or one pipeline of commands)
+//! per connection at a time: `SET key value NX` to save (an original never changes, so the first
+//! write wins), `GET` to load, a Lua script for the lineage's compare-and-set. Every connect,
+//! write and read has a deadline; a connection whose exchange failed or timed out is dropped,
+//! never reused, so a late reply can never be read as the answer to another command. Keys are
+//! namespaced by session, whose id starts with the caller's tenant.
 //! A `put` returns only after Redis acknowledged the write; how long it survives a Redis restart
 //! depends on the server's persistence settings (`appendonly yes` for the proxy's guarantee).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use ctxgc_core::ContentId;
-use ctxgc_core::store::{OriginalStore, StateStore, StoreError};
+use ctxgc_core::store::{OriginalStore, SessionId, StateKey, StateStore, StoreError};
 
-/// How long one connect, write or read may take by default: a stalled Redis then costs a request
-/// at most this long before it fails open.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(2);
+use crate::pool::Pool;
 
-/// Originals in Redis under `ctxgc:orig:{session}:{id}`.
+use crate::DEFAULT_TIMEOUT;
+
+/// Originals in Redis under `ctxgc:orig:{session}:{id}`, states under `ctxgc:state:{name}`.
 pub struct RedisStore {
     address: String,
     timeout: Duration,
-    /// Every key but the store's own (`ctxgc.*` states) expires this long after its last write.
+    /// Every key but the server's own states expires this long after its last write.
     retention: Option<Duration>,
-    conn: Mutex<Option<BufReader<TcpStream>>>,
+    connections: Pool<BufReader<TcpStream>>,
 }
 
+/// One reply.
 enum Reply {
     Ok,
+    Int(i64),
     Bulk(Option<Vec<u8>>),
+    /// Redis answered this command with an error (the connection stays in step).
+    Error(String),
 }
 
-/// Why a command failed, which decides what becomes of its connection.
+/// Why an exchange failed, which decides what becomes of its connection.
 #[derive(Debug, thiserror::Error)]
 enum RedisError {
     /// No connection could be made.
@@ -49,9 +54,6 @@ enum RedisError {
     /// A reply that is not RESP: the stream is out of step, so the connection is dropped too.
     #[error("unexpected reply {0:?}")]
     Protocol(String),
-    /// Redis answered with an error: the exchange is complete and the connection in step.
-    #[error("server error: {0}")]
-    Server(String),
 }
 
 impl RedisError {
@@ -63,15 +65,43 @@ impl RedisError {
     }
 }
 
-impl From<RedisError> for StoreError {
-    fn from(e: RedisError) -> StoreError {
-        StoreError(format!("redis: {e}"))
+impl RedisError {
+    fn into_store_error(self, what: &str, timeout: Duration) -> StoreError {
+        use std::io::ErrorKind::{TimedOut, WouldBlock};
+        match self {
+            RedisError::Io(e) if matches!(e.kind(), TimedOut | WouldBlock) => StoreError::Timeout {
+                backend: "redis",
+                what: what.to_owned(),
+                after: timeout,
+            },
+            RedisError::Connect { .. } | RedisError::Io(_) => StoreError::Unavailable {
+                backend: "redis",
+                message: format!("{what}: {self}"),
+            },
+            RedisError::Protocol(_) => StoreError::backend("redis", format!("{what}: {self}")),
+        }
     }
 }
 
 fn err(e: impl std::fmt::Display) -> StoreError {
-    StoreError(format!("redis: {e}"))
+    StoreError::backend("redis", e)
 }
+
+/// Sets a state if it is still the expected one: `ARGV[1]` is `1` when a state is expected
+/// (`ARGV[2]`), `0` when none is; `ARGV[3]` the new state, `ARGV[4]` its expiry in seconds or
+/// empty.
+const SWAP_SCRIPT: &[u8] = b"local cur = redis.call('GET', KEYS[1])
+if ARGV[1] == '0' then
+  if cur then return 0 end
+elseif cur ~= ARGV[2] then
+  return 0
+end
+if ARGV[4] ~= '' then
+  redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
+else
+  redis.call('SET', KEYS[1], ARGV[3])
+end
+return 1";
 
 impl RedisStore {
     /// Connects to `redis://HOST:PORT` (or `HOST:PORT`) with [`DEFAULT_TIMEOUT`].
@@ -92,11 +122,9 @@ impl RedisStore {
             address,
             timeout,
             retention: None,
-            conn: Mutex::new(None),
+            connections: Pool::new(Vec::new(), timeout),
         };
-        store
-            .command(&[b"PING"])
-            .map_err(|e| err(format!("cannot reach {}: {}", store.address, e.0)))?;
+        store.command("reaching the server", &[b"PING"])?;
         Ok(store)
     }
 
@@ -129,54 +157,77 @@ impl RedisStore {
         Ok(BufReader::new(stream))
     }
 
-    fn command(&self, args: &[&[u8]]) -> Result<Reply, StoreError> {
-        let mut guard = self
-            .conn
-            .lock()
-            .map_err(|_| err("connection lock poisoned"))?;
+    /// Sends `commands` as one pipeline on one connection and reads their replies in order.
+    fn pipeline(&self, what: &str, commands: &[Vec<&[u8]>]) -> Result<Vec<Reply>, StoreError> {
         let mut attempt = 0;
         loop {
-            // The connection is taken out and put back only after a complete exchange.
-            let mut conn = match guard.take() {
-                Some(conn) => conn,
-                None => self.open()?,
-            };
-            match round_trip(&mut conn, args) {
-                Ok(reply) => {
-                    *guard = Some(conn);
-                    return Ok(reply);
+            let mut conn = self
+                .connections
+                .take_or_open(|| self.open())
+                .map_err(|e| e.into_store_error(what, self.timeout))?;
+            match round_trip(&mut conn, commands) {
+                // The loan goes back to the pool: its exchange is complete.
+                Ok(replies) => return Ok(replies),
+                Err(e) => {
+                    conn.discard();
+                    // A stale connection (Redis restarted, an idle connection closed) is worth
+                    // one fresh attempt; a timeout is not, so a stalled Redis costs one deadline.
+                    if attempt == 0 && e.stale_connection() {
+                        attempt += 1;
+                        continue;
+                    }
+                    return Err(e.into_store_error(what, self.timeout));
                 }
-                Err(e @ RedisError::Server(_)) => {
-                    *guard = Some(conn);
-                    return Err(e.into());
-                }
-                Err(e) if attempt == 0 && e.stale_connection() => attempt += 1,
-                Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// One command; an error reply is an error.
+    fn command(&self, what: &str, args: &[&[u8]]) -> Result<Reply, StoreError> {
+        let reply = self
+            .pipeline(what, &[args.to_vec()])?
+            .pop()
+            .ok_or_else(|| err(format!("{what}: no reply")))?;
+        match reply {
+            Reply::Error(message) => Err(err(format!("{what}: {message}"))),
+            reply => Ok(reply),
         }
     }
 }
 
-fn round_trip(conn: &mut BufReader<TcpStream>, args: &[&[u8]]) -> Result<Reply, RedisError> {
-    let mut request = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        request.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        request.extend_from_slice(a);
-        request.extend_from_slice(b"\r\n");
+fn round_trip(
+    conn: &mut BufReader<TcpStream>,
+    commands: &[Vec<&[u8]>],
+) -> Result<Vec<Reply>, RedisError> {
+    let mut request = Vec::new();
+    for args in commands {
+        request.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+        for a in args {
+            request.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+            request.extend_from_slice(a);
+            request.extend_from_slice(b"\r\n");
+        }
     }
     conn.get_mut().write_all(&request)?;
+    commands.iter().map(|_| read_reply(conn)).collect()
+}
+
+fn read_reply(conn: &mut BufReader<TcpStream>) -> Result<Reply, RedisError> {
     let mut line = String::new();
     if conn.read_line(&mut line)? == 0 {
         return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into());
     }
     let line = line.trim_end();
+    let number = |text: &str| {
+        text.parse::<i64>()
+            .map_err(|_| RedisError::Protocol(line.to_owned()))
+    };
     match line.as_bytes().first() {
-        Some(b'+') | Some(b':') => Ok(Reply::Ok),
-        Some(b'-') => Err(RedisError::Server(line[1..].to_owned())),
+        Some(b'+') => Ok(Reply::Ok),
+        Some(b':') => Ok(Reply::Int(number(&line[1..])?)),
+        Some(b'-') => Ok(Reply::Error(line[1..].to_owned())),
         Some(b'$') => {
-            let len: i64 = line[1..]
-                .parse()
-                .map_err(|_| RedisError::Protocol(line.to_owned()))?;
+            let len = number(&line[1..])?;
             if len < 0 {
                 return Ok(Reply::Bulk(None));
             }
@@ -189,52 +240,102 @@ fn round_trip(conn: &mut BufReader<TcpStream>, args: &[&[u8]]) -> Result<Reply, 
     }
 }
 
-fn key(session: &str, id: ContentId) -> Vec<u8> {
+fn key(session: &SessionId, id: ContentId) -> Vec<u8> {
     format!("ctxgc:orig:{session}:{id}").into_bytes()
 }
 
+fn state_key(key: StateKey<'_>) -> Vec<u8> {
+    format!("ctxgc:state:{}", key.name()).into_bytes()
+}
+
+fn text(bytes: Vec<u8>) -> Result<String, StoreError> {
+    String::from_utf8(bytes).map_err(|e| StoreError::Corrupt {
+        backend: "redis",
+        message: format!("not UTF-8: {e}"),
+    })
+}
+
 impl OriginalStore for RedisStore {
-    fn put(&mut self, session: &str, id: ContentId, text: &str) -> Result<(), StoreError> {
-        // SET NX answers +OK or a nil bulk when the key exists: both mean "stored"; an existing
-        // original is still in use, so its expiry starts again.
-        let key = key(session, id);
-        let Some(secs) = self.expiry() else {
-            return self
-                .command(&[b"SET", &key, text.as_bytes(), b"NX"])
-                .map(|_| ());
-        };
-        match self.command(&[b"SET", &key, text.as_bytes(), b"NX", b"EX", &secs])? {
-            Reply::Bulk(None) => self.command(&[b"EXPIRE", &key, &secs]).map(|_| ()),
-            _ => Ok(()),
-        }
+    fn put(&self, session: &SessionId, id: ContentId, text: &str) -> Result<(), StoreError> {
+        self.put_all(session, &[(id, text)])
     }
 
-    fn get(&self, session: &str, id: ContentId) -> Result<Option<String>, StoreError> {
-        match self.command(&[b"GET", &key(session, id)])? {
-            Reply::Bulk(Some(bytes)) => String::from_utf8(bytes)
-                .map(Some)
-                .map_err(|e| err(format!("stored original is not UTF-8: {e}"))),
+    fn put_all(
+        &self,
+        session: &SessionId,
+        originals: &[(ContentId, &str)],
+    ) -> Result<(), StoreError> {
+        if originals.is_empty() {
+            return Ok(());
+        }
+        // SET NX answers +OK or a nil bulk when the key exists: both mean "stored"; an existing
+        // original is still in use, so its expiry starts again (EXPIRE). All in one pipeline.
+        let expiry = self.expiry();
+        let keys: Vec<Vec<u8>> = originals.iter().map(|(id, _)| key(session, *id)).collect();
+        let mut commands: Vec<Vec<&[u8]>> = Vec::new();
+        for (key, (_, text)) in keys.iter().zip(originals) {
+            match &expiry {
+                Some(secs) => {
+                    commands.push(vec![b"SET", key, text.as_bytes(), b"NX", b"EX", secs]);
+                    commands.push(vec![b"EXPIRE", key, secs]);
+                }
+                None => commands.push(vec![b"SET", key, text.as_bytes(), b"NX"]),
+            }
+        }
+        for reply in self.pipeline("saving originals", &commands)? {
+            if let Reply::Error(message) = reply {
+                return Err(err(format!("saving originals: {message}")));
+            }
+        }
+        Ok(())
+    }
+
+    fn get(&self, session: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
+        match self.command("loading an original", &[b"GET", &key(session, id)])? {
+            Reply::Bulk(Some(bytes)) => text(bytes).map(Some),
             _ => Ok(None),
         }
     }
 }
 
 impl StateStore for RedisStore {
-    fn put_state(&mut self, session: &str, state: &str) -> Result<(), StoreError> {
-        let key = format!("ctxgc:state:{session}");
-        match self.expiry().filter(|_| !session.starts_with("ctxgc.")) {
-            Some(secs) => self.command(&[b"SET", key.as_bytes(), state.as_bytes(), b"EX", &secs]),
-            None => self.command(&[b"SET", key.as_bytes(), state.as_bytes()]),
+    fn put_state(&self, key: StateKey<'_>, state: &str) -> Result<(), StoreError> {
+        let name = state_key(key);
+        let what = "saving a state";
+        match self.expiry().filter(|_| key.expires()) {
+            Some(secs) => self.command(what, &[b"SET", &name, state.as_bytes(), b"EX", &secs]),
+            None => self.command(what, &[b"SET", &name, state.as_bytes()]),
         }
         .map(|_| ())
     }
 
-    fn get_state(&self, session: &str) -> Result<Option<String>, StoreError> {
-        match self.command(&[b"GET", format!("ctxgc:state:{session}").as_bytes()])? {
-            Reply::Bulk(Some(bytes)) => String::from_utf8(bytes)
-                .map(Some)
-                .map_err(|e| err(format!("state is not UTF-8: {e}"))),
+    fn get_state(&self, key: StateKey<'_>) -> Result<Option<String>, StoreError> {
+        match self.command("loading a state", &[b"GET", &state_key(key)])? {
+            Reply::Bulk(Some(bytes)) => text(bytes).map(Some),
             _ => Ok(None),
         }
+    }
+
+    fn swap_state(
+        &self,
+        key: StateKey<'_>,
+        expected: Option<&str>,
+        state: &str,
+    ) -> Result<bool, StoreError> {
+        let expiry = self.expiry().filter(|_| key.expires()).unwrap_or_default();
+        let reply = self.command(
+            "swapping a state",
+            &[
+                b"EVAL",
+                SWAP_SCRIPT,
+                b"1",
+                &state_key(key),
+                if expected.is_some() { b"1" } else { b"0" },
+                expected.unwrap_or_default().as_bytes(),
+                state.as_bytes(),
+                &expiry,
+            ],
+        )?;
+        Ok(matches!(reply, Reply::Int(1)))
     }
 }

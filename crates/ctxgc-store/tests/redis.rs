@@ -7,37 +7,91 @@ mod support;
 use support::redis_server::start;
 
 use ctxgc_core::ContentId;
-use ctxgc_core::store::{OriginalStore, StateStore};
+use ctxgc_core::store::{OriginalStore, SessionId, StateKey, StateStore};
 use ctxgc_store::RedisStore;
 
 #[test]
 fn replicas_share_originals_through_redis() {
     let Some((server, url)) = start() else { return };
-    let mut replica_a = RedisStore::connect(&url).unwrap();
+    let (s1, s2) = (SessionId::new("s1"), SessionId::new("s2"));
+    let replica_a = RedisStore::connect(&url).unwrap();
     let replica_b = RedisStore::connect(&url).unwrap();
     let text = "line one\nline two é\n".repeat(1000);
     let id = ContentId::of(text.as_bytes());
-    replica_a.put("s1", id, &text).unwrap();
+    replica_a.put(&s1, id, &text).unwrap();
     replica_a
-        .put("s1", id, "a later write does not replace the original")
+        .put(&s1, id, "a later write does not replace the original")
         .unwrap();
     assert_eq!(
-        replica_b.get("s1", id).unwrap().as_deref(),
+        replica_b.get(&s1, id).unwrap().as_deref(),
         Some(text.as_str())
     );
-    assert_eq!(replica_b.get("s2", id).unwrap(), None, "per session");
-    replica_a.put_state("s1", "lineage-1").unwrap();
+    assert_eq!(replica_b.get(&s2, id).unwrap(), None, "per session");
+    replica_a
+        .put_state(StateKey::Lineage(&s1), "lineage-1")
+        .unwrap();
     assert_eq!(
-        replica_b.get_state("s1").unwrap().as_deref(),
+        replica_b
+            .get_state(StateKey::Lineage(&s1))
+            .unwrap()
+            .as_deref(),
         Some("lineage-1"),
         "state shared too"
     );
-    drop(server);
-    let e = replica_b.get("s1", id).unwrap_err().to_string();
+    assert_eq!(replica_b.get_state(StateKey::Agent(&s1)).unwrap(), None);
+    // Two replicas move one lineage on from the same state: one wins, the other sees it lost.
+    let key = StateKey::Lineage(&s1);
+    assert!(replica_a.swap_state(key, Some("lineage-1"), "a").unwrap());
+    assert!(!replica_b.swap_state(key, Some("lineage-1"), "b").unwrap());
+    assert!(replica_b.swap_state(key, Some("a"), "b").unwrap());
     assert!(
-        e.starts_with("original store: redis: cannot connect"),
+        !replica_a
+            .swap_state(StateKey::Agent(&s2), Some(""), "x")
+            .unwrap()
+    );
+    assert!(
+        replica_a
+            .swap_state(StateKey::Agent(&s2), None, "x")
+            .unwrap()
+    );
+    assert!(
+        !replica_b
+            .swap_state(StateKey::Agent(&s2), None, "y")
+            .unwrap()
+    );
+    // Several originals in one pipeline, from several threads at once.
+    let texts: Vec<String> = (0..50)
+        .map(|i| format!("output {i}\n").repeat(100))
+        .collect();
+    std::thread::scope(|scope| {
+        for chunk in texts.chunks(10) {
+            let store = &replica_a;
+            let s2 = &s2;
+            scope.spawn(move || {
+                let batch: Vec<(ContentId, &str)> = chunk
+                    .iter()
+                    .map(|t| (ContentId::of(t.as_bytes()), t.as_str()))
+                    .collect();
+                store.put_all(s2, &batch).unwrap();
+            });
+        }
+    });
+    for t in &texts {
+        assert_eq!(
+            replica_b
+                .get(&s2, ContentId::of(t.as_bytes()))
+                .unwrap()
+                .as_deref(),
+            Some(t.as_str())
+        );
+    }
+    drop(server);
+    let e = replica_b.get(&s1, id).unwrap_err();
+    assert!(
+        matches!(e, ctxgc_core::store::StoreError::Unavailable { .. }),
         "{e}"
     );
+    assert!(e.to_string().contains("cannot connect"), "{e}");
     assert!(RedisStore::connect("redis://").is_err());
 }
 
@@ -48,16 +102,21 @@ fn replicas_share_originals_through_redis() {
 fn a_stalled_redis_never_hands_one_sessions_reply_to_another() {
     let Some((server, url)) = start() else { return };
     let timeout = std::time::Duration::from_millis(300);
-    let mut store = RedisStore::connect_with_timeout(&url, timeout).unwrap();
+    let store = RedisStore::connect_with_timeout(&url, timeout).unwrap();
+    let (alice, bob) = (SessionId::new("alice"), SessionId::new("bob"));
+    let (alice, bob) = (StateKey::Agent(&alice), StateKey::Agent(&bob));
     store
-        .put_state("alice", "ALICE-ONLY: prod db password is hunter2")
+        .put_state(alice, "ALICE-ONLY: prod db password is hunter2")
         .unwrap();
-    store.put_state("bob", "bob's own state").unwrap();
+    store.put_state(bob, "bob's own state").unwrap();
     server.pause();
     let started = std::time::Instant::now();
-    let stalled = store.get_state("alice");
+    let stalled = store.get_state(alice);
     let waited = started.elapsed();
-    assert!(stalled.is_err(), "{stalled:?}");
+    assert!(
+        matches!(stalled, Err(ctxgc_core::store::StoreError::Timeout { .. })),
+        "{stalled:?}"
+    );
     assert!(
         waited < timeout * 3,
         "one deadline, not retried into two: {waited:?}"
@@ -67,12 +126,12 @@ fn a_stalled_redis_never_hands_one_sessions_reply_to_another() {
     std::thread::sleep(std::time::Duration::from_millis(200));
     for _ in 0..3 {
         assert_eq!(
-            store.get_state("bob").unwrap().as_deref(),
+            store.get_state(bob).unwrap().as_deref(),
             Some("bob's own state")
         );
     }
     assert_eq!(
-        store.get_state("alice").unwrap().as_deref(),
+        store.get_state(alice).unwrap().as_deref(),
         Some("ALICE-ONLY: prod db password is hunter2")
     );
 }
@@ -82,18 +141,30 @@ fn keys_expire_after_the_retention_except_the_stores_own() {
     let Some((_server, url)) = start() else {
         return;
     };
-    let mut store = RedisStore::connect(&url)
+    let store = RedisStore::connect(&url)
         .unwrap()
         .with_retention(std::time::Duration::from_secs(1));
     let id = ContentId::of(b"x");
-    store.put("s", id, "x").unwrap();
-    store.put_state("s", "lineage").unwrap();
-    store.put_state("ctxgc.tenant-secret", "kept").unwrap();
+    let s = SessionId::new("s");
+    store.put(&s, id, "x").unwrap();
+    store.put_state(StateKey::Lineage(&s), "lineage").unwrap();
+    assert!(
+        store
+            .swap_state(StateKey::Agent(&s), None, "agent")
+            .unwrap()
+    );
+    store
+        .put_state(StateKey::Server("tenant-secret"), "kept")
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2_200));
-    assert_eq!(store.get("s", id).unwrap(), None);
-    assert_eq!(store.get_state("s").unwrap(), None);
+    assert_eq!(store.get(&s, id).unwrap(), None);
+    assert_eq!(store.get_state(StateKey::Lineage(&s)).unwrap(), None);
+    assert_eq!(store.get_state(StateKey::Agent(&s)).unwrap(), None);
     assert_eq!(
-        store.get_state("ctxgc.tenant-secret").unwrap().as_deref(),
+        store
+            .get_state(StateKey::Server("tenant-secret"))
+            .unwrap()
+            .as_deref(),
         Some("kept")
     );
 }

@@ -78,14 +78,19 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
         );
     }
     let retention = config.store.retention();
-    let mut store: Box<dyn Store> = match args.store.as_deref() {
-        None => Box::new(SqliteStore::open(SqliteStore::default_path())?),
+    let timeout = config.store.timeout();
+    let store: Box<dyn Store> = match args.store.as_deref() {
+        None => Box::new(SqliteStore::open_with_timeout(
+            SqliteStore::default_path(),
+            timeout,
+        )?),
         Some("memory") => Box::new(MemoryStore::default()),
-        Some(spec) if spec.starts_with("sqlite:") => {
-            Box::new(SqliteStore::open(&spec["sqlite:".len()..])?)
-        }
+        Some(spec) if spec.starts_with("sqlite:") => Box::new(SqliteStore::open_with_timeout(
+            &spec["sqlite:".len()..],
+            timeout,
+        )?),
         Some(spec) if spec.starts_with("redis://") => Box::new(
-            RedisStore::connect(spec)
+            RedisStore::connect_with_timeout(spec, timeout)
                 .with_context(|| format!("--store {spec}"))?
                 .with_retention(retention),
         ),
@@ -115,6 +120,7 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             client_body: Duration::from_secs(config.proxy.client_body_timeout_secs),
             client_headers: Duration::from_secs(config.proxy.client_header_timeout_secs),
         },
+        tokens: config.tokens.clone(),
     };
     let gone = store.expire(retention)?;
     let log: ctxgc_proxy::LogSink = Arc::new(|line: &str| eprintln!("{line}"));
@@ -169,7 +175,7 @@ pub fn gc(config: &Config, args: GcArgs) -> Result<ExitCode> {
     }
     let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
     let before = size(&path);
-    let mut store = SqliteStore::open(&path)?;
+    let store = SqliteStore::open_with_timeout(&path, config.store.timeout())?;
     let gone = store.expire(config.store.retention())?;
     store.compact_file()?;
     println!(

@@ -22,7 +22,7 @@ pub struct RequestView<'a> {
 pub fn drive(
     source: &Transcript,
     session: &mut Session,
-    store: &mut dyn OriginalStore,
+    store: &dyn OriginalStore,
     mut summarizer: Option<&mut (dyn Summarizer + '_)>,
     mut on_request: impl FnMut(RequestView<'_>),
 ) -> Result<(), EngineError> {

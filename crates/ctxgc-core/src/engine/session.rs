@@ -15,7 +15,7 @@ use crate::engine::repeats::{self, Earlier};
 use crate::engine::segments;
 use crate::engine::summary::{self, SummaryInput};
 use crate::recall::{self, RecallError, RecallQuery};
-use crate::store::{OriginalStore, StoreError};
+use crate::store::{OriginalStore, SessionId, StoreError};
 use crate::tokens::{ProviderFamily, TokenCounter};
 use crate::transcript::{Block, Message, Role};
 use crate::trim::{self, ToolOutput, TrimConfig};
@@ -155,7 +155,7 @@ pub struct SessionReport {
 
 /// The engine for one conversation. See the module documentation of `engine`.
 pub struct Session {
-    id: String,
+    id: SessionId,
     window: u64,
     policy: Policy,
     trim: TrimConfig,
@@ -180,7 +180,7 @@ impl Session {
         family: ProviderFamily,
     ) -> Session {
         Session {
-            id: id.into(),
+            id: SessionId::new(id),
             window,
             policy: config.engine.clone(),
             trim: config.trim.clone(),
@@ -197,9 +197,19 @@ impl Session {
         }
     }
 
+    /// Memoises its token counts in `memo` too (shared with other sessions of a server or a
+    /// replay run).
+    pub fn share_counts(&mut self, memo: std::sync::Arc<crate::tokens::CountMemo>) {
+        let counter = std::mem::replace(
+            &mut self.counter,
+            TokenCounter::new(ProviderFamily::default(), Default::default()),
+        );
+        self.counter = counter.sharing(memo);
+    }
+
     /// The session id.
     pub fn id(&self) -> &str {
-        &self.id
+        self.id.as_str()
     }
 
     /// Sets the tool definitions sent on every request (they count in every prompt).
@@ -248,7 +258,7 @@ impl Session {
     /// shared budget). Returns the insert-trim events.
     pub fn insert_tool_results(
         &mut self,
-        store: &mut dyn OriginalStore,
+        store: &dyn OriginalStore,
         results: Vec<Message>,
     ) -> Result<Vec<EventRecord>, EngineError> {
         let started = Instant::now();

@@ -148,17 +148,17 @@ fn without_durations(events: &[EventRecord]) -> Vec<EventRecord> {
 
 /// Drives a whole transcript through `session` with the extractive summarizer.
 fn drive_through(source: &Transcript, session: &mut Session) {
-    drive(source, session, &mut MemoryStore::default(), None, |_| {}).unwrap();
+    drive(source, session, &MemoryStore::default(), None, |_| {}).unwrap();
 }
 
 fn run(source: &Transcript, window: u64) -> (Session, MemoryStore, Vec<String>) {
     let config = small_config();
     let mut session = Session::new("s", window, &config, ProviderFamily::Openai);
-    let mut store = MemoryStore::default();
+    let store = MemoryStore::default();
     let mut violations = Vec::new();
     let mut previous: Option<Vec<Message>> = None;
     let mut head: Option<Vec<Message>> = None;
-    drive(source, &mut session, &mut store, None, |view| {
+    drive(source, &mut session, &store, None, |view| {
         let prompt = view.session.prompt();
         if let Err(e) = integrity::check(prompt) {
             violations.push(format!("integrity at {}: {e}", view.source_index));
@@ -215,7 +215,7 @@ proptest! {
         for r in source.messages.iter().flat_map(Message::tool_results) {
             let text = r.text();
             let id = crate::ContentId::of(text.as_bytes());
-            let stored = store.get("s", id).unwrap();
+            let stored = store.get(&crate::store::SessionId::new("s"), id).unwrap();
             prop_assert_eq!(stored.as_deref(), Some(text.as_str()));
             prop_assert_eq!(session.recall(&store, &id.to_string(), &Default::default()).unwrap(), text);
         }
@@ -244,8 +244,8 @@ fn prune_only_when_it_buys_runway_else_compaction() {
     // Many large old outputs: pruning them reclaims plenty.
     let source = shell_session(30, 3_000);
     let mut session = Session::new("s", 10_000, &config, ProviderFamily::Openai);
-    let mut store = MemoryStore::default();
-    drive(&source, &mut session, &mut store, None, |_| {}).unwrap();
+    let store = MemoryStore::default();
+    drive(&source, &mut session, &store, None, |_| {}).unwrap();
     let kinds: Vec<EventKind> = session
         .events()
         .iter()
@@ -386,7 +386,7 @@ fn llm_summaries_reuse_the_prompt_prefix_and_failures_fall_back() {
     drive(
         &chatty,
         &mut session,
-        &mut MemoryStore::default(),
+        &MemoryStore::default(),
         Some(&mut echo),
         |v| prompts.push(v.session.prompt().to_vec()),
     )
@@ -431,7 +431,7 @@ fn llm_summaries_reuse_the_prompt_prefix_and_failures_fall_back() {
     drive(
         &chatty,
         &mut session,
-        &mut MemoryStore::default(),
+        &MemoryStore::default(),
         Some(&mut Failing),
         |_| {},
     )
@@ -451,7 +451,7 @@ fn llm_summaries_reuse_the_prompt_prefix_and_failures_fall_back() {
 fn agent_trim_replaces_only_the_latest_result() {
     let config = Config::default();
     let mut session = Session::new("s", 200_000, &config, ProviderFamily::Openai);
-    let mut store = MemoryStore::default();
+    let store = MemoryStore::default();
     session.push(Message::text(Role::User, "go"));
     assert!(matches!(
         session.agent_trim("nothing yet"),
@@ -465,7 +465,7 @@ fn agent_trim_replaces_only_the_latest_result() {
     let listing = "file\n".repeat(500);
     session
         .insert_tool_results(
-            &mut store,
+            &store,
             vec![Message::tool_result(
                 "a",
                 Some("bash".into()),
@@ -510,7 +510,7 @@ fn agent_trim_replaces_only_the_latest_result() {
 fn repeated_outputs_enter_as_pointers() {
     let config = Config::default();
     let mut session = Session::new("s", 200_000, &config, ProviderFamily::Openai);
-    let mut store = MemoryStore::default();
+    let store = MemoryStore::default();
     session.push(Message::text(Role::User, "go"));
     let file: String = (0..300)
         .map(|i| format!("line {i} of the module\n"))
@@ -523,7 +523,7 @@ fn repeated_outputs_enter_as_pointers() {
         });
         session
             .insert_tool_results(
-                &mut store,
+                &store,
                 vec![Message::tool_result(
                     id,
                     Some("read_file".into()),
@@ -580,7 +580,7 @@ fn snapshots_of_real_sessions() {
         drive(
             &source,
             &mut session,
-            &mut MemoryStore::default(),
+            &MemoryStore::default(),
             None,
             |view| {
                 let now = outline(view.session.prompt());

@@ -21,8 +21,10 @@ impl Ctxgc {
     /// The engine at `window` with `config`, shown as `name`: insertion-time trimming and the
     /// engine's events (prune, then compaction).
     pub fn new(window: u64, config: Config, name: String) -> Ctxgc {
+        let mut session = Session::new(name.clone(), window, &config, ProviderFamily::Openai);
+        session.share_counts(crate::counting::memo());
         Ctxgc {
-            session: Session::new(name.clone(), window, &config, ProviderFamily::Openai),
+            session,
             store: MemoryStore::default(),
             name,
             events: true,
@@ -60,7 +62,7 @@ impl ReplayPolicy for Ctxgc {
 
     fn insert_tool_results(&mut self, results: Vec<Message>) {
         // A memory store cannot fail.
-        let _ = self.session.insert_tool_results(&mut self.store, results);
+        let _ = self.session.insert_tool_results(&self.store, results);
     }
 
     fn request(&mut self) -> Request<'_> {

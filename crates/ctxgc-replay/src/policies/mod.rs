@@ -10,7 +10,7 @@ mod exec;
 mod foresight;
 
 use ctxgc_core::engine::summary::{self, SummaryInput};
-use ctxgc_core::tokens::{ProviderFamily, TokenCounter, TokenSettings};
+use ctxgc_core::tokens::TokenCounter;
 use ctxgc_core::{Message, Role, Transcript};
 
 pub use baselines::{AgentsTrimmer, ClaudeCode, Codex, ContextEditing, Hermes, None_, OpenCode};
@@ -126,7 +126,7 @@ impl Default for History {
         History {
             messages: Vec::new(),
             tokens: Vec::new(),
-            counter: TokenCounter::new(ProviderFamily::Openai, TokenSettings::default()),
+            counter: crate::counting::counter(),
         }
     }
 }

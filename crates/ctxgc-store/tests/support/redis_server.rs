@@ -76,5 +76,9 @@ pub fn start() -> Option<(Server, String)> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "redis-server did not accept connections within 5 s"
+    );
     None
 }
