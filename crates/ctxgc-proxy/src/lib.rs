@@ -103,6 +103,7 @@ struct Counters {
     originals_stored: AtomicU64,
     events: AtomicU64,
     agent_tool_calls: AtomicU64,
+    summarizer_failures: AtomicU64,
 }
 
 /// Per-session usage as the upstream reported it.
@@ -225,6 +226,8 @@ pub struct Stats {
     pub events: u64,
     /// Calls to `trim_tool_result` / `recall_tool_result` the proxy ran.
     pub agent_tool_calls: u64,
+    /// Compactions whose LLM summary failed and were summarised extractively.
+    pub summarizer_failures: u64,
     /// Sessions seen.
     pub sessions: usize,
     /// Usage per session, as the upstream reported it.
@@ -360,6 +363,7 @@ impl AppState {
             originals_stored: c.originals_stored.load(Ordering::Relaxed),
             events: c.events.load(Ordering::Relaxed),
             agent_tool_calls: c.agent_tool_calls.load(Ordering::Relaxed),
+            summarizer_failures: c.summarizer_failures.load(Ordering::Relaxed),
             sessions: usage.len(),
             usage,
         }
@@ -847,14 +851,20 @@ fn advance_lineage(
             calibration,
             state.counter(step.api),
             llm.as_mut().map(|f| f as &mut lineage::SummarizeFn<'_>),
-        )
-        .map_err(|why| {
-            // Fail open now; the next compactions are summarised extractively for a while.
+        )?;
+        if let Some(why) = &outcome.summarizer_failed {
+            // The extractive summary stood in; the LLM is not asked again for a while.
             if let Ok(mut until) = state.summarizer_cooling_until.lock() {
                 *until = Some(std::time::Instant::now() + state.settings.summarizer_cooldown);
             }
-            format!("the summarizer failed: {why}")
-        })?;
+            state
+                .counters
+                .summarizer_failures
+                .fetch_add(1, Ordering::Relaxed);
+            state.log(&format!(
+                "ctxgc: the LLM summarizer failed for session {session} ({why}); summarised extractively"
+            ));
+        }
         // A token count of some other history must not end the lineage in force.
         if counting || outcome.lineage == current {
             return Ok(outcome);

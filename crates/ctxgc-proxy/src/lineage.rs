@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 
 use ctxgc_core::engine::plan::{self, PlanInput, PlanKind, Replacement};
-use ctxgc_core::engine::segments;
 use ctxgc_core::engine::summary::{self, SummaryInput};
 use ctxgc_core::engine::{Policy, SummaryReply, SummaryRequest};
+use ctxgc_core::engine::{integrity, segments};
 use ctxgc_core::tokens::TokenCounter;
 use ctxgc_core::{ContentId, Message, Transcript};
 use ctxgc_formats::chat::message_from_chat;
@@ -54,6 +54,9 @@ pub struct Outcome {
     /// Tool outputs an event hid (pruned or summarised), to store before forwarding: their
     /// abstracts and the summary name them by these ids.
     pub originals: Vec<(ContentId, String)>,
+    /// Why the LLM summarizer failed, when it did: the compaction was then summarised
+    /// extractively.
+    pub summarizer_failed: Option<String>,
 }
 
 /// Writes a compaction's summary (a blocking call to an LLM).
@@ -210,6 +213,43 @@ pub fn step(
     policy: &Policy,
     window: u64,
     calibration: f64,
+    counter: TokenCounter,
+    summarize: Option<&mut SummarizeFn<'_>>,
+) -> Result<Outcome, String> {
+    let outcome = step_unchecked(
+        input,
+        state,
+        policy,
+        window,
+        calibration,
+        counter,
+        summarize,
+    )?;
+    // Every prompt ctxgc changed is checked before it is forwarded: pairs intact, results
+    // after their calls, the turn order the providers require. What fails goes to the caller,
+    // who forwards the client's own request instead, unless the client's fails the same way
+    // (then ctxgc made nothing worse).
+    if let Some(messages) = &outcome.messages {
+        let ours = view(input.api, input.system, messages).map(|v| integrity::check(&v.messages));
+        if let Some(Err(why)) = ours {
+            let theirs =
+                view(input.api, input.system, input.client).map(|v| integrity::check(&v.messages));
+            if !matches!(theirs, Some(Err(_))) {
+                return Err(format!(
+                    "the rewritten prompt fails the integrity check: {why}"
+                ));
+            }
+        }
+    }
+    Ok(outcome)
+}
+
+fn step_unchecked(
+    input: &StepInput<'_>,
+    state: Option<&Lineage>,
+    policy: &Policy,
+    window: u64,
+    calibration: f64,
     mut counter: TokenCounter,
     summarize: Option<&mut SummarizeFn<'_>>,
 ) -> Result<Outcome, String> {
@@ -244,6 +284,7 @@ pub fn step(
         lineage,
         event: None,
         originals: Vec::new(),
+        summarizer_failed: None,
     };
     if !input.events {
         return Ok(unchanged(&mut counter, applied, lineage));
@@ -286,6 +327,7 @@ pub fn step(
         }
     };
     let mut pinned_count = 0;
+    let mut summarizer_failed = None;
     let event = match plan.kind {
         PlanKind::PruneOnly => {
             for edit in &plan.edits {
@@ -322,14 +364,21 @@ pub fn step(
             messages[plan.head_end..plan.tail_start]
                 .iter()
                 .for_each(&mut hide);
-            let body = match summarize {
-                Some(summarize) => {
-                    let request = SummaryRequest {
-                        messages: summary::llm_request_messages(&summary_input),
-                        tools: input.tools.to_vec(),
-                        budget: plan.summary_budget,
-                    };
-                    summarize(&request)?.body
+            // The LLM writes the summary when there is one; when it fails, the extractive
+            // summary stands in (the event is not lost, the request not failed).
+            let written = summarize.map(|summarize| {
+                let request = SummaryRequest {
+                    messages: summary::llm_request_messages(&summary_input),
+                    tools: input.tools.to_vec(),
+                    budget: plan.summary_budget,
+                };
+                summarize(&request).map(|reply| reply.body)
+            });
+            let body = match written {
+                Some(Ok(body)) => body,
+                Some(Err(why)) => {
+                    summarizer_failed = Some(why);
+                    summary::extractive_body(&summary_input, &counter)
                 }
                 None => summary::extractive_body(&summary_input, &counter),
             };
@@ -370,6 +419,7 @@ pub fn step(
         lineage: Some(lineage),
         event: Some(event),
         originals,
+        summarizer_failed,
     })
 }
 
@@ -388,5 +438,67 @@ fn set_arguments(wire: &mut Value, call_id: &str, arguments: &str) {
     }
     if wire["type"] == "function_call" && wire["call_id"] == call_id {
         wire["arguments"] = json!(arguments);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Defect guarded: the proxy forwarded what its lineage produced without the integrity
+    /// check the replay lab runs, so a broken prefix (a result whose call it had dropped) went
+    /// upstream and the API answered 400. A prompt that fails the check is refused (the caller
+    /// forwards the client's own), unless the client's own fails it too.
+    #[test]
+    fn a_rewritten_prompt_that_breaks_a_pair_is_not_forwarded() {
+        let client = vec![
+            json!({"role": "user", "content": "Fix the build."}),
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "a", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}),
+            json!({"role": "tool", "tool_call_id": "a", "content": "ok"}),
+            json!({"role": "user", "content": "Next."}),
+        ];
+        let broken = Lineage {
+            covered: 3,
+            covered_hash: hash_messages(&client[..3]),
+            prefix: vec![
+                json!({"role": "user", "content": "Fix the build."}),
+                json!({"role": "tool", "tool_call_id": "gone", "content": "orphan"}),
+            ],
+        };
+        let input = StepInput {
+            api: Api::ChatCompletions,
+            client: &client,
+            system: None,
+            tools: &[],
+            events: true,
+        };
+        let run = |state: &Lineage, input: &StepInput<'_>| {
+            step(
+                input,
+                Some(state),
+                &Policy::default(),
+                200_000,
+                1.0,
+                TokenCounter::openai(),
+                None,
+            )
+        };
+        let e = run(&broken, &input).err().unwrap();
+        assert!(e.contains("integrity") && e.contains("gone"), "{e}");
+        // A sound lineage passes.
+        let sound = Lineage {
+            prefix: client[..3].to_vec(),
+            ..broken.clone()
+        };
+        assert!(run(&sound, &input).unwrap().messages.is_some());
+        // The client's own prompt fails the same way: ctxgc made nothing worse.
+        let mut odd = client.clone();
+        odd.push(json!({"role": "tool", "tool_call_id": "nobody", "content": "x"}));
+        let input = StepInput {
+            client: &odd,
+            ..input
+        };
+        assert!(run(&broken, &input).is_ok());
     }
 }
