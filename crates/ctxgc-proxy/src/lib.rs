@@ -173,7 +173,9 @@ pub struct AppState {
 const MAX_RESPONSES: usize = 100_000;
 
 /// Bytes of committed-original keys this process remembers, at most.
-const MAX_COMMITTED_BYTES: usize = 16 << 20;
+const MAX_COMMITTED_BYTES: usize = 4 << 20;
+/// Bytes of memoised token counts, at most (about 170,000 messages).
+const MAX_COUNT_BYTES: usize = 8 << 20;
 /// Sessions whose usage `/ctxgc/stats` keeps, at most (the least recently active go first).
 const MAX_SESSIONS: usize = 10_000;
 
@@ -256,7 +258,7 @@ impl AppState {
                 64 + session.as_str().len()
             })),
             memo: Default::default(),
-            counts: Default::default(),
+            counts: Arc::new(ctxgc_core::tokens::CountMemo::new(MAX_COUNT_BYTES)),
             counters: Counters::default(),
             sessions: Mutex::new(BTreeMap::new()),
             summarizer_cooling_until: Mutex::new(None),
