@@ -1358,3 +1358,103 @@ async fn an_llm_summarizer_writes_compactions_and_the_extractive_summary_stands_
         "keys never reach the logs"
     );
 }
+
+/// A Chat request of `who` whose latest tool output is `output` (big enough to be trimmed).
+fn one_output(who: &str, output: &str) -> Value {
+    json!({"model": "gpt-5", "messages": [
+        {"role": "user", "content": format!("{who}: run the build")},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"make\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": output}
+    ]})
+}
+
+/// Sends `body` as `key`; returns what the upstream received and how long the request took.
+async fn timed(h: &Harness, key: &str, body: &Value) -> (Bytes, Duration) {
+    let started = std::time::Instant::now();
+    let r = client()
+        .post(format!("{}/v1/chat/completions", h.proxy))
+        .header("authorization", format!("Bearer {key}"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    r.bytes().await.unwrap();
+    let took = started.elapsed();
+    (
+        h.upstream.seen.lock().unwrap().last().cloned().unwrap().2,
+        took,
+    )
+}
+
+/// Defect guarded: with the store file locked by another process, requests waited in steps of
+/// SQLite's 5 s busy timeout under one global lock. A request now fails open (forwarded
+/// unchanged, counted) within the store deadline, and the next one after the lock is released
+/// is trimmed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sqlite_store_locked_by_another_process_fails_open_within_the_deadline() {
+    let dir = std::env::temp_dir().join(format!("ctxgc-locked-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let db = dir.join("store.sqlite");
+    let deadline = Duration::from_millis(300);
+    let store = ctxgc_store::SqliteStore::open_with_timeout(&db, deadline).unwrap();
+    let h = start(Box::new(store)).await;
+    let other = rusqlite::Connection::open(&db).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE;").unwrap();
+    let body = one_output("alice", &log_text(4000));
+    let (sent, took) = timed(&h, "sk-alice", &body).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&sent).unwrap(),
+        body,
+        "forwarded unchanged"
+    );
+    assert!(took < deadline * 4, "failed open after {took:?}");
+    assert_eq!(h.state.stats().fail_open, 1);
+    let logs = h.logs.lock().unwrap().join("\n");
+    assert!(logs.contains("locked"), "the log says why: {logs}");
+    other.execute_batch("COMMIT;").unwrap();
+    let (sent, _) = timed(&h, "sk-alice", &body).await;
+    assert!(sent.len() < body.to_string().len() / 2, "trimmed again");
+    assert_eq!(h.state.stats().fail_open, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Defect guarded: a Redis command that timed out left its connection in use; when Redis
+/// resumed, the next command read the abandoned reply, and Bob's request carried Alice's
+/// output. Now Alice's request fails open within the store deadline while Redis is paused, and
+/// after it resumes Bob's request carries only Bob's data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_redis_fails_open_within_the_deadline_and_leaks_nothing() {
+    let Some((server, url)) = redis_server::start() else {
+        return;
+    };
+    let deadline = Duration::from_millis(300);
+    let store = ctxgc_store::RedisStore::connect_with_timeout(&url, deadline).unwrap();
+    let h = start(Box::new(store)).await;
+    let alice_output = format!(
+        "ALICE-ONLY: prod db password is hunter2\n{}",
+        log_text(4000)
+    );
+    let alice = one_output("alice", &alice_output);
+    timed(&h, "sk-alice", &alice).await;
+    server.pause();
+    let (sent, took) = timed(&h, "sk-alice", &one_output("alice", &log_text(5000))).await;
+    assert!(took < deadline * 4, "failed open after {took:?}");
+    assert_eq!(h.state.stats().fail_open, 1);
+    assert!(
+        String::from_utf8_lossy(&sent).contains("[04999]"),
+        "forwarded whole"
+    );
+    server.resume();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for _ in 0..3 {
+        let (sent, _) = timed(&h, "sk-bob", &one_output("bob", &log_text(4500))).await;
+        let sent = String::from_utf8_lossy(&sent);
+        assert!(
+            !sent.contains("ALICE") && !sent.contains("hunter2"),
+            "{sent}"
+        );
+        assert!(sent.contains("bob: run the build"));
+    }
+    assert_eq!(h.state.stats().fail_open, 1, "the store works again");
+}
