@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Checks what the scripted upstream recorded during one conformance run.
+
+Usage: check.py RECORD STATS_JSON CONFIG
+- every request was accepted (no 400: pairs, order, breakpoints and thinking rules held);
+- a client's pinned messages (system/developer notes after the first user message) are in
+  every request of its session;
+- between the proxy's events, each request of a session extends the previous one (append-only,
+  as a prompt cache sees it): prefix breaks are at most the events the proxy ran plus the
+  model's agent-tool calls (a trim replaces the latest result);
+- with the agent tools and a small window (CONFIG `agent`), the proxy ran at least one event and
+  the model's trim and recall ran inside the proxy.
+Prints one line and exits 1 on the first failed check.
+"""
+import json
+import sys
+
+PINNED = "this note is pinned by the client"
+
+
+def items(r):
+    b = r["body"]
+    return b.get("input") if r["api"] == "responses" else b.get("messages")
+
+
+def as_cached(x):
+    """What a provider's prompt cache sees: where breakpoints sit is not content, and a string
+    content is shorthand for one text block."""
+    if isinstance(x, dict):
+        out = {k: as_cached(v) for k, v in x.items() if k != "cache_control"}
+        if isinstance(out.get("content"), str) and out.get("role") in ("user", "assistant", "system") and "type" not in out:
+            out["content"] = [{"type": "text", "text": out["content"]}]
+        return out
+    if isinstance(x, list):
+        return [as_cached(v) for v in x]
+    return x
+
+
+def main():
+    record, stats, config = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3]
+    requests = [json.loads(line) for line in open(record)]
+    problems = []
+    if not requests:
+        problems.append("the upstream saw no request")
+    for r in requests:
+        if r["status"] != 200:
+            problems.append("%s answered %d: %s" % (r["path"], r["status"], r.get("error")))
+    by_session = {}
+    for r in requests:
+        by_session.setdefault((r["api"], r["session"]), []).append(r)
+    breaks = 0
+    for (api, session), rs in by_session.items():
+        pinned = PINNED in json.dumps(items(rs[0]))
+        for k, r in enumerate(rs):
+            if pinned and PINNED not in json.dumps(items(r)):
+                problems.append("request %d of session %s lost the client's pinned message" % (k, session))
+            if k and isinstance(items(r), list) and isinstance(items(rs[k - 1]), list):
+                before, now = as_cached(items(rs[k - 1])), as_cached(items(r))
+                if now[:len(before)] != before:
+                    breaks += 1
+    events = stats.get("events", 0)
+    # A model's trim replaces its latest tool result: a break by design, like an event.
+    allowed = events + stats.get("agent_tool_calls", 0)
+    if breaks > allowed:
+        problems.append("%d prefix breaks but only %d events and agent tool calls: history was rewritten outside them" % (breaks, allowed))
+    if stats.get("fail_open", 0):
+        problems.append("the proxy failed open %d times" % stats["fail_open"])
+    if config == "agent":
+        if events < 1:
+            problems.append("no event ran at the small window")
+        if stats.get("agent_tool_calls", 0) < 1:
+            problems.append("the model's trim/recall calls did not run in the proxy")
+    summary = "%d requests in %d sessions, %d events, %d prefix breaks, %d agent tool calls, %d fail-open" % (
+        len(requests), len(by_session), events, breaks, stats.get("agent_tool_calls", 0), stats.get("fail_open", 0))
+    if problems:
+        print("FAIL: " + summary + "\n  " + "\n  ".join(problems[:10]))
+        sys.exit(1)
+    print("ok: " + summary)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Conformance of real clients through `ctxgc serve`: the official openai (3.57.0) and anthropic
+# (2.13.0) Python SDKs on all three APIs, streamed and not, Codex CLI 0.169.0 and Claude Code
+# 2.1.328, each driven through a whole tool-using session (large outputs, an error line in the
+# middle of a long log, a parallel call, the model's trims and recalls, events) against a
+# scripted upstream that enforces the APIs' rules with their real 400 texts (upstream.py).
+# Every client runs through the proxy with its defaults and with
+# `--compact --inject-tools --window 16000`; it must finish normally with zero API errors, and
+# check.py checks every request the upstream received.
+#
+#   scripts/conformance/run.sh [CLIENT...]   (default: all; e.g. sdk codex claude-code)
+#
+# Installs are cached under CTXGC_CACHE (default ~/.cache/ctxgc) and reused. Loopback only.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+cache="${CTXGC_CACHE:-$HOME/.cache/ctxgc}"
+out="$root/target/conformance"
+clients=("$@")
+[ ${#clients[@]} -gt 0 ] || clients=(sdk codex claude-code)
+rm -rf "$out" && mkdir -p "$out"
+
+sdk="$cache/py-sdks-openai3.57.0-anthropic2.13.0"
+if ! [ -d "$sdk/openai" ] || ! [ -d "$sdk/anthropic" ]; then
+  python3 -m pip install -q --disable-pip-version-check --target "$sdk" openai==3.57.0 anthropic==2.13.0 2>&1 | grep -v 'as the .root. user' || true
+fi
+codex="$cache/npm-codex-0.169.0/node_modules/.bin/codex"
+if ! [ -x "$codex" ]; then
+  mkdir -p "$cache/npm-codex-0.169.0"
+  (cd "$cache/npm-codex-0.169.0" && npm install --silent --no-audit --no-fund @openai/codex@0.169.0 >/dev/null)
+fi
+claude="$cache/npm-claude-code-2.1.328/node_modules/.bin/claude"
+if ! [ -x "$claude" ]; then
+  mkdir -p "$cache/npm-claude-code-2.1.328"
+  (cd "$cache/npm-claude-code-2.1.328" && npm install --silent --no-audit --no-fund @anthropic-ai/claude-code@2.1.328 >/dev/null)
+fi
+(cd "$root" && cargo build -q -p ctxgc-cli --bin ctxgc)
+ctxgc="$root/target/debug/ctxgc"
+
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 0.2)" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+
+failed=0
+# run NAME CONFIG COMMAND...: one client session through a fresh proxy and upstream.
+run() {
+  local name=$1 config=$2; shift 2
+  local dir="$out/$name-$config"; mkdir -p "$dir/work"
+  local up_port px_port; up_port=$(port); px_port=$(port)
+  python3 "$here/upstream.py" "$up_port" "$dir/upstream.jsonl" & local up=$!
+  local flags=(); [ "$config" = agent ] && flags=(--compact --inject-tools --window 16000)
+  "$ctxgc" serve --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
+    --anthropic-upstream "http://127.0.0.1:$up_port" --store memory "${flags[@]}" 2>"$dir/serve.log" & local px=$!
+  wait_port "$up_port" && wait_port "$px_port"
+  touch "$dir/upstream.jsonl"
+  local status=0
+  PROXY="http://127.0.0.1:$px_port" DIR="$dir" timeout 300 bash -c '"$@"' client "$@" >"$dir/client.log" 2>&1 || status=$?
+  curl -s "http://127.0.0.1:$px_port/ctxgc/stats" >"$dir/stats.json"
+  kill "$up" "$px" 2>/dev/null || true; wait "$up" "$px" 2>/dev/null || true
+  local verdict
+  if [ $status -ne 0 ]; then
+    verdict="FAIL: the client exited $status; its last lines: $(tail -5 "$dir/client.log" | tr '\n' ' ')"
+  else
+    verdict=$(python3 "$here/check.py" "$dir/upstream.jsonl" "$dir/stats.json" "$config" 2>&1) || true
+  fi
+  printf '%-26s %-8s %s\n' "$name" "$config" "$verdict"
+  case "$verdict" in ok:*) ;; *) failed=1 ;; esac
+}
+
+sdk_client() { PYTHONPATH="$sdk" python3 "$here/sdk_agent.py" "$1" "$PROXY"; }
+codex_client() {
+  mkdir -p "$DIR/home"
+  cat > "$DIR/home/config.toml" <<TOML
+model = "gpt-5.1-codex"
+model_provider = "scripted"
+model_auto_compact_token_limit = 10000000
+[model_providers.scripted]
+name = "scripted"
+base_url = "$PROXY/v1"
+wire_api = "responses"
+supports_websockets = false
+TOML
+  (cd "$DIR/work" && CODEX_HOME="$DIR/home" OPENAI_API_KEY=sk-conformance-codex \
+    "$codex" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "Conformance run: run the scripted checks") \
+    && grep -q "Done" "$DIR/client.log"
+}
+claude_client() {
+  mkdir -p "$DIR/home"
+  (cd "$DIR/work" && HOME="$DIR/home" CLAUDE_CONFIG_DIR="$DIR/home/.claude" ANTHROPIC_BASE_URL="$PROXY" \
+    ANTHROPIC_API_KEY=sk-ant-conformance DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 DISABLE_ERROR_REPORTING=1 \
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 IS_SANDBOX=1 \
+    "$claude" -p "Conformance run: run the scripted checks" --dangerously-skip-permissions --output-format text) \
+    && grep -q "Done" "$DIR/client.log"
+}
+
+export -f sdk_client codex_client claude_client
+export sdk codex claude here
+
+for client in "${clients[@]}"; do
+  for config in defaults agent; do
+    case "$client" in
+      sdk) for mode in chat chat-stream responses responses-stream messages messages-stream; do
+             run "sdk-$mode" "$config" sdk_client "$mode"
+           done ;;
+      codex) run codex-cli "$config" codex_client ;;
+      claude-code) run claude-code "$config" claude_client ;;
+      *) echo "unknown client $client (sdk, codex, claude-code)" >&2; exit 2 ;;
+    esac
+  done
+done
+exit $failed
