@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Conformance of real clients through `ctxgc serve`: the official openai (3.57.0) and anthropic
-# (2.13.0) Python SDKs on all three APIs, streamed and not, Codex CLI 0.169.0 and Claude Code
-# 2.1.328, each driven through a whole tool-using session (large outputs, an error line in the
+# (2.13.0) Python SDKs on all three APIs, streamed and not, Codex CLI 0.169.0, Claude Code
+# 2.1.328 and mini-swe-agent 2.4.6 (on litellm), each driven through a whole tool-using session (large outputs, an error line in the
 # middle of a long log, a parallel call, the model's trims and recalls, events) against a
 # scripted upstream that enforces the APIs' rules with their real 400 texts (upstream.py).
 # Every client runs through the proxy with its defaults and with
 # `--compact --inject-tools --window 16000`; it must finish normally with zero API errors, and
 # check.py checks every request the upstream received.
 #
-#   scripts/conformance/run.sh [CLIENT...]   (default: all; e.g. sdk codex claude-code)
+#   scripts/conformance/run.sh [CLIENT...]   (default: all: sdk codex claude-code mini-swe-agent)
 #
 # Installs are cached under CTXGC_CACHE (default ~/.cache/ctxgc) and reused. Loopback only.
 set -euo pipefail
@@ -17,7 +17,7 @@ root="$(cd "$here/../.." && pwd)"
 cache="${CTXGC_CACHE:-$HOME/.cache/ctxgc}"
 out="$root/target/conformance"
 clients=("$@")
-[ ${#clients[@]} -gt 0 ] || clients=(sdk codex claude-code)
+[ ${#clients[@]} -gt 0 ] || clients=(sdk codex claude-code mini-swe-agent)
 rm -rf "$out" && mkdir -p "$out"
 
 sdk="$cache/py-sdks-openai3.57.0-anthropic2.13.0"
@@ -28,6 +28,10 @@ codex="$cache/npm-codex-0.169.0/node_modules/.bin/codex"
 if ! [ -x "$codex" ]; then
   mkdir -p "$cache/npm-codex-0.169.0"
   (cd "$cache/npm-codex-0.169.0" && npm install --silent --no-audit --no-fund @openai/codex@0.169.0 >/dev/null)
+fi
+mini="$cache/py-mini-swe-agent-2.4.6"
+if ! [ -d "$mini/minisweagent" ]; then
+  python3 -m pip install -q --disable-pip-version-check --target "$mini" mini-swe-agent==2.4.6 2>&1 | grep -v 'as the .root. user\|incompatible\|dependency resolver' || true
 fi
 claude="$cache/npm-claude-code-2.1.328/node_modules/.bin/claude"
 if ! [ -x "$claude" ]; then
@@ -66,6 +70,10 @@ run() {
   case "$verdict" in ok:*) ;; *) failed=1 ;; esac
 }
 
+mini_client() {
+  (cd "$DIR/work" && HOME="$DIR/home" PYTHONPATH="$mini" LITELLM_LOCAL_MODEL_COST_MAP=True MSWEA_COST_TRACKING=ignore_errors \
+    python3 "$here/mini_agent.py" "$PROXY")
+}
 sdk_client() { PYTHONPATH="$sdk" python3 "$here/sdk_agent.py" "$1" "$PROXY"; }
 codex_client() {
   mkdir -p "$DIR/home"
@@ -92,8 +100,8 @@ claude_client() {
     && grep -q "Done" "$DIR/client.log"
 }
 
-export -f sdk_client codex_client claude_client
-export sdk codex claude here
+export -f sdk_client codex_client claude_client mini_client
+export sdk codex claude mini here
 
 for client in "${clients[@]}"; do
   for config in defaults agent; do
@@ -103,7 +111,8 @@ for client in "${clients[@]}"; do
            done ;;
       codex) run codex-cli "$config" codex_client ;;
       claude-code) run claude-code "$config" claude_client ;;
-      *) echo "unknown client $client (sdk, codex, claude-code)" >&2; exit 2 ;;
+      mini-swe-agent) run mini-swe-agent "$config" mini_client ;;
+      *) echo "unknown client $client (sdk, codex, claude-code, mini-swe-agent)" >&2; exit 2 ;;
     esac
   done
 done
