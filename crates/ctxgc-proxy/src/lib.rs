@@ -871,6 +871,12 @@ fn advance_lineage(
         if counting || outcome.lineage == current {
             return Ok(outcome);
         }
+        let was_stopped = current.as_ref().is_some_and(|l| l.stopped.is_some());
+        if let Some(why) = outcome.lineage.as_ref().and_then(|l| l.stopped.as_ref())
+            && !was_stopped
+        {
+            state.log(&format!("ctxgc: session {session}: {why}"));
+        }
         let json = serde_json::to_string(&outcome.lineage).map_err(|e| e.to_string())?;
         if state
             .store

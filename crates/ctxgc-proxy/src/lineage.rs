@@ -29,6 +29,13 @@ pub struct Lineage {
     pub covered_hash: u64,
     /// What is sent instead of them.
     pub prefix: Vec<Value>,
+    /// Ineffective events in a row so far ([`Policy::judge_event`]).
+    #[serde(default)]
+    pub ineffective: usize,
+    /// Why automatic events stopped for this session, when they did: the lineage in force
+    /// still applies, no event runs.
+    #[serde(default)]
+    pub stopped: Option<String>,
 }
 
 /// Hash of a run of wire messages, blind to `cache_control` (clients move their breakpoints).
@@ -286,7 +293,8 @@ fn step_unchecked(
         originals: Vec::new(),
         summarizer_failed: None,
     };
-    if !input.events {
+    let stopped = lineage.as_ref().is_some_and(|l| l.stopped.is_some());
+    if !input.events || stopped {
         return Ok(unchanged(&mut counter, applied, lineage));
     }
     // 2. Is an event due? Plan on the prompt as the upstream would see it, in its tokens.
@@ -408,13 +416,24 @@ fn step_unchecked(
     };
     // Prompt index i >= kept is client index covered + (i - kept).
     let covered = lineage.as_ref().map_or(tail, |l| l.covered + (tail - kept));
+    // Judged as the session engine judges its events: two ineffective ones in a row stop them.
+    let before = tokens.iter().sum::<usize>() + scale(fixed);
+    let estimated = estimate(&mut counter, &prompt);
+    let verdict = policy.judge_event(
+        window,
+        before,
+        scale(estimated),
+        lineage.as_ref().map_or(0, |l| l.ineffective),
+    );
     let lineage = Lineage {
         covered,
         covered_hash: hash_messages(&client[..covered]),
         prefix: prompt[..boundary].to_vec(),
+        ineffective: verdict.ineffective_in_a_row,
+        stopped: verdict.stop,
     };
     Ok(Outcome {
-        estimated_tokens: estimate(&mut counter, &prompt),
+        estimated_tokens: estimated,
         messages: Some(prompt),
         lineage: Some(lineage),
         event: Some(event),
@@ -465,6 +484,8 @@ mod tests {
                 json!({"role": "user", "content": "Fix the build."}),
                 json!({"role": "tool", "tool_call_id": "gone", "content": "orphan"}),
             ],
+            ineffective: 0,
+            stopped: None,
         };
         let input = StepInput {
             api: Api::ChatCompletions,
@@ -500,5 +521,56 @@ mod tests {
             ..input
         };
         assert!(run(&broken, &input).is_ok());
+    }
+
+    /// Defect guarded: the proxy's lineage had no memory of how its events went, so a session
+    /// whose fixed part sits near the threshold (Codex's instructions and tools at a small
+    /// window) compacted on every other request, breaking the cache each time for nothing.
+    /// Its events are now judged like the session engine's ([`Policy::judge_event`]); once
+    /// they stopped, the lineage in force still applies and no event runs.
+    #[test]
+    fn a_session_whose_events_stopped_keeps_its_lineage_and_runs_none() {
+        let system = json!("You are a coding agent. ".repeat(2_600));
+        let run = |stopped: Option<String>| {
+            let mut client = vec![json!({"role": "user", "content": "Fix the build."})];
+            let mut state: Option<Lineage> = None;
+            let mut events = 0;
+            for turn in 0..20 {
+                let id = format!("c{turn}");
+                client.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}));
+                client.push(json!({"role": "tool", "tool_call_id": id, "content": format!("output {turn} ").repeat(700)}));
+                let input = StepInput {
+                    api: Api::ChatCompletions,
+                    client: &client,
+                    system: Some(&system),
+                    tools: &[],
+                    events: true,
+                };
+                let outcome = step(
+                    &input,
+                    state.as_ref(),
+                    &Policy::default(),
+                    20_000,
+                    1.0,
+                    TokenCounter::openai(),
+                    None,
+                )
+                .unwrap();
+                if outcome.event.is_some() {
+                    events += 1;
+                    // From the first event on, as if two had been ineffective.
+                    state = outcome.lineage.map(|l| Lineage {
+                        stopped: stopped.clone().or(l.stopped.clone()),
+                        ..l
+                    });
+                } else {
+                    assert_eq!(outcome.lineage, state, "the lineage in force stays");
+                    assert_eq!(outcome.messages.is_some(), state.is_some());
+                }
+            }
+            events
+        };
+        assert!(run(None) >= 2, "the session compacts more than once");
+        assert_eq!(run(Some("stopped".into())), 1, "no event after the stop");
     }
 }

@@ -99,6 +99,15 @@ impl Default for Policy {
     }
 }
 
+/// What [`Policy::judge_event`] says of an event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventVerdict {
+    /// Ineffective events in a row, this one included (0 when it was effective).
+    pub ineffective_in_a_row: usize,
+    /// Why automatic events stop from now on, when they do.
+    pub stop: Option<String>,
+}
+
 impl Policy {
     /// Prompt tokens at which an event is due.
     pub fn threshold(&self, window: u64) -> usize {
@@ -122,6 +131,40 @@ impl Policy {
             self.protected_min,
             self.protected_max.max(self.protected_min),
         )
+    }
+
+    /// Judges an event that took the prompt from `tokens_before` to `tokens_after`, after
+    /// `ineffective_before` ineffective events in a row: an event is effective when it reclaims
+    /// enough (the policy's minimum, or a tenth of the prompt) and lands under the threshold.
+    /// After `max_ineffective_events` ineffective ones in a row, automatic events stop: firing
+    /// again would only break the cache again. The session engine and the proxy both judge
+    /// their events with it.
+    pub fn judge_event(
+        &self,
+        window: u64,
+        tokens_before: usize,
+        tokens_after: usize,
+        ineffective_before: usize,
+    ) -> EventVerdict {
+        let reclaimed = tokens_before.saturating_sub(tokens_after);
+        let effective = reclaimed >= self.min_reclaim(window).min(tokens_before / 10)
+            && tokens_after < self.threshold(window);
+        if effective {
+            return EventVerdict {
+                ineffective_in_a_row: 0,
+                stop: None,
+            };
+        }
+        let in_a_row = ineffective_before + 1;
+        EventVerdict {
+            ineffective_in_a_row: in_a_row,
+            stop: (in_a_row >= self.max_ineffective_events).then(|| {
+                format!(
+                    "automatic events stopped after {in_a_row} ineffective events in a row (last: {tokens_before} -> {tokens_after} tokens, threshold {})",
+                    self.threshold(window)
+                )
+            }),
+        }
     }
 
     /// The least a prune must reclaim to be worth an event.
@@ -178,5 +221,33 @@ mod tests {
         assert_eq!(p.summary_budget(5_000, 200_000), 2_000);
         assert_eq!(p.summary_budget(100_000, 200_000), 10_000);
         assert!(p.is_protected_tool("TodoWrite"));
+    }
+
+    #[test]
+    fn two_ineffective_events_in_a_row_stop_events_and_an_effective_one_resets_the_count() {
+        let p = Policy::default();
+        let window = 100_000;
+        let over = p.threshold(window) + 5_000;
+        // Lands above the threshold: ineffective.
+        let v = p.judge_event(window, over, p.threshold(window) + 100, 0);
+        assert_eq!((v.ineffective_in_a_row, v.stop.is_some()), (1, false));
+        let v = p.judge_event(window, over, p.threshold(window) + 100, 1);
+        assert_eq!(v.ineffective_in_a_row, 2);
+        assert!(v.stop.unwrap().contains("2 ineffective events"));
+        // Reclaims a lot and lands low: effective, the count starts again.
+        let v = p.judge_event(window, over, window as usize / 3, 1);
+        assert_eq!(
+            v,
+            EventVerdict {
+                ineffective_in_a_row: 0,
+                stop: None
+            }
+        );
+        // Lands low but reclaims almost nothing: ineffective.
+        let low = window as usize / 3;
+        assert_eq!(
+            p.judge_event(window, low + 10, low, 0).ineffective_in_a_row,
+            1
+        );
     }
 }

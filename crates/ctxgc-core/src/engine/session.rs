@@ -502,25 +502,14 @@ impl Session {
     /// Two ineffective events in a row (reclaiming too little, or landing above the threshold)
     /// stop automatic events: firing again would only break the cache again.
     fn note_effectiveness(&mut self, record: &mut EventRecord) {
-        let effective = record.reclaimed()
-            >= self
-                .policy
-                .min_reclaim(self.window)
-                .min(record.tokens_before / 10)
-            && record.tokens_after < self.policy.threshold(self.window);
-        if effective {
-            self.ineffective = 0;
-            return;
-        }
-        self.ineffective += 1;
-        if self.ineffective >= self.policy.max_ineffective_events {
-            let why = format!(
-                "automatic events stopped after {} ineffective events in a row (last: {} -> {} tokens, threshold {})",
-                self.ineffective,
-                record.tokens_before,
-                record.tokens_after,
-                self.policy.threshold(self.window)
-            );
+        let verdict = self.policy.judge_event(
+            self.window,
+            record.tokens_before,
+            record.tokens_after,
+            self.ineffective,
+        );
+        self.ineffective = verdict.ineffective_in_a_row;
+        if let Some(why) = verdict.stop {
             record.note = Some(match record.note.take() {
                 Some(n) => format!("{n}; {why}"),
                 None => why.clone(),
