@@ -12,10 +12,12 @@ pub mod import;
 pub mod request;
 pub mod responses;
 pub mod wire;
+pub mod wire_api;
 
 use ctxgc_core::{Block, Transcript};
 
 pub use request::{Api, ApiRequest};
+pub use wire_api::{Upstream, WireApi};
 
 /// A body or file that does not have the expected shape.
 #[derive(Debug, thiserror::Error, PartialEq)]

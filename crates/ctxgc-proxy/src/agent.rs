@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use ctxgc_core::ContentId;
-use ctxgc_core::agent_tools::{self, RECALL_TOOL, TRIM_TOOL};
+use ctxgc_core::agent_tools::{RECALL_TOOL, TRIM_TOOL};
 use ctxgc_core::recall::{self, RecallQuery};
 use ctxgc_core::store::{SessionId, StateKey, Store};
 use ctxgc_formats::Api;
@@ -139,10 +139,7 @@ impl Call {
 }
 
 fn items_key(api: Api) -> &'static str {
-    match api {
-        Api::Responses => "input",
-        _ => "messages",
-    }
+    api.wire().items_key()
 }
 
 /// Fingerprint of a client item, blind to `cache_control` (clients move their breakpoints from
@@ -186,11 +183,7 @@ pub fn inject(body: &mut Value, api: Api) -> bool {
     if tools.is_empty() || tools.iter().any(named) {
         return false;
     }
-    tools.extend(match api {
-        Api::ChatCompletions => agent_tools::chat_completions(),
-        Api::Messages => agent_tools::anthropic(),
-        Api::Responses => agent_tools::responses(),
-    });
+    tools.extend(api.wire().agent_tools());
     true
 }
 
@@ -306,25 +299,8 @@ fn apply_trims(items: &mut [Value], api: Api, trims: &BTreeMap<String, String>) 
         }
     };
     for item in items.iter_mut() {
-        match api {
-            Api::ChatCompletions if item["role"] == "tool" => {
-                let id = item["tool_call_id"].as_str().map(str::to_owned);
-                replace(id.as_deref(), &mut item["content"]);
-            }
-            Api::Messages if item["role"] == "user" => {
-                for block in item["content"].as_array_mut().into_iter().flatten() {
-                    if block["type"] == "tool_result" {
-                        let id = block["tool_use_id"].as_str().map(str::to_owned);
-                        replace(id.as_deref(), &mut block["content"]);
-                    }
-                }
-            }
-            Api::Responses if is_output_item(item) => {
-                let id = item["call_id"].as_str().map(str::to_owned);
-                replace(id.as_deref(), &mut item["output"]);
-            }
-            _ => {}
-        }
+        api.wire()
+            .for_each_result(item, &mut |id, content| replace(id, content));
     }
     changed
 }
@@ -332,14 +308,14 @@ fn apply_trims(items: &mut [Value], api: Api, trims: &BTreeMap<String, String>) 
 fn is_output_item(item: &Value) -> bool {
     matches!(
         item["type"].as_str(),
-        Some("function_call_output" | "custom_tool_call_output" | "local_shell_call_output")
+        Some(t) if ctxgc_formats::wire_api::RESPONSES_RESULT_TYPES.contains(&t)
     )
 }
 
 fn is_call_item(item: &Value) -> bool {
     matches!(
         item["type"].as_str(),
-        Some("function_call" | "custom_tool_call" | "local_shell_call")
+        Some(t) if ctxgc_formats::wire_api::RESPONSES_CALL_TYPES.contains(&t)
     )
 }
 
@@ -504,21 +480,12 @@ pub fn assistant_items(api: Api, response: &Value) -> Vec<Value> {
 
 /// A result in the API's wire form (for Anthropic, a `tool_result` block).
 pub fn result_part(api: Api, call_id: &str, text: &str) -> Value {
-    match api {
-        Api::ChatCompletions => json!({"role": "tool", "tool_call_id": call_id, "content": text}),
-        Api::Messages => json!({"type": "tool_result", "tool_use_id": call_id, "content": text}),
-        Api::Responses => {
-            json!({"type": "function_call_output", "call_id": call_id, "output": text})
-        }
-    }
+    api.wire().result_part(call_id, text)
 }
 
 /// History items carrying results (Anthropic: one user message holding all the blocks).
 pub fn result_items(api: Api, parts: Vec<Value>) -> Vec<Value> {
-    match api {
-        Api::Messages => vec![json!({"role": "user", "content": parts})],
-        _ => parts,
-    }
+    api.wire().result_items(parts)
 }
 
 /// The client's latest item if it is a tool result: (call id, text).
@@ -535,19 +502,8 @@ fn latest_result(api: Api, body: &Value) -> Option<(String, String)> {
         ),
         _ => None,
     };
-    let (id, content) = match api {
-        Api::ChatCompletions if last["role"] == "tool" => (&last["tool_call_id"], &last["content"]),
-        Api::Messages if last["role"] == "user" => {
-            let block = last["content"]
-                .as_array()?
-                .iter()
-                .rfind(|b| b["type"] == "tool_result")?;
-            (&block["tool_use_id"], &block["content"])
-        }
-        Api::Responses if is_output_item(last) => (&last["call_id"], &last["output"]),
-        _ => return None,
-    };
-    Some((id.as_str()?.to_owned(), text_of(content)?))
+    let (id, content) = api.wire().last_result(last)?;
+    Some((id.to_owned(), text_of(content)?))
 }
 
 /// Runs an internal call for `session`: a trim updates `state` (and stores the original), a

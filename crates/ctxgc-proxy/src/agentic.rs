@@ -14,7 +14,7 @@ use axum::response::Response;
 use ctxgc_core::store::SessionId;
 use ctxgc_formats::{Api, ApiRequest};
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::agent::{self, Call, Exchange, Merge};
 use crate::splice::Splicer;
@@ -177,10 +177,7 @@ impl Context {
             let Prepared { out, .. } = prepare(&s, &mut request, &raw, &session, false)?;
             if last {
                 // The client could not run a call the model makes now: ask for an answer.
-                request.body["tool_choice"] = match api {
-                    Api::Messages => json!({"type": "none"}),
-                    _ => json!("none"),
-                };
+                request.body["tool_choice"] = api.wire().tool_choice_none();
                 return Ok(Some(Bytes::from(request.to_bytes())));
             }
             Ok(Some(Bytes::from(out.body.unwrap_or_else(|| raw.to_vec()))))
@@ -281,16 +278,7 @@ async fn buffered(cx: Context, mut response: reqwest::Response) -> Response {
 
 /// An error told inside an SSE stream already under way.
 fn stream_error(api: Api, message: &str) -> Bytes {
-    Bytes::from(match api {
-        Api::Messages => format!(
-            "event: error\ndata: {}\n\n",
-            json!({"type": "error", "error": {"type": "api_error", "message": message}})
-        ),
-        _ => format!(
-            "data: {}\n\ndata: [DONE]\n\n",
-            json!({"error": {"type": "ctxgc_error", "message": message}})
-        ),
-    })
+    Bytes::from(api.wire().stream_error(message))
 }
 
 fn streamed(cx: Context, first: reqwest::Response) -> Response {

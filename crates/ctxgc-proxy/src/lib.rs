@@ -271,12 +271,8 @@ impl AppState {
     /// A token counter for requests of `api`, with the configured settings and the server's
     /// count memo.
     fn counter(&self, api: Api) -> ctxgc_core::tokens::TokenCounter {
-        use ctxgc_core::tokens::{ProviderFamily, TokenCounter};
-        let family = match api {
-            Api::Messages => ProviderFamily::Anthropic,
-            Api::ChatCompletions | Api::Responses => ProviderFamily::Openai,
-        };
-        TokenCounter::new(family, self.settings.tokens.clone()).sharing(self.counts.clone())
+        ctxgc_core::tokens::TokenCounter::new(api.wire().family(), self.settings.tokens.clone())
+            .sharing(self.counts.clone())
     }
 
     /// Deletes what was last written longer ago than `older_than`; logs and returns how many.
@@ -678,9 +674,9 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
             bytes
         }
     };
-    let upstream = match api {
-        Api::Messages => &s.settings.anthropic_upstream,
-        _ => &s.settings.openai_upstream,
+    let upstream = match api.wire().upstream() {
+        ctxgc_formats::Upstream::Anthropic => &s.settings.anthropic_upstream,
+        ctxgc_formats::Upstream::OpenAi => &s.settings.openai_upstream,
     };
     if let Some(client) = agentic {
         let cx = agentic::Context {
@@ -758,10 +754,8 @@ fn prepare(
         )
     };
     // The engine's events across requests.
-    let (items_key, system_key) = match request.api {
-        Api::Responses => ("input", "instructions"),
-        _ => ("messages", "system"),
-    };
+    let wire = request.api.wire();
+    let (items_key, system_key) = (wire.items_key(), wire.system_key());
     if let Some(policy) = &settings.engine
         && let Some(serde_json::Value::Array(slot)) = request.body.get_mut(items_key)
     {
@@ -776,7 +770,7 @@ fn prepare(
         let step = lineage::StepInput {
             api: request.api,
             client: &client,
-            system: request.body.get(system_key),
+            system: system_key.and_then(|key| request.body.get(key)),
             tools: &tools,
             // A token count sees the lineage in force but never runs or records an event.
             events: !counting,

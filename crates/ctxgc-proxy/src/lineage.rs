@@ -345,12 +345,8 @@ fn step_unchecked(
                 match &edit.replacement {
                     Replacement::Result(text) => {
                         hide(&messages[edit.index]);
-                        let wire = &mut prompt[o.first];
-                        match (api, o.block) {
-                            (Api::Messages, Some(j)) => wire["content"][j]["content"] = json!(text),
-                            (Api::Responses, _) => wire["output"] = json!(text),
-                            _ => wire["content"] = json!(text),
-                        }
+                        api.wire()
+                            .set_result_text(&mut prompt[o.first], o.block, text);
                     }
                     Replacement::Arguments { call_id, arguments } => {
                         for wire in &mut prompt[o.first..=o.last] {

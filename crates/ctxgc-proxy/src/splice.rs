@@ -450,7 +450,7 @@ impl Splicer {
                     Api::Messages => {
                         json!({"type": "tool_use", "id": id, "name": name, "input": arguments})
                     }
-                    _ => json!({"id": id, "type": "function", "function": {"name": name, "arguments": p.json}}),
+                    Api::ChatCompletions | Api::Responses => json!({"id": id, "type": "function", "function": {"name": name, "arguments": p.json}}),
                 };
                 Call {
                     id,

@@ -1,0 +1,297 @@
+//! What ctxgc needs to know of each provider API's wire format, behind one trait: one
+//! implementation per API, so that code working on bodies asks the API instead of matching on
+//! it (and no catch-all arm silently means "OpenAI"). Adding a provider means adding one
+//! implementation.
+
+use ctxgc_core::agent_tools;
+use ctxgc_core::tokens::ProviderFamily;
+use serde_json::{Value, json};
+
+use crate::Api;
+
+/// Which upstream an API's requests go to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upstream {
+    /// OpenAI or an OpenAI-compatible server.
+    OpenAi,
+    /// Anthropic.
+    Anthropic,
+}
+
+/// One provider API's wire format.
+pub trait WireApi: Sync {
+    /// The API.
+    fn api(&self) -> Api;
+    /// Where the conversation is in a request body (`messages` or `input`).
+    fn items_key(&self) -> &'static str;
+    /// Where instructions outside the conversation are (`system`, `instructions`), when the
+    /// API has such a field.
+    fn system_key(&self) -> Option<&'static str>;
+    /// How its tokens are counted.
+    fn family(&self) -> ProviderFamily;
+    /// Where its requests go.
+    fn upstream(&self) -> Upstream;
+    /// The `tool_choice` that forbids tool calls.
+    fn tool_choice_none(&self) -> Value;
+    /// One tool result answering `call_id` with `text`, as a part of what [`Self::result_items`]
+    /// wraps.
+    fn result_part(&self, call_id: &str, text: &str) -> Value;
+    /// Result parts as conversation items (Anthropic: one user message holding them all).
+    fn result_items(&self, parts: Vec<Value>) -> Vec<Value>;
+    /// The agent tools (`trim_tool_result`, `recall_tool_result`) as this API defines tools.
+    fn agent_tools(&self) -> Vec<Value>;
+    /// Whether a conversation item is a tool call of this API (an item, not a block).
+    fn is_call_item(&self, item: &Value) -> bool;
+    /// Whether a conversation item is a tool result of this API (an item, not a block).
+    fn is_result_item(&self, item: &Value) -> bool;
+    /// An error told inside a response stream already under way, as the API's SSE tells one.
+    fn stream_error(&self, message: &str) -> String;
+    /// Sets the text of a tool result: `item` is the conversation item holding it, `block`
+    /// its block within the item when results are blocks (Anthropic).
+    fn set_result_text(&self, item: &mut Value, block: Option<usize>, text: &str);
+    /// Calls `f` with the call id and the content of every tool result in a conversation item.
+    fn for_each_result(&self, item: &mut Value, f: &mut dyn FnMut(Option<&str>, &mut Value));
+    /// The last tool result of a conversation item: its call id and content.
+    fn last_result<'a>(&self, item: &'a Value) -> Option<(&'a str, &'a Value)>;
+}
+
+/// The Responses item types that are tool calls, and those that answer them.
+pub const RESPONSES_CALL_TYPES: [&str; 3] =
+    ["function_call", "custom_tool_call", "local_shell_call"];
+/// The Responses item types that answer a call.
+pub const RESPONSES_RESULT_TYPES: [&str; 3] = [
+    "function_call_output",
+    "custom_tool_call_output",
+    "local_shell_call_output",
+];
+
+struct ChatCompletions;
+struct Responses;
+struct Messages;
+
+impl WireApi for ChatCompletions {
+    fn api(&self) -> Api {
+        Api::ChatCompletions
+    }
+    fn items_key(&self) -> &'static str {
+        "messages"
+    }
+    fn system_key(&self) -> Option<&'static str> {
+        None
+    }
+    fn family(&self) -> ProviderFamily {
+        ProviderFamily::Openai
+    }
+    fn upstream(&self) -> Upstream {
+        Upstream::OpenAi
+    }
+    fn tool_choice_none(&self) -> Value {
+        json!("none")
+    }
+    fn result_part(&self, call_id: &str, text: &str) -> Value {
+        json!({"role": "tool", "tool_call_id": call_id, "content": text})
+    }
+    fn result_items(&self, parts: Vec<Value>) -> Vec<Value> {
+        parts
+    }
+    fn agent_tools(&self) -> Vec<Value> {
+        agent_tools::chat_completions()
+    }
+    fn is_call_item(&self, item: &Value) -> bool {
+        item["role"] == "assistant" && item["tool_calls"].as_array().is_some_and(|c| !c.is_empty())
+    }
+    fn is_result_item(&self, item: &Value) -> bool {
+        item["role"] == "tool"
+    }
+    fn stream_error(&self, message: &str) -> String {
+        format!(
+            "data: {}\n\ndata: [DONE]\n\n",
+            json!({"error": {"type": "ctxgc_error", "message": message}})
+        )
+    }
+    fn set_result_text(&self, item: &mut Value, _block: Option<usize>, text: &str) {
+        item["content"] = json!(text);
+    }
+    fn for_each_result(&self, item: &mut Value, f: &mut dyn FnMut(Option<&str>, &mut Value)) {
+        if self.is_result_item(item) {
+            let id = item["tool_call_id"].as_str().map(str::to_owned);
+            f(id.as_deref(), &mut item["content"]);
+        }
+    }
+    fn last_result<'a>(&self, item: &'a Value) -> Option<(&'a str, &'a Value)> {
+        self.is_result_item(item)
+            .then(|| Some((item["tool_call_id"].as_str()?, &item["content"])))
+            .flatten()
+    }
+}
+
+impl WireApi for Responses {
+    fn api(&self) -> Api {
+        Api::Responses
+    }
+    fn items_key(&self) -> &'static str {
+        "input"
+    }
+    fn system_key(&self) -> Option<&'static str> {
+        Some("instructions")
+    }
+    fn family(&self) -> ProviderFamily {
+        ProviderFamily::Openai
+    }
+    fn upstream(&self) -> Upstream {
+        Upstream::OpenAi
+    }
+    fn tool_choice_none(&self) -> Value {
+        json!("none")
+    }
+    fn result_part(&self, call_id: &str, text: &str) -> Value {
+        json!({"type": "function_call_output", "call_id": call_id, "output": text})
+    }
+    fn result_items(&self, parts: Vec<Value>) -> Vec<Value> {
+        parts
+    }
+    fn agent_tools(&self) -> Vec<Value> {
+        agent_tools::responses()
+    }
+    fn is_call_item(&self, item: &Value) -> bool {
+        item["type"]
+            .as_str()
+            .is_some_and(|t| RESPONSES_CALL_TYPES.contains(&t))
+    }
+    fn is_result_item(&self, item: &Value) -> bool {
+        item["type"]
+            .as_str()
+            .is_some_and(|t| RESPONSES_RESULT_TYPES.contains(&t))
+    }
+    fn stream_error(&self, message: &str) -> String {
+        format!(
+            "event: error\ndata: {}\n\n",
+            json!({"type": "error", "code": "ctxgc_error", "message": message, "param": null})
+        )
+    }
+    fn set_result_text(&self, item: &mut Value, _block: Option<usize>, text: &str) {
+        item["output"] = json!(text);
+    }
+    fn for_each_result(&self, item: &mut Value, f: &mut dyn FnMut(Option<&str>, &mut Value)) {
+        if self.is_result_item(item) {
+            let id = item["call_id"].as_str().map(str::to_owned);
+            f(id.as_deref(), &mut item["output"]);
+        }
+    }
+    fn last_result<'a>(&self, item: &'a Value) -> Option<(&'a str, &'a Value)> {
+        self.is_result_item(item)
+            .then(|| Some((item["call_id"].as_str()?, &item["output"])))
+            .flatten()
+    }
+}
+
+impl WireApi for Messages {
+    fn api(&self) -> Api {
+        Api::Messages
+    }
+    fn items_key(&self) -> &'static str {
+        "messages"
+    }
+    fn system_key(&self) -> Option<&'static str> {
+        Some("system")
+    }
+    fn family(&self) -> ProviderFamily {
+        ProviderFamily::Anthropic
+    }
+    fn upstream(&self) -> Upstream {
+        Upstream::Anthropic
+    }
+    fn tool_choice_none(&self) -> Value {
+        json!({"type": "none"})
+    }
+    fn result_part(&self, call_id: &str, text: &str) -> Value {
+        json!({"type": "tool_result", "tool_use_id": call_id, "content": text})
+    }
+    fn result_items(&self, parts: Vec<Value>) -> Vec<Value> {
+        vec![json!({"role": "user", "content": parts})]
+    }
+    fn agent_tools(&self) -> Vec<Value> {
+        agent_tools::anthropic()
+    }
+    fn is_call_item(&self, item: &Value) -> bool {
+        item["role"] == "assistant"
+            && item["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_use"))
+    }
+    fn is_result_item(&self, item: &Value) -> bool {
+        item["role"] == "user"
+            && item["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+    }
+    fn stream_error(&self, message: &str) -> String {
+        format!(
+            "event: error\ndata: {}\n\n",
+            json!({"type": "error", "error": {"type": "api_error", "message": message}})
+        )
+    }
+    fn set_result_text(&self, item: &mut Value, block: Option<usize>, text: &str) {
+        match block {
+            Some(j) => item["content"][j]["content"] = json!(text),
+            None => item["content"] = json!(text),
+        }
+    }
+    fn for_each_result(&self, item: &mut Value, f: &mut dyn FnMut(Option<&str>, &mut Value)) {
+        if item["role"] != "user" {
+            return;
+        }
+        for block in item["content"].as_array_mut().into_iter().flatten() {
+            if block["type"] == "tool_result" {
+                let id = block["tool_use_id"].as_str().map(str::to_owned);
+                f(id.as_deref(), &mut block["content"]);
+            }
+        }
+    }
+    fn last_result<'a>(&self, item: &'a Value) -> Option<(&'a str, &'a Value)> {
+        if item["role"] != "user" {
+            return None;
+        }
+        let block = item["content"]
+            .as_array()?
+            .iter()
+            .rfind(|b| b["type"] == "tool_result")?;
+        Some((block["tool_use_id"].as_str()?, &block["content"]))
+    }
+}
+
+impl Api {
+    /// The API's wire format.
+    pub fn wire(self) -> &'static dyn WireApi {
+        match self {
+            Api::ChatCompletions => &ChatCompletions,
+            Api::Responses => &Responses,
+            Api::Messages => &Messages,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_api_answers_for_itself() {
+        for api in [Api::ChatCompletions, Api::Responses, Api::Messages] {
+            let wire = api.wire();
+            assert_eq!(wire.api(), api);
+            let items = wire.result_items(vec![wire.result_part("c1", "out")]);
+            assert_eq!(items.len(), 1);
+            assert!(wire.is_result_item(&items[0]), "{api:?}: {}", items[0]);
+            assert!(!wire.is_call_item(&items[0]));
+            assert_eq!(wire.agent_tools().len(), 2);
+        }
+        assert_eq!(Api::Messages.wire().upstream(), Upstream::Anthropic);
+        assert_eq!(Api::Responses.wire().items_key(), "input");
+        assert!(
+            Api::Responses
+                .wire()
+                .is_call_item(&json!({"type": "local_shell_call", "call_id": "c"}))
+        );
+    }
+}
