@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Memory soak of `ctxgc serve` (loopback only): 1,000 sessions x 40 turns with 50 KB tool
 # outputs, 200 sessions active at any time (staggered over their turns, round-robin), through
-# the proxy with its defaults and a SQLite store, in front of a fast fake upstream. Fails when a
+# the proxy (a 32K window) and a SQLite store, in front of a fast fake upstream. Fails when a
 # request fails, the proxy's peak resident memory passes 128 MB or it still grows after warm-up.
 # Usage: scripts/soak.sh [SESSIONS] [TURNS] [OUTPUT_BYTES] [ACTIVE] [CONCURRENCY] [MAX_PEAK_MB]
 set -euo pipefail
@@ -13,9 +13,11 @@ cargo build --release -q -p ctxgc-cli --bin ctxgc -p ctxgc-proxy --example fake_
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 up_port=$(port); px_port=$(port)
 target/release/examples/fake_upstream "$up_port" & up=$!
+# A 32K window: the outputs are trimmed and their originals stored, so the trim memo, the
+# committed-originals set and the store all work under the load.
 target/release/ctxgc serve --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
-  --store "sqlite:$out/store.sqlite" 2>"$out/serve.log" & px=$!
-trap 'kill $up $px 2>/dev/null || true' EXIT
+  --store "sqlite:$out/store.sqlite" --window 32000 2>"$out/serve.log" & px=$!
+trap 'kill $up $px 2>/dev/null || true; rm -f "$out"/store.sqlite*' EXIT
 for _ in $(seq 100); do
   curl -sf "http://127.0.0.1:$px_port/ctxgc/stats" >/dev/null && break
   sleep 0.1
