@@ -72,8 +72,10 @@ fn survive_file_size_limits() {
 /// Allocator settings for a long-running server, measured with `scripts/soak.sh`:
 /// - glibc raises its mmap threshold each time a large block is freed (up to 32 MiB), so request
 ///   bodies of megabytes end up on the heap, whose fragments stay resident: the proxy's memory
-///   grew steadily under a steady load. With the default threshold (128 KiB) kept fixed, large
-///   bodies are mapped and returned when freed.
+///   grew steadily under a steady load. With the threshold fixed at 1 MiB, larger blocks are
+///   mapped and returned when freed. (Fixed at glibc's default 128 KiB, every body of a few
+///   hundred KB was mapped and zero-filled anew: the added latency at 100K tokens went from
+///   0.7 to 1.7 ms, `scripts/bench-proxy.sh`.)
 /// - glibc gives each thread that allocates its own arena (up to 8 per core), and each keeps
 ///   its own free fragments: with the blocking pool's threads, two arenas cut the steady
 ///   resident memory from 118 MB to 82 MB (peak 142 -> 104 MB) at the same throughput.
@@ -82,7 +84,7 @@ fn tune_allocator() {
     // SAFETY: mallopt only changes allocator settings; it is called once, before the server
     // starts any thread.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 * 1024);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
