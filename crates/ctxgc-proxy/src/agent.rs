@@ -17,6 +17,8 @@ use ctxgc_core::ContentId;
 use ctxgc_core::agent_tools::{RECALL_TOOL, TRIM_TOOL};
 use ctxgc_core::recall::{self, RecallQuery};
 use ctxgc_core::store::{SessionId, StateKey, Store};
+
+use crate::ProxyError;
 use ctxgc_formats::Api;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -27,7 +29,7 @@ pub fn is_internal(name: &str) -> bool {
 }
 
 /// The session's agent state from the store (empty when there is none).
-pub fn load(store: &dyn Store, session: &SessionId) -> Result<AgentState, String> {
+pub fn load(store: &dyn Store, session: &SessionId) -> Result<AgentState, ProxyError> {
     load_versioned(store, session).map(|(state, _)| state)
 }
 
@@ -36,15 +38,17 @@ pub fn load(store: &dyn Store, session: &SessionId) -> Result<AgentState, String
 pub fn load_versioned(
     store: &dyn Store,
     session: &SessionId,
-) -> Result<(AgentState, Option<String>), String> {
-    let stored = store
-        .get_state(StateKey::Agent(session))
-        .map_err(|e| e.to_string())?;
+) -> Result<(AgentState, Option<String>), ProxyError> {
+    let stored = store.get_state(StateKey::Agent(session))?;
     let state = stored
         .as_deref()
         .map(serde_json::from_str)
         .transpose()
-        .map_err(|e| format!("the agent state of {session} is unreadable: {e}"))?
+        .map_err(|source| ProxyError::Corrupt {
+            what: "agent state",
+            session: session.to_string(),
+            source,
+        })?
         .unwrap_or_default();
     Ok((state, stored))
 }
@@ -56,11 +60,14 @@ pub fn save_if_unchanged(
     session: &SessionId,
     read: Option<&str>,
     state: &AgentState,
-) -> Result<bool, String> {
-    let json = serde_json::to_string(state).map_err(|e| e.to_string())?;
+) -> Result<bool, ProxyError> {
+    let json = serde_json::to_string(state).map_err(|source| ProxyError::Serialise {
+        what: "agent state",
+        source,
+    })?;
     store
         .swap_state(StateKey::Agent(session), read, &json)
-        .map_err(|e| e.to_string())
+        .map_err(ProxyError::from)
 }
 
 /// What the model did with the internal tools in one session.
@@ -517,7 +524,7 @@ pub fn execute(
     store: &dyn Store,
     state: &mut AgentState,
     max_bytes: usize,
-) -> Result<String, String> {
+) -> Result<String, ProxyError> {
     let arg = |key: &str| call.arguments.get(key).and_then(Value::as_str);
     match call.name.as_str() {
         TRIM_TOOL => {
@@ -532,9 +539,7 @@ pub fn execute(
             };
             let id = ContentId::of(original.as_bytes());
             // The original is committed before anything that hides it is sent upstream.
-            store
-                .put(session, id, &original)
-                .map_err(|e| format!("cannot store the original of {call_id}: {e}"))?;
+            store.put(session, id, &original)?;
             state.trims.insert(
                 call_id,
                 format!(
@@ -569,9 +574,7 @@ pub fn execute(
                 pattern: arg("pattern").map(str::to_owned),
                 context: 2,
             };
-            let original = store
-                .get(session, id)
-                .map_err(|e| format!("cannot read the original {id}: {e}"))?;
+            let original = store.get(session, id)?;
             Ok(match original {
                 None => format!("error: no original with id {id} in this session"),
                 Some(text) => match recall::recall(&text, &query, max_bytes) {
@@ -580,7 +583,7 @@ pub fn execute(
                 },
             })
         }
-        other => Err(format!("{other} is not a ctxgc tool")),
+        other => Err(ProxyError::NotOurTool(other.to_owned())),
     }
 }
 

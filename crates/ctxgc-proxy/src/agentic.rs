@@ -16,6 +16,7 @@ use ctxgc_formats::{Api, ApiRequest};
 use futures_util::StreamExt;
 use serde_json::Value;
 
+use crate::ProxyError;
 use crate::agent::{self, Call, Exchange, Merge};
 use crate::splice::Splicer;
 use crate::{
@@ -112,12 +113,13 @@ impl Context {
         assistant: Vec<Value>,
         follow_up: bool,
         last: bool,
-    ) -> Result<Option<Bytes>, String> {
+    ) -> Result<Option<Bytes>, ProxyError> {
         let s = self.s.clone();
         let (api, raw, session) = (self.api, self.raw.clone(), self.session.clone());
         let (len, anchor) = (self.end.len, self.end.anchor);
         tokio::task::spawn_blocking(move || {
-            let client: Value = serde_json::from_slice(&raw).map_err(|e| e.to_string())?;
+            let client: Value = serde_json::from_slice(&raw)
+                .map_err(|e| ctxgc_formats::FormatError::Json(e.to_string()))?;
             let max_bytes = s.settings.rewrite.trim.hard_cap_bytes;
             // No lock: the state is saved with a compare-and-set, and the round is recorded
             // again on the newer state when another request of the session saved first (the
@@ -135,7 +137,9 @@ impl Context {
                     results.push(agent::result_part(api, &call.id, &text));
                 }
                 if follow_up {
-                    let anchor = anchor.ok_or("an exchange needs a client history to follow")?;
+                    let anchor = anchor.ok_or(ProxyError::Agent(
+                        "an exchange needs a client history to follow",
+                    ))?;
                     let mut items = assistant.clone();
                     items.extend(agent::result_items(api, results));
                     state.exchanges.push(Exchange {
@@ -162,9 +166,10 @@ impl Context {
                 }
             }
             if !saved {
-                return Err(format!(
-                    "the agent state changed under {AGENT_STATE_ATTEMPTS} concurrent requests in a row"
-                ));
+                return Err(ProxyError::Contended {
+                    what: "agent state",
+                    attempts: AGENT_STATE_ATTEMPTS,
+                });
             }
             let internal = calls.iter().filter(|c| c.internal()).count() as u64;
             s.counters
@@ -173,7 +178,7 @@ impl Context {
             if !follow_up {
                 return Ok(None);
             }
-            let mut request = ApiRequest::parse(api, &raw).map_err(|e| e.to_string())?;
+            let mut request = ApiRequest::parse(api, &raw)?;
             let Prepared { out, .. } = prepare(&s, &mut request, &raw, &session, false)?;
             if last {
                 // The client could not run a call the model makes now: ask for an answer.
@@ -183,7 +188,7 @@ impl Context {
             Ok(Some(Bytes::from(out.body.unwrap_or_else(|| raw.to_vec()))))
         })
         .await
-        .map_err(|e| format!("the agent tools task failed: {e}"))?
+        .map_err(|e| ProxyError::Task(e.to_string()))?
     }
 
     fn fail(&self, why: &str) {
@@ -267,7 +272,7 @@ async fn buffered(cx: Context, mut response: reqwest::Response) -> Response {
                 return reply(Bytes::from(value.to_string()));
             }
             Err(why) => {
-                cx.fail(&why);
+                cx.fail(&why.to_string());
                 strip_internal(cx.api, &mut value);
                 return reply(Bytes::from(value.to_string()));
             }
@@ -344,7 +349,7 @@ fn streamed(cx: Context, first: reqwest::Response) -> Response {
                 },
                 Ok(None) => return,
                 Err(why) => {
-                    cx.fail(&why);
+                    cx.fail(&why.to_string());
                     if follow_up {
                         let _ = tx
                             .send(Ok(stream_error(

@@ -11,6 +11,7 @@
 
 pub mod agent;
 mod agentic;
+mod error;
 pub mod identity;
 pub mod lineage;
 pub mod rewrite;
@@ -33,6 +34,8 @@ use ctxgc_core::bounded::BoundedMemo;
 use ctxgc_core::engine::{SummaryReply, SummaryRequest};
 use ctxgc_core::store::{SessionId, StateKey, Store};
 use ctxgc_formats::{Api, ApiRequest, FormatError};
+
+pub use error::ProxyError;
 use futures_util::StreamExt;
 use serde::Serialize;
 
@@ -182,29 +185,31 @@ const MAX_SESSIONS: usize = 10_000;
 /// Where the tenant secret is kept in the store (no session id can spell it).
 const TENANT_SECRET_KEY: StateKey<'static> = StateKey::Server("tenant-secret");
 
-/// The tenant secret: configured, else the one the store keeps, else a new one it then keeps.
+/// The tenant secret: configured, else the one the store keeps, else a new one it then keeps
+/// (the first replica to save one wins, and the others take it).
 fn tenant_secret(
     settings: &ProxySettings,
     store: &dyn Store,
-) -> Result<identity::TenantSecret, String> {
+) -> Result<identity::TenantSecret, ProxyError> {
     if let Some(text) = &settings.tenant_secret {
         return Ok(identity::TenantSecret::from_text(text));
     }
-    let stored = |store: &dyn Store| {
-        store
-            .get_state(TENANT_SECRET_KEY)
-            .map_err(|e| format!("cannot read the tenant secret: {e}"))
-            .map(|s| s.and_then(|s| identity::TenantSecret::from_hex(&s)))
+    let stored = |store: &dyn Store| -> Result<_, ProxyError> {
+        Ok(store
+            .get_state(TENANT_SECRET_KEY)?
+            .and_then(|s| identity::TenantSecret::from_hex(&s)))
     };
     if let Some(secret) = stored(store)? {
         return Ok(secret);
     }
-    let fresh = identity::TenantSecret::random()?;
-    store
-        .put_state(TENANT_SECRET_KEY, &fresh.to_hex())
-        .map_err(|e| format!("cannot keep the tenant secret: {e}"))?;
-    // Another replica may have written its own meanwhile: the stored one wins.
-    Ok(stored(store)?.unwrap_or(fresh))
+    let fresh = identity::TenantSecret::random().map_err(ProxyError::Setup)?;
+    if store.swap_state(TENANT_SECRET_KEY, None, &fresh.to_hex())? {
+        return Ok(fresh);
+    }
+    stored(store)?.ok_or(ProxyError::Setup(
+        "the store holds a tenant secret that is not one: delete the `ctxgc.tenant-secret` state"
+            .to_owned(),
+    ))
 }
 
 /// The JSON of `/ctxgc/stats`.
@@ -242,14 +247,14 @@ impl AppState {
         settings: ProxySettings,
         store: Box<dyn Store>,
         log: LogSink,
-    ) -> Result<Arc<AppState>, String> {
+    ) -> Result<Arc<AppState>, ProxyError> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let tenant_secret = tenant_secret(&settings, &*store)?;
         let client = reqwest::Client::builder()
             .connect_timeout(settings.timeouts.connect)
             .read_timeout(settings.timeouts.upstream_idle)
             .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            .map_err(|e| ProxyError::Setup(format!("cannot build the HTTP client: {e}")))?;
         Ok(Arc::new(AppState {
             settings,
             client,
@@ -276,8 +281,8 @@ impl AppState {
     }
 
     /// Deletes what was last written longer ago than `older_than`; logs and returns how many.
-    pub fn expire(&self, older_than: std::time::Duration) -> Result<u64, String> {
-        let gone = self.store.expire(older_than).map_err(|e| e.to_string())?;
+    pub fn expire(&self, older_than: std::time::Duration) -> Result<u64, ProxyError> {
+        let gone = self.store.expire(older_than)?;
         if gone > 0 {
             self.log(&format!(
                 "ctxgc: {gone} expired originals and states deleted"
@@ -637,7 +642,7 @@ async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response {
         )
     })
     .await
-    .map_err(|e| format!("rewrite task failed: {e}"))
+    .map_err(|e| ProxyError::Task(e.to_string()))
     .and_then(|r| r);
     let mut agentic = None;
     let raw = bytes.clone();
@@ -720,7 +725,7 @@ fn prepare(
     raw: &[u8],
     session: &SessionId,
     counting: bool,
-) -> Result<Prepared, String> {
+) -> Result<Prepared, ProxyError> {
     let settings = &state.settings.rewrite;
     let mut agent_changed = false;
     let mut injected = None;
@@ -823,7 +828,7 @@ fn advance_lineage(
     step: &lineage::StepInput<'_>,
     policy: &ctxgc_core::engine::Policy,
     counting: bool,
-) -> Result<lineage::Outcome, String> {
+) -> Result<lineage::Outcome, ProxyError> {
     let settings = &state.settings.rewrite;
     let key = StateKey::Lineage(session);
     let calibration = state
@@ -834,7 +839,7 @@ fn advance_lineage(
         .unwrap_or(1.0);
     for _ in 0..LINEAGE_ATTEMPTS {
         // The lineage lives in the store, so replicas and restarts continue the session.
-        let stored = state.store.get_state(key).map_err(|e| e.to_string())?;
+        let stored = state.store.get_state(key)?;
         let current: Option<lineage::Lineage> = stored
             .as_deref()
             .and_then(|json| serde_json::from_str(json).ok());
@@ -871,18 +876,19 @@ fn advance_lineage(
         {
             state.log(&format!("ctxgc: session {session}: {why}"));
         }
-        let json = serde_json::to_string(&outcome.lineage).map_err(|e| e.to_string())?;
-        if state
-            .store
-            .swap_state(key, stored.as_deref(), &json)
-            .map_err(|e| e.to_string())?
-        {
+        let json =
+            serde_json::to_string(&outcome.lineage).map_err(|source| ProxyError::Serialise {
+                what: "lineage",
+                source,
+            })?;
+        if state.store.swap_state(key, stored.as_deref(), &json)? {
             return Ok(outcome);
         }
     }
-    Err(format!(
-        "the session's lineage changed under {LINEAGE_ATTEMPTS} concurrent requests in a row"
-    ))
+    Err(ProxyError::Contended {
+        what: "lineage",
+        attempts: LINEAGE_ATTEMPTS,
+    })
 }
 
 /// Writes the originals this process has not committed yet, in one store operation, before
@@ -891,7 +897,7 @@ fn commit_originals(
     state: &AppState,
     session: &SessionId,
     originals: &[(ctxgc_core::ContentId, String)],
-) -> Result<u64, String> {
+) -> Result<u64, ProxyError> {
     let known = |id| {
         state
             .committed
@@ -907,10 +913,7 @@ fn commit_originals(
     if fresh.is_empty() {
         return Ok(0);
     }
-    state
-        .store
-        .put_all(session, &fresh)
-        .map_err(|e| e.to_string())?;
+    state.store.put_all(session, &fresh)?;
     if let Ok(mut c) = state.committed.lock() {
         // Bounded: forgetting only costs one idempotent store write later.
         for (id, _) in &fresh {

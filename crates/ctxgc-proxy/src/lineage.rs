@@ -222,7 +222,7 @@ pub fn step(
     calibration: f64,
     counter: TokenCounter,
     summarize: Option<&mut SummarizeFn<'_>>,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, crate::ProxyError> {
     let outcome = step_unchecked(
         input,
         state,
@@ -242,9 +242,7 @@ pub fn step(
             let theirs =
                 view(input.api, input.system, input.client).map(|v| integrity::check(&v.messages));
             if !matches!(theirs, Some(Err(_))) {
-                return Err(format!(
-                    "the rewritten prompt fails the integrity check: {why}"
-                ));
+                return Err(why.into());
             }
         }
     }
@@ -259,7 +257,7 @@ fn step_unchecked(
     calibration: f64,
     mut counter: TokenCounter,
     summarize: Option<&mut SummarizeFn<'_>>,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, crate::ProxyError> {
     let (api, client) = (input.api, input.client);
     // 1. Reuse the replacement when the history still starts with what it covered.
     let (applied, lineage) = match state {
@@ -502,7 +500,8 @@ mod tests {
             )
         };
         let e = run(&broken, &input).err().unwrap();
-        assert!(e.contains("integrity") && e.contains("gone"), "{e}");
+        assert!(matches!(e, crate::ProxyError::Integrity(_)), "{e}");
+        assert!(e.to_string().contains("gone"), "{e}");
         // A sound lineage passes.
         let sound = Lineage {
             prefix: client[..3].to_vec(),

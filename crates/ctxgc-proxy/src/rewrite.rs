@@ -408,9 +408,9 @@ type TrimmedTurn = std::sync::Arc<[Option<Trimmed>]>;
 
 impl TrimMemo {
     /// Bytes at most.
-    const MAX_BYTES: usize = 32 << 20;
+    const MAX_BYTES: usize = 24 << 20;
 
-    /// Bytes of trimmed text it holds (at most 32 MiB).
+    /// Bytes of trimmed text it holds (at most 24 MiB).
     pub fn bytes(&self) -> usize {
         self.turns.lock().map_or(0, |t| t.bytes())
     }

@@ -1,0 +1,56 @@
+//! Why the proxy could not do its work on a request (it then forwards the client's request
+//! unchanged, logs why and counts it), or could not start.
+
+use ctxgc_core::store::StoreError;
+
+/// A proxy failure.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// The store failed or timed out.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// What the proxy would forward fails the integrity check.
+    #[error("the rewritten prompt fails the integrity check: {0}")]
+    Integrity(#[from] ctxgc_core::engine::integrity::IntegrityError),
+    /// A session's state kept changing under concurrent requests.
+    #[error("the session's {what} changed under {attempts} concurrent requests in a row")]
+    Contended {
+        /// Which state.
+        what: &'static str,
+        /// How many times it was tried.
+        attempts: usize,
+    },
+    /// A stored state could not be read back.
+    #[error("the {what} of session {session} is unreadable: {source}")]
+    Corrupt {
+        /// Which state.
+        what: &'static str,
+        /// The session.
+        session: String,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// A state could not be serialised.
+    #[error("cannot serialise the {what}: {source}")]
+    Serialise {
+        /// Which state.
+        what: &'static str,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// A body the proxy built or was sent could not be read as its API's.
+    #[error("{0}")]
+    Body(#[from] ctxgc_formats::FormatError),
+    /// An exchange of the agent tools cannot be recorded.
+    #[error("{0}")]
+    Agent(&'static str),
+    /// A call the proxy was asked to run is not one of its tools.
+    #[error("{0} is not a ctxgc tool")]
+    NotOurTool(String),
+    /// The blocking task running the request's work failed (a panic in ctxgc).
+    #[error("the rewrite task failed: {0}")]
+    Task(String),
+    /// The server could not start.
+    #[error("{0}")]
+    Setup(String),
+}
