@@ -231,7 +231,7 @@ async fn buffered(cx: Context, mut response: reqwest::Response) -> Response {
                     "ctxgc: upstream response cut: {}",
                     e.without_url()
                 ));
-                return crate::error(
+                return crate::error_response(
                     StatusCode::BAD_GATEWAY,
                     "upstream_cut",
                     "ctxgc: the upstream response was cut".into(),

@@ -1,0 +1,222 @@
+//! The request pipeline, off the async workers: the agent tools' state, insertion trimming,
+//! the engine's lineage step (with the integrity check) and the commit of new originals, in
+//! that order; any failure is a [`ProxyError`] and the caller forwards the client's request.
+
+use super::*;
+
+/// A request ready to forward.
+pub(crate) struct Prepared {
+    /// The rewrite: the new body, if any, and the originals it hides.
+    pub(crate) out: rewrite::Rewritten,
+    /// Originals newly written to the store.
+    pub(crate) stored: u64,
+    /// The agent tools were injected: where the client's own history ended.
+    pub(crate) injected: Option<agentic::ClientEnd>,
+}
+
+/// Everything done to a request before it is forwarded: the session's agent state replayed and
+/// the agent tools injected, insertion trimming, the engine's lineage, and the originals
+/// committed to the store.
+pub(crate) fn prepare(
+    state: &AppState,
+    request: &mut ApiRequest,
+    raw: &[u8],
+    session: &SessionId,
+    counting: bool,
+) -> Result<Prepared, ProxyError> {
+    let settings = &state.settings.rewrite;
+    let mut agent_changed = false;
+    let mut injected = None;
+    if settings.inject_tools {
+        let agent_state = agent::load(&*state.store, session)?;
+        let end = agentic::ClientEnd::of(request);
+        agent_changed |= agent::apply(&mut request.body, request.api, &agent_state);
+        // A token count includes the tools the real request will carry; its answer holds no
+        // calls to run.
+        if agent::inject(&mut request.body, request.api) {
+            agent_changed = true;
+            injected = (!counting).then_some(end);
+        }
+    }
+    let mut out = {
+        let stored = |id| {
+            state
+                .committed
+                .lock()
+                .is_ok_and(|c| c.contains(&(session.clone(), id)))
+        };
+        // Once the agent state changed the parsed body, the client's bytes no longer match it.
+        let raw = (!agent_changed).then_some(raw);
+        rewrite::rewrite_with(
+            request,
+            raw,
+            session.as_str(),
+            settings,
+            &state.memo,
+            &stored,
+        )
+    };
+    // The engine's events across requests.
+    let wire = request.api.wire();
+    let (items_key, system_key) = (wire.items_key(), wire.system_key());
+    if let Some(policy) = &settings.engine
+        && let Some(serde_json::Value::Array(slot)) = request.body.get_mut(items_key)
+    {
+        // Taken out, not cloned: it goes back unchanged unless an event or lineage applies.
+        let client = std::mem::take(slot);
+        let tools = request
+            .body
+            .get("tools")
+            .and_then(serde_json::Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let step = lineage::StepInput {
+            api: request.api,
+            client: &client,
+            system: system_key.and_then(|key| request.body.get(key)),
+            tools: &tools,
+            // A token count sees the lineage in force but never runs or records an event.
+            events: !counting,
+        };
+        let mut outcome = advance_lineage(state, session, &step, policy, counting)?;
+        // Where the proxy places Anthropic's breakpoints, the end of the summary (or pruned
+        // prefix) gets one too: what an event rewrote is then read from the cache afterwards.
+        if let (true, Some(messages), Some(l)) = (
+            out.added_breakpoints,
+            outcome.messages.as_mut(),
+            &outcome.lineage,
+        ) && let Some(last) = l.prefix.len().checked_sub(1)
+        {
+            rewrite::mark_breakpoint(&mut messages[last]);
+        }
+        out.originals.append(&mut outcome.originals);
+        if !counting && let Ok(mut sessions) = state.sessions.lock() {
+            make_room(&mut sessions, session.as_str());
+            let entry = sessions.entry(session.to_string()).or_default();
+            entry.estimated_tokens = outcome.estimated_tokens as u64;
+            entry.last_active = tick();
+        }
+        if outcome.event.is_some() {
+            state.counters.events.fetch_add(1, Ordering::Relaxed);
+        }
+        agent_changed |= outcome.messages.is_some();
+        request.body[items_key] = serde_json::Value::Array(outcome.messages.unwrap_or(client));
+    }
+    if agent_changed {
+        out.body = Some(request.to_bytes());
+    }
+    let stored = commit_originals(state, session, &out.originals)?;
+    Ok(Prepared {
+        out,
+        stored,
+        injected,
+    })
+}
+
+/// Times a request of a session may find its lineage moved on by a concurrent request of the
+/// same session (another replica, another connection of the client) before it fails open.
+pub(crate) const LINEAGE_ATTEMPTS: usize = 3;
+
+/// Runs the engine's step on the session's lineage and saves the new lineage with a
+/// compare-and-set: no lock is held meanwhile (the step may wait seconds on an LLM summary),
+/// and a step computed from a lineage that changed since is computed again from the new one.
+pub(crate) fn advance_lineage(
+    state: &AppState,
+    session: &SessionId,
+    step: &lineage::StepInput<'_>,
+    policy: &ctxgc_core::engine::Policy,
+    counting: bool,
+) -> Result<lineage::Outcome, ProxyError> {
+    let settings = &state.settings.rewrite;
+    let key = StateKey::Lineage(session);
+    let calibration = state
+        .sessions
+        .lock()
+        .ok()
+        .and_then(|u| u.get(session.as_str()).and_then(|u| u.calibration))
+        .unwrap_or(1.0);
+    for _ in 0..LINEAGE_ATTEMPTS {
+        // The lineage lives in the store, so replicas and restarts continue the session.
+        let stored = state.store.get_state(key)?;
+        let current: Option<lineage::Lineage> = stored
+            .as_deref()
+            .and_then(|json| serde_json::from_str(json).ok());
+        let mut llm = state.llm_summarizer();
+        let outcome = lineage::step(
+            step,
+            current.as_ref(),
+            policy,
+            settings.window,
+            calibration,
+            state.counter(step.api),
+            llm.as_mut().map(|f| f as &mut lineage::SummarizeFn<'_>),
+        )?;
+        if let Some(why) = &outcome.summarizer_failed {
+            // The extractive summary stood in; the LLM is not asked again for a while.
+            if let Ok(mut until) = state.summarizer_cooling_until.lock() {
+                *until = Some(std::time::Instant::now() + state.settings.summarizer_cooldown);
+            }
+            state
+                .counters
+                .summarizer_failures
+                .fetch_add(1, Ordering::Relaxed);
+            state.log(&format!(
+                "ctxgc: the LLM summarizer failed for session {session} ({why}); summarised extractively"
+            ));
+        }
+        // A token count of some other history must not end the lineage in force.
+        if counting || outcome.lineage == current {
+            return Ok(outcome);
+        }
+        let was_stopped = current.as_ref().is_some_and(|l| l.stopped.is_some());
+        if let Some(why) = outcome.lineage.as_ref().and_then(|l| l.stopped.as_ref())
+            && !was_stopped
+        {
+            state.log(&format!("ctxgc: session {session}: {why}"));
+        }
+        let json =
+            serde_json::to_string(&outcome.lineage).map_err(|source| ProxyError::Serialise {
+                what: "lineage",
+                source,
+            })?;
+        if state.store.swap_state(key, stored.as_deref(), &json)? {
+            return Ok(outcome);
+        }
+    }
+    Err(ProxyError::Contended {
+        what: "lineage",
+        attempts: LINEAGE_ATTEMPTS,
+    })
+}
+
+/// Writes the originals this process has not committed yet, in one store operation, before
+/// anything that refers to them is forwarded; returns how many it wrote.
+pub(crate) fn commit_originals(
+    state: &AppState,
+    session: &SessionId,
+    originals: &[(ctxgc_core::ContentId, String)],
+) -> Result<u64, ProxyError> {
+    let known = |id| {
+        state
+            .committed
+            .lock()
+            .is_ok_and(|c| c.contains(&(session.clone(), id)))
+    };
+    let mut fresh: Vec<(ctxgc_core::ContentId, &str)> = Vec::new();
+    for (id, text) in originals {
+        if !known(*id) && !fresh.iter().any(|(f, _)| f == id) {
+            fresh.push((*id, text));
+        }
+    }
+    if fresh.is_empty() {
+        return Ok(0);
+    }
+    state.store.put_all(session, &fresh)?;
+    if let Ok(mut c) = state.committed.lock() {
+        // Bounded: forgetting only costs one idempotent store write later.
+        for (id, _) in &fresh {
+            c.insert((session.clone(), *id), ());
+        }
+    }
+    Ok(fresh.len() as u64)
+}
