@@ -8,19 +8,19 @@
 
 mod common;
 use common::without_cache_control;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
 use axum::response::Response;
 use ctxgc_core::ContentId;
 use ctxgc_core::store::OriginalStore;
 use ctxgc_formats::Api;
 use ctxgc_proxy::{AppState, LogSink, ProxySettings, RewriteSettings};
+use ctxgc_test_support::{FakeUpstream, Log, Received, Reply};
 use serde_json::{Value, json};
 
-type Seen = Arc<Mutex<Vec<Value>>>;
+/// What the upstream received.
+type Seen = Log;
 
 /// What the fake model says: some text and some tool calls (id, name, arguments).
 struct Turn {
@@ -298,23 +298,19 @@ fn render_responses(stream: bool, turn: Turn) -> Response {
     sse(events)
 }
 
-async fn model(State(seen): State<Seen>, req: axum::extract::Request) -> Response {
-    let api = if req.uri().path().starts_with("/v1/messages") {
+/// The scripted model, answering on the shared fake upstream.
+fn model(r: Received, _: Log) -> Reply {
+    let api = if r.path.starts_with("/v1/messages") {
         Api::Messages
-    } else if req.uri().path().starts_with("/v1/responses") {
+    } else if r.path.starts_with("/v1/responses") {
         Api::Responses
     } else {
         Api::ChatCompletions
     };
-    let body: Value = serde_json::from_slice(
-        &axum::body::to_bytes(req.into_body(), usize::MAX)
-            .await
-            .unwrap(),
-    )
-    .unwrap();
-    seen.lock().unwrap().push(body.clone());
+    let body: Value = serde_json::from_slice(&r.body).unwrap();
     let stream = body["stream"] == true;
-    render(api, stream, decide(api, &body))
+    let reply = render(api, stream, decide(api, &body));
+    Box::pin(async move { reply })
 }
 
 struct Harness {
@@ -336,11 +332,9 @@ mod tempdir {
 }
 
 async fn start(name: &str) -> Harness {
-    let seen = Seen::default();
-    let app = Router::new().fallback(model).with_state(seen.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let up = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let upstream = FakeUpstream::start(model).await;
+    let up = upstream.url.clone();
+    let seen = upstream.log.clone();
     let dir = std::env::temp_dir().join(format!("ctxgc-agent-{name}-{}", std::process::id()));
     let db = dir.join("store.sqlite");
     let store = ctxgc_store::SqliteStore::open(&db).unwrap();
@@ -628,7 +622,11 @@ impl Harness {
     }
 
     fn upstream_requests(&self) -> Vec<Value> {
-        self.seen.lock().unwrap().clone()
+        self.seen
+            .all()
+            .iter()
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+            .collect()
     }
 }
 

@@ -5,16 +5,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
-#[path = "../../ctxgc-store/tests/support/redis_server.rs"]
-mod redis_server;
 use common::without_cache_control;
+use ctxgc_test_support::{FakeUpstream, Log, Received, Reply, redis_server};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use ctxgc_core::ContentId;
@@ -24,9 +21,11 @@ use ctxgc_core::store::{
 use ctxgc_proxy::{AppState, LogSink, ProxySettings, RewriteSettings};
 use serde_json::{Value, json};
 
-#[derive(Clone, Default)]
-struct Upstream {
-    seen: Arc<Mutex<Vec<(String, HeaderMap, Bytes)>>>,
+/// A request as the fake upstream received it: (path, headers, body).
+type Seen = (String, HeaderMap, Bytes);
+
+fn as_seen(r: Received) -> Seen {
+    (r.path, r.headers, r.body)
 }
 
 const ANTHROPIC_SSE: &[&str] = &[
@@ -50,16 +49,17 @@ const OPENAI_SSE: &[&str] = &[
 /// How long the slow summarizer sleeps.
 const SLOW_SUMMARY: Duration = Duration::from_secs(5);
 
-async fn upstream_handler(State(u): State<Upstream>, req: axum::extract::Request) -> Response {
-    let path = req.uri().path().to_owned();
-    let headers = req.headers().clone();
-    let body = axum::body::to_bytes(req.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    u.seen
-        .lock()
-        .unwrap()
-        .push((path.clone(), headers.clone(), body.clone()));
+/// What the shared fake upstream answers in these tests.
+fn upstream_reply(r: Received, log: Log) -> Reply {
+    Box::pin(upstream_handler(r, log))
+}
+
+async fn upstream_handler(r: Received, log: Log) -> Response {
+    let Received {
+        path,
+        headers,
+        body,
+    } = r;
     let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     // A summarizer that takes its time.
     if path.starts_with("/slow-summarizer") {
@@ -94,7 +94,7 @@ async fn upstream_handler(State(u): State<Upstream>, req: axum::extract::Request
     }
     // A Responses request gets a Responses answer, with an id of its own.
     if path == "/v1/responses" {
-        let n = u.seen.lock().unwrap().len();
+        let n = log.len();
         let reply = json!({"id": format!("resp_{n}"), "object": "response", "status": "completed",
             "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}],
             "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 2, "total_tokens": 102}});
@@ -134,7 +134,7 @@ async fn upstream_handler(State(u): State<Upstream>, req: axum::extract::Request
 
 struct Harness {
     proxy: String,
-    upstream: Upstream,
+    upstream: FakeUpstream,
     state: Arc<AppState>,
     logs: Arc<Mutex<Vec<String>>>,
 }
@@ -154,13 +154,8 @@ async fn start_full(
     engine: bool,
     summarizer: Option<&str>,
 ) -> Harness {
-    let upstream = Upstream::default();
-    let app = Router::new()
-        .fallback(upstream_handler)
-        .with_state(upstream.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let up = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let upstream = FakeUpstream::start(upstream_reply).await;
+    let up = upstream.url.clone();
     let logs = Arc::new(Mutex::new(Vec::new()));
     let sink_logs = logs.clone();
     let sink: LogSink = Arc::new(move |line: &str| sink_logs.lock().unwrap().push(line.to_owned()));
@@ -230,7 +225,7 @@ impl Harness {
             .bytes()
             .await
             .unwrap();
-        self.upstream.seen.lock().unwrap().last().cloned().unwrap()
+        as_seen(self.upstream.log.last().unwrap())
     }
 }
 
@@ -271,8 +266,7 @@ async fn real_client_requests_pass_byte_for_byte() {
             .unwrap();
         assert!(r.status().is_success());
         let _ = r.bytes().await.unwrap();
-        let seen = h.upstream.seen.lock().unwrap();
-        let (got_path, _, got) = seen.last().unwrap();
+        let (got_path, _, got) = as_seen(h.upstream.log.last().unwrap());
         assert_eq!(got_path, path.split('?').next().unwrap());
         assert_eq!(
             got.as_ref(),
@@ -302,7 +296,7 @@ async fn tool_results_are_trimmed_and_originals_stored_before_forwarding() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
-    let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+    let seen = as_seen(h.upstream.log.last().unwrap());
     let forwarded: Value = serde_json::from_slice(&seen.2).unwrap();
     let content = forwarded["messages"][2]["content"].as_str().unwrap();
     assert!(
@@ -443,7 +437,7 @@ async fn internal_failures_fail_open_and_keys_never_reach_the_logs() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
-    let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+    let seen = as_seen(h.upstream.log.last().unwrap());
     assert_eq!(
         seen.2.as_ref(),
         body.as_bytes(),
@@ -500,7 +494,7 @@ async fn compressed_bodies_both_ways_are_read() {
     );
     let reply: Value = serde_json::from_slice(&r.bytes().await.unwrap()).unwrap();
     assert_eq!(reply["usage"]["prompt_tokens"], 100);
-    let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+    let seen = as_seen(h.upstream.log.last().unwrap());
     assert!(seen.1.get("content-encoding").is_none());
     let sent: Value = serde_json::from_slice(&seen.2).unwrap();
     let output = sent["messages"][2]["content"].as_str().unwrap();
@@ -519,7 +513,7 @@ async fn compressed_bodies_both_ways_are_read() {
             .await
             .unwrap();
         assert_eq!(r.status(), StatusCode::OK, "{method}");
-        let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+        let seen = as_seen(h.upstream.log.last().unwrap());
         assert_eq!(seen.0, "/v1/messages");
     }
     // A body that says gzip but is not: a clear 400.
@@ -561,7 +555,7 @@ async fn tenants_are_kept_apart_by_their_credentials() {
             .await
             .unwrap();
         assert_eq!(r.status(), StatusCode::OK);
-        h.upstream.seen.lock().unwrap().last().cloned().unwrap()
+        as_seen(h.upstream.log.last().unwrap())
     };
     let alice_seen = send("sk-alice", &secret_output).await;
     let bob_seen = send("sk-bob", &log_text(4000)).await;
@@ -754,7 +748,7 @@ async fn previous_response_ids_continue_their_session_within_the_tenant() {
             .await
             .unwrap();
         let answer: Value = r.json().await.unwrap();
-        let seen = h.upstream.seen.lock().unwrap().last().cloned().unwrap();
+        let seen = as_seen(h.upstream.log.last().unwrap());
         let sent: Value = serde_json::from_slice(&seen.2).unwrap();
         (
             sent["prompt_cache_key"].as_str().unwrap().to_owned(),
@@ -1263,14 +1257,7 @@ async fn a_slow_summary_in_one_session_adds_nothing_to_another() {
     }
     usual.sort();
     let usual = usual[usual.len() / 2];
-    let summary_asked = || {
-        h.upstream
-            .seen
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|(p, ..)| p.starts_with("/slow-summarizer"))
-    };
+    let summary_asked = || h.upstream.log.any_path("/slow-summarizer");
     let (_, during) = tokio::join!(chat_session(&h, 40), async {
         let waiting = std::time::Instant::now();
         while !summary_asked() {
@@ -1317,11 +1304,10 @@ async fn an_llm_summarizer_writes_compactions_and_the_extractive_summary_stands_
     assert!(summarized, "a compaction carries the LLM's summary");
     let asked = h
         .upstream
-        .seen
-        .lock()
-        .unwrap()
+        .log
+        .all()
         .iter()
-        .filter(|(p, ..)| p == "/summarizer/v1/chat/completions")
+        .filter(|r| r.path == "/summarizer/v1/chat/completions")
         .count();
     assert!(asked >= 1);
     assert_eq!(h.state.stats().fail_open, 0);
@@ -1381,10 +1367,7 @@ async fn timed(h: &Harness, key: &str, body: &Value) -> (Bytes, Duration) {
     assert_eq!(r.status(), StatusCode::OK);
     r.bytes().await.unwrap();
     let took = started.elapsed();
-    (
-        h.upstream.seen.lock().unwrap().last().cloned().unwrap().2,
-        took,
-    )
+    (as_seen(h.upstream.log.last().unwrap()).2, took)
 }
 
 /// Defect guarded: with the store file locked by another process, requests waited in steps of

@@ -3,8 +3,7 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-use support::redis_server::start;
+use ctxgc_test_support::redis_server::start;
 
 use ctxgc_core::ContentId;
 use ctxgc_core::store::{OriginalStore, SessionId, StateKey, StateStore};

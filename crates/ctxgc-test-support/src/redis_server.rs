@@ -1,8 +1,4 @@
-//! A throwaway `redis-server` for tests (installed by `.ci/run` when missing). Shared by the
-//! store's and the proxy's tests (the proxy includes this file by path).
-
-// Test code: a failed unwrap is a failed test.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! A throwaway `redis-server` for tests (installed by `.ci/run` when missing).
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -12,13 +8,11 @@ pub struct Server(Child);
 
 impl Server {
     /// Stops the server's process (SIGSTOP): it accepts nothing and answers nothing.
-    #[allow(dead_code)] // not every test binary that includes this file pauses a server
     pub fn pause(&self) {
         signal(self.0.id(), "-STOP");
     }
 
     /// Lets a paused server go on (SIGCONT): it answers what it was sent meanwhile.
-    #[allow(dead_code)]
     pub fn resume(&self) {
         signal(self.0.id(), "-CONT");
     }
