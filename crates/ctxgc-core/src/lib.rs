@@ -12,6 +12,8 @@
 //! of its inputs, so replays are deterministic and the proxy, the CLI and the replay lab share
 //! one behaviour.
 
+#![deny(missing_docs)]
+
 pub mod agent_tools;
 pub mod bounded;
 pub mod config;

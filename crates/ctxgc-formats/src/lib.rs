@@ -6,6 +6,8 @@
 //! - [`chat`], [`anthropic`], [`responses`]: the per-API mappings;
 //! - [`import`]: importers for mini-swe-agent and SWE-agent trajectories and the canonical JSONL.
 
+#![deny(missing_docs)]
+
 pub mod anthropic;
 pub mod chat;
 pub mod import;

@@ -9,6 +9,8 @@
 //! failure forwards the original request unchanged (fail open) and is logged and counted.
 //! Headers are forwarded and never logged or stored.
 
+#![deny(missing_docs)]
+
 pub mod agent;
 mod agentic;
 mod error;

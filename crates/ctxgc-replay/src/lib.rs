@@ -6,6 +6,8 @@
 //! included, served through provider cache models ([`cache`]), priced ([`prices`]), and checked
 //! for what the agent went on to use ([`recall`]).
 
+#![deny(missing_docs)]
+
 pub mod cache;
 pub mod causes;
 mod counting;

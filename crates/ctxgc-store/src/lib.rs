@@ -11,6 +11,8 @@
 //! at a time, and no operation waits longer than the store's deadline, for a connection or for
 //! a database another process has locked.
 
+#![deny(missing_docs)]
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -12,6 +12,8 @@
 //! adds a cooldown: after a failure the engine uses its extractive summarizer until the cooldown
 //! ends, instead of hammering a failing endpoint on every event.
 
+#![deny(missing_docs)]
+
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 

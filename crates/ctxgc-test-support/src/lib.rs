@@ -3,6 +3,8 @@
 //! `redis-server`.
 
 // Test support: a failed unwrap is a failed test.
+#![deny(missing_docs)]
+
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::future::Future;
