@@ -129,6 +129,74 @@ pub enum LoadError {
         /// What it must be.
         why: &'static str,
     },
+    /// A value of another section is out of range.
+    #[error("invalid configuration: [{section}] {key} must be {why}")]
+    Section {
+        /// The section (`engine`, `tokens`).
+        section: &'static str,
+        /// The key.
+        key: &'static str,
+        /// What it must be.
+        why: &'static str,
+    },
+}
+
+/// A share: in (0, 1].
+fn share(section: &'static str, key: &'static str, value: f64) -> Result<(), LoadError> {
+    (value > 0.0 && value <= 1.0)
+        .then_some(())
+        .ok_or(LoadError::Section {
+            section,
+            key,
+            why: "a share in (0, 1]",
+        })
+}
+
+/// Checks the `[engine]` values a planner could not work with.
+fn validate_engine(e: &crate::engine::Policy) -> Result<(), LoadError> {
+    let section = "engine";
+    share(section, "trigger_share", e.trigger_share)?;
+    share(section, "tail_share", e.tail_share)?;
+    share(section, "runway_share", e.runway_share)?;
+    share(section, "runway_max_share", e.runway_max_share)?;
+    share(section, "summary_share", e.summary_share)?;
+    share(section, "summary_window_share", e.summary_window_share)?;
+    if !(0.0..=1.0).contains(&e.min_reclaim_share) {
+        return Err(LoadError::Section {
+            section,
+            key: "min_reclaim_share",
+            why: "a share in [0, 1]",
+        });
+    }
+    if !(e.tail_ceiling >= 1.0 && e.tail_ceiling <= 10.0) {
+        return Err(LoadError::Section {
+            section,
+            key: "tail_ceiling",
+            why: "between 1 and 10",
+        });
+    }
+    if e.protected_min > e.protected_max {
+        return Err(LoadError::Section {
+            section,
+            key: "protected_min",
+            why: "at most protected_max",
+        });
+    }
+    if e.summary_min_tokens > e.summary_max_tokens {
+        return Err(LoadError::Section {
+            section,
+            key: "summary_min_tokens",
+            why: "at most summary_max_tokens",
+        });
+    }
+    if e.max_ineffective_events == 0 {
+        return Err(LoadError::Section {
+            section,
+            key: "max_ineffective_events",
+            why: "at least 1",
+        });
+    }
+    Ok(())
 }
 
 impl Config {
@@ -148,7 +216,38 @@ impl Config {
                 why: "between 10 and 60000",
             });
         }
+        validate_engine(&config.engine)?;
+        let tokens = &config.tokens;
+        if !(tokens.claude_correction >= 0.5 && tokens.claude_correction <= 3.0) {
+            return Err(LoadError::Section {
+                section: "tokens",
+                key: "claude_correction",
+                why: "between 0.5 and 3",
+            });
+        }
+        if tokens.image_tokens > 100_000 {
+            return Err(LoadError::Section {
+                section: "tokens",
+                key: "image_tokens",
+                why: "at most 100000",
+            });
+        }
+        for (key, value) in [
+            ("tenant_secret", &config.proxy.tenant_secret),
+            ("admin_token", &config.proxy.admin_token),
+        ] {
+            if value.as_deref().is_some_and(|v| v.len() < 16) {
+                return Err(LoadError::Proxy {
+                    key,
+                    why: "at least 16 characters (or absent)",
+                });
+            }
+        }
         for (key, secs) in [
+            (
+                "client_header_timeout_secs",
+                config.proxy.client_header_timeout_secs,
+            ),
             ("connect_timeout_secs", config.proxy.connect_timeout_secs),
             (
                 "upstream_idle_timeout_secs",
@@ -208,5 +307,42 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("hard_cap"), "{err}");
+    }
+
+    #[test]
+    fn every_section_names_the_key_it_refuses() {
+        for (toml, expected) in [
+            (
+                "[engine]\ntrigger_share = 1.5\n",
+                "[engine] trigger_share must be a share in (0, 1]",
+            ),
+            (
+                "[engine]\nmax_ineffective_events = 0\n",
+                "[engine] max_ineffective_events must be at least 1",
+            ),
+            (
+                "[engine]\nsummary_min_tokens = 9000\nsummary_max_tokens = 100\n",
+                "[engine] summary_min_tokens must be at most summary_max_tokens",
+            ),
+            (
+                "[tokens]\nclaude_correction = 0\n",
+                "[tokens] claude_correction must be between 0.5 and 3",
+            ),
+            (
+                "[proxy]\nadmin_token = \"short\"\n",
+                "[proxy] admin_token must be at least 16 characters (or absent)",
+            ),
+            (
+                "[proxy]\nclient_header_timeout_secs = 0\n",
+                "[proxy] client_header_timeout_secs must be between 1 and 86400 seconds",
+            ),
+            (
+                "[store]\ntimeout_ms = 1\n",
+                "[store] timeout_ms must be between 10 and 60000",
+            ),
+        ] {
+            let e = Config::from_toml(toml).unwrap_err().to_string();
+            assert!(e.ends_with(expected), "{toml}: {e}");
+        }
     }
 }

@@ -4,7 +4,6 @@
 
 // Test support: a failed unwrap is a failed test.
 #![deny(missing_docs)]
-
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::future::Future;
