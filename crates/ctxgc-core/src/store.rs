@@ -121,18 +121,16 @@ impl StateKey<'_> {
 /// Keeps originals of tool outputs.
 pub trait OriginalStore: Send + Sync {
     /// Saves an original; saving the same id twice is harmless.
-    fn put(&self, session: &SessionId, id: ContentId, text: &str) -> Result<(), StoreError>;
-    /// Saves several originals of one session (a backend may send them in one round trip);
-    /// when it returns `Ok`, all are saved.
+    fn put(&self, session: &SessionId, id: ContentId, text: &str) -> Result<(), StoreError> {
+        self.put_all(session, &[(id, text)])
+    }
+    /// Saves several originals of one session, in one transaction or round trip where the
+    /// backend has them; when it returns `Ok`, all are saved.
     fn put_all(
         &self,
         session: &SessionId,
         originals: &[(ContentId, &str)],
-    ) -> Result<(), StoreError> {
-        originals
-            .iter()
-            .try_for_each(|(id, text)| self.put(session, *id, text))
-    }
+    ) -> Result<(), StoreError>;
     /// Loads an original.
     fn get(&self, session: &SessionId, id: ContentId) -> Result<Option<String>, StoreError>;
     /// Deletes what was last written longer ago than `older_than` (originals and session
@@ -218,11 +216,16 @@ impl StateStore for MemoryStore {
 }
 
 impl OriginalStore for MemoryStore {
-    fn put(&self, session: &SessionId, id: ContentId, text: &str) -> Result<(), StoreError> {
-        let mut originals = self.originals.write().map_err(|_| poisoned())?;
-        originals
-            .entry((session.clone(), id))
-            .or_insert_with(|| text.to_owned());
+    fn put_all(
+        &self,
+        session: &SessionId,
+        originals: &[(ContentId, &str)],
+    ) -> Result<(), StoreError> {
+        let mut held = self.originals.write().map_err(|_| poisoned())?;
+        for (id, text) in originals {
+            held.entry((session.clone(), *id))
+                .or_insert_with(|| (*text).to_owned());
+        }
         Ok(())
     }
 

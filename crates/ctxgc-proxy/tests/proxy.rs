@@ -411,7 +411,7 @@ impl StateStore for BrokenStore {
     }
 }
 impl OriginalStore for BrokenStore {
-    fn put(&self, _: &SessionId, _: ContentId, _: &str) -> Result<(), StoreError> {
+    fn put_all(&self, _: &SessionId, _: &[(ContentId, &str)]) -> Result<(), StoreError> {
         Err(disk_full())
     }
     fn get(&self, _: &SessionId, _: ContentId) -> Result<Option<String>, StoreError> {

@@ -271,10 +271,6 @@ fn classify(e: rusqlite::Error, what: &str, timeout: Duration) -> StoreError {
 }
 
 impl OriginalStore for SqliteStore {
-    fn put(&self, session: &SessionId, id: ContentId, text: &str) -> Result<(), StoreError> {
-        self.put_all(session, &[(id, text)])
-    }
-
     fn put_all(
         &self,
         session: &SessionId,

@@ -256,10 +256,6 @@ fn text(bytes: Vec<u8>) -> Result<String, StoreError> {
 }
 
 impl OriginalStore for RedisStore {
-    fn put(&self, session: &SessionId, id: ContentId, text: &str) -> Result<(), StoreError> {
-        self.put_all(session, &[(id, text)])
-    }
-
     fn put_all(
         &self,
         session: &SessionId,
