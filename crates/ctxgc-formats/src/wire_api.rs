@@ -5,9 +5,74 @@
 
 use ctxgc_core::agent_tools;
 use ctxgc_core::tokens::ProviderFamily;
+use ctxgc_core::{Message, Transcript};
 use serde_json::{Value, json};
 
-use crate::Api;
+use crate::chat::message_from_chat;
+use crate::{Api, anthropic, responses};
+
+/// The neutral view of a conversation's wire items, with where each neutral message came from:
+/// Anthropic splits a user turn into one message per tool result plus the rest of its blocks;
+/// Responses joins consecutive assistant-side items (reasoning, text, calls) into one turn; a
+/// system prompt outside the items (`system`, `instructions`) has no wire origin.
+#[derive(Debug, Clone)]
+pub struct View {
+    /// The neutral messages.
+    pub messages: Vec<Message>,
+    /// For each, the wire items it came from.
+    pub origin: Vec<Option<Origin>>,
+}
+
+/// Wire items `first..=last`; `block`: the index of a tool result inside an Anthropic turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    /// The first wire item.
+    pub first: usize,
+    /// The last wire item.
+    pub last: usize,
+    /// The block inside the item, for an Anthropic tool result.
+    pub block: Option<usize>,
+}
+
+fn at(i: usize, block: Option<usize>) -> Option<Origin> {
+    Some(Origin {
+        first: i,
+        last: i,
+        block,
+    })
+}
+
+impl View {
+    fn checked(t: Transcript, origin: Vec<Option<Origin>>) -> Option<View> {
+        (origin.len() == t.messages.len()).then_some(View {
+            messages: t.messages,
+            origin,
+        })
+    }
+
+    /// The first wire index at or after neutral message `n` that starts a wire message.
+    pub fn wire_boundary(&self, n: usize, wire_len: usize) -> usize {
+        let Some(Some(o)) = self.origin.get(n) else {
+            return if n >= self.origin.len() { wire_len } else { 0 };
+        };
+        let shared = self.origin[..n]
+            .iter()
+            .flatten()
+            .next_back()
+            .is_some_and(|prev| prev.last >= o.first);
+        if shared { o.last + 1 } else { o.first }
+    }
+
+    /// Wire items wholly before neutral message `n`.
+    pub fn wire_before(&self, n: usize) -> usize {
+        self.origin[..n]
+            .iter()
+            .flatten()
+            .map(|o| o.last + 1)
+            .max()
+            .unwrap_or(0)
+    }
+}
 
 /// Which upstream an API's requests go to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +118,9 @@ pub trait WireApi: Sync {
     fn for_each_result(&self, item: &mut Value, f: &mut dyn FnMut(Option<&str>, &mut Value));
     /// The last tool result of a conversation item: its call id and content.
     fn last_result<'a>(&self, item: &'a Value) -> Option<(&'a str, &'a Value)>;
+    /// The neutral view of a conversation (`items`, with the instructions outside them), and
+    /// the provenance of every view message; `None` when the items are not this API's.
+    fn view(&self, system: Option<&Value>, items: &[Value]) -> Option<View>;
 }
 
 /// The Responses item types that are tool calls, and those that answer them.
@@ -123,6 +191,18 @@ impl WireApi for ChatCompletions {
             .then(|| Some((item["tool_call_id"].as_str()?, &item["content"])))
             .flatten()
     }
+    fn view(&self, system: Option<&Value>, messages: &[Value]) -> Option<View> {
+        // Chat's instructions are messages themselves.
+        let _ = system;
+        let mut t = Transcript::default();
+        for (i, m) in messages.iter().enumerate() {
+            t.messages
+                .push(message_from_chat(m, &format!("messages[{i}]")).ok()?);
+        }
+        crate::resolve_tool_names(&mut t);
+        let origin = (0..messages.len()).map(|i| at(i, None)).collect();
+        View::checked(t, origin)
+    }
 }
 
 impl WireApi for Responses {
@@ -182,6 +262,37 @@ impl WireApi for Responses {
         self.is_result_item(item)
             .then(|| Some((item["call_id"].as_str()?, &item["output"])))
             .flatten()
+    }
+    fn view(&self, system: Option<&Value>, messages: &[Value]) -> Option<View> {
+        let system = system.filter(|s| !s.is_null());
+        let mut body = json!({"input": messages});
+        if let Some(system) = system {
+            body["instructions"] = system.clone();
+        }
+        let t = responses::transcript_from_body(&body).ok()?;
+        // As transcript_from_body groups items: assistant-side items join the turn before
+        // when it is an assistant turn.
+        let mut origin: Vec<Option<Origin>> = Vec::with_capacity(t.messages.len());
+        if system.is_some_and(Value::is_string) {
+            origin.push(None);
+        }
+        let mut assistant_open = false;
+        for (i, item) in messages.iter().enumerate() {
+            let kind = item["type"].as_str().unwrap_or("message");
+            let assistant_side = match kind {
+                "message" => item["role"] == "assistant",
+                k => !k.ends_with("_output"),
+            };
+            if assistant_side && assistant_open {
+                if let Some(Some(o)) = origin.last_mut() {
+                    o.last = i;
+                }
+            } else {
+                origin.push(at(i, None));
+            }
+            assistant_open = assistant_side;
+        }
+        View::checked(t, origin)
     }
 }
 
@@ -257,6 +368,33 @@ impl WireApi for Messages {
             .iter()
             .rfind(|b| b["type"] == "tool_result")?;
         Some((block["tool_use_id"].as_str()?, &block["content"]))
+    }
+    fn view(&self, system: Option<&Value>, messages: &[Value]) -> Option<View> {
+        let system = system.filter(|s| !s.is_null());
+        let mut body = json!({"messages": messages});
+        if let Some(system) = system {
+            body["system"] = system.clone();
+        }
+        let t = anthropic::transcript_from_body(&body).ok()?;
+        // As transcript_from_body splits a turn: its results first, then the rest.
+        let mut origin = Vec::with_capacity(t.messages.len());
+        if system.is_some() {
+            origin.push(None);
+        }
+        for (i, m) in messages.iter().enumerate() {
+            let mut rest = m["content"].is_string();
+            for (j, b) in m["content"].as_array().into_iter().flatten().enumerate() {
+                if b["type"] == "tool_result" {
+                    origin.push(at(i, Some(j)));
+                } else {
+                    rest = true;
+                }
+            }
+            if rest || m["role"] == "assistant" {
+                origin.push(at(i, None));
+            }
+        }
+        View::checked(t, origin)
     }
 }
 

@@ -15,9 +15,8 @@ use ctxgc_core::engine::summary::{self, SummaryInput};
 use ctxgc_core::engine::{Policy, SummaryReply, SummaryRequest};
 use ctxgc_core::engine::{integrity, segments};
 use ctxgc_core::tokens::TokenCounter;
-use ctxgc_core::{ContentId, Message, Transcript};
-use ctxgc_formats::chat::message_from_chat;
-use ctxgc_formats::{Api, anthropic, responses};
+use ctxgc_core::{ContentId, Message};
+use ctxgc_formats::Api;
 use serde_json::{Value, json};
 
 /// The replacement in force for one session (stored as JSON in the session-state store).
@@ -83,132 +82,6 @@ pub struct StepInput<'a> {
     pub events: bool,
 }
 
-/// The neutral view of wire messages, with where each neutral message came from: Anthropic
-/// splits a user turn into one message per tool result plus the rest of its blocks; Responses
-/// joins consecutive assistant-side items (reasoning, text, calls) into one turn; a system
-/// prompt outside the messages (`system`, `instructions`) has no wire origin.
-struct View {
-    messages: Vec<Message>,
-    origin: Vec<Option<Origin>>,
-}
-
-/// Wire items `first..=last`; `block`: the index of a tool result inside an Anthropic turn.
-#[derive(Clone, Copy)]
-struct Origin {
-    first: usize,
-    last: usize,
-    block: Option<usize>,
-}
-
-fn at(i: usize, block: Option<usize>) -> Option<Origin> {
-    Some(Origin {
-        first: i,
-        last: i,
-        block,
-    })
-}
-
-fn view(api: Api, system: Option<&Value>, messages: &[Value]) -> Option<View> {
-    let system = system.filter(|s| !s.is_null());
-    let (t, origin) = match api {
-        Api::ChatCompletions => {
-            let mut t = Transcript::default();
-            for (i, m) in messages.iter().enumerate() {
-                t.messages
-                    .push(message_from_chat(m, &format!("messages[{i}]")).ok()?);
-            }
-            ctxgc_formats::resolve_tool_names(&mut t);
-            let origin = (0..messages.len()).map(|i| at(i, None)).collect();
-            (t, origin)
-        }
-        Api::Messages => {
-            let mut body = json!({"messages": messages});
-            if let Some(system) = system {
-                body["system"] = system.clone();
-            }
-            let t = anthropic::transcript_from_body(&body).ok()?;
-            // As transcript_from_body splits a turn: its results first, then the rest.
-            let mut origin = Vec::with_capacity(t.messages.len());
-            if system.is_some() {
-                origin.push(None);
-            }
-            for (i, m) in messages.iter().enumerate() {
-                let mut rest = m["content"].is_string();
-                for (j, b) in m["content"].as_array().into_iter().flatten().enumerate() {
-                    if b["type"] == "tool_result" {
-                        origin.push(at(i, Some(j)));
-                    } else {
-                        rest = true;
-                    }
-                }
-                if rest || m["role"] == "assistant" {
-                    origin.push(at(i, None));
-                }
-            }
-            (t, origin)
-        }
-        Api::Responses => {
-            let mut body = json!({"input": messages});
-            if let Some(system) = system {
-                body["instructions"] = system.clone();
-            }
-            let t = responses::transcript_from_body(&body).ok()?;
-            // As transcript_from_body groups items: assistant-side items join the turn before
-            // when it is an assistant turn.
-            let mut origin: Vec<Option<Origin>> = Vec::with_capacity(t.messages.len());
-            if system.is_some_and(Value::is_string) {
-                origin.push(None);
-            }
-            let mut assistant_open = false;
-            for (i, item) in messages.iter().enumerate() {
-                let kind = item["type"].as_str().unwrap_or("message");
-                let assistant_side = match kind {
-                    "message" => item["role"] == "assistant",
-                    k => !k.ends_with("_output"),
-                };
-                if assistant_side && assistant_open {
-                    if let Some(Some(o)) = origin.last_mut() {
-                        o.last = i;
-                    }
-                } else {
-                    origin.push(at(i, None));
-                }
-                assistant_open = assistant_side;
-            }
-            (t, origin)
-        }
-    };
-    (origin.len() == t.messages.len()).then_some(View {
-        messages: t.messages,
-        origin,
-    })
-}
-
-impl View {
-    /// The first wire index at or after neutral message `n` that starts a wire message.
-    fn wire_boundary(&self, n: usize, wire_len: usize) -> usize {
-        let Some(Some(o)) = self.origin.get(n) else {
-            return if n >= self.origin.len() { wire_len } else { 0 };
-        };
-        let shared = self.origin[..n]
-            .iter()
-            .flatten()
-            .next_back()
-            .is_some_and(|prev| prev.last >= o.first);
-        if shared { o.last + 1 } else { o.first }
-    }
-
-    /// Wire messages wholly before neutral message `n`.
-    fn wire_before(&self, n: usize) -> usize {
-        self.origin[..n]
-            .iter()
-            .flatten()
-            .map(|o| o.last + 1)
-            .max()
-            .unwrap_or(0)
-    }
-}
-
 /// Applies the session's lineage to the client's (insertion-trimmed) messages, then runs an
 /// event if one is due. `calibration` scales ctxgc's token counts to the upstream's (reported
 /// usage / estimate, per session).
@@ -237,10 +110,17 @@ pub fn step(
     // who forwards the client's own request instead, unless the client's fails the same way
     // (then ctxgc made nothing worse).
     if let Some(messages) = &outcome.messages {
-        let ours = view(input.api, input.system, messages).map(|v| integrity::check(&v.messages));
+        let ours = input
+            .api
+            .wire()
+            .view(input.system, messages)
+            .map(|v| integrity::check(&v.messages));
         if let Some(Err(why)) = ours {
-            let theirs =
-                view(input.api, input.system, input.client).map(|v| integrity::check(&v.messages));
+            let theirs = input
+                .api
+                .wire()
+                .view(input.system, input.client)
+                .map(|v| integrity::check(&v.messages));
             if !matches!(theirs, Some(Err(_))) {
                 return Err(why.into());
             }
@@ -274,7 +154,7 @@ fn step_unchecked(
     let current: &[Value] = applied.as_deref().unwrap_or(client);
     let fixed = counter.count_tools(input.tools) + 3;
     let estimate = |counter: &mut TokenCounter, prompt: &[Value]| {
-        view(api, input.system, prompt).map_or(0, |v| {
+        api.wire().view(input.system, prompt).map_or(0, |v| {
             v.messages
                 .iter()
                 .map(|m| counter.count_message(m))
@@ -296,7 +176,7 @@ fn step_unchecked(
         return Ok(unchanged(&mut counter, applied, lineage));
     }
     // 2. Is an event due? Plan on the prompt as the upstream would see it, in its tokens.
-    let Some(view) = view(api, input.system, current) else {
+    let Some(view) = api.wire().view(input.system, current) else {
         return Ok(unchanged(&mut counter, applied, lineage));
     };
     let messages = &view.messages;
