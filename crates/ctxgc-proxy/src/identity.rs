@@ -214,8 +214,16 @@ fn session_source(request: &ApiRequest, headers: &axum::http::HeaderMap) -> (Sou
         })
         .or_else(|| field("user").map(|v| format!("user:{v}")))
         .or_else(|| field("safety_identifier").map(|v| format!("safety_identifier:{v}")));
+    // A client's session id alone is not a conversation: Claude Code's sub-agents and side
+    // requests (titles, summaries of fetched pages) share the main agent's, and Codex's review
+    // and compaction tasks share its `session_id`. Filed under the id and the conversation's
+    // start, each conversation keeps its own lineage and agent state, and conversations that
+    // start alike in two client sessions stay apart.
     if let Some(id) = client_id {
-        return (Source::Client, id);
+        return (
+            Source::Client,
+            format!("{id}\n{}", conversation_start(body)),
+        );
     }
     (Source::Start, conversation_start(body))
 }
@@ -404,10 +412,20 @@ mod tests {
             session(&t, &codex("k1", "same"), &none),
             session(&t, &codex("k2", "same"), &none)
         );
-        assert_eq!(
+        // One key, two conversations (Codex's review or compaction task beside the main
+        // one): apart, each with its own lineage.
+        assert_ne!(
             session(&t, &codex("k1", "a"), &none),
             session(&t, &codex("k1", "b"), &none),
-            "the key, not the text"
+        );
+        // One conversation growing: one session.
+        let mut grown = codex("k1", "a");
+        grown.body["input"].as_array_mut().unwrap().push(
+            json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}),
+        );
+        assert_eq!(
+            session(&t, &codex("k1", "a"), &none),
+            session(&t, &grown, &none)
         );
         let by_header = headers(&[("session_id", "abc")]);
         assert_ne!(
@@ -428,6 +446,16 @@ mod tests {
             session(&t, &new, &none),
             session(&t, &claude(r#"{"session_id":"s-2"}"#), &none)
         );
+        // Defect guarded: Claude Code's sub-agents (and its side requests) send the main
+        // agent's session id; filed as one session, each request's history ended the other's
+        // lineage, and events ran again and again. Now each conversation is its own session.
+        let sub_agent = request(
+            Api::Messages,
+            json!({"model": "c", "metadata": {"user_id": "user_abc_account_def_session_s-1"},
+                "system": "You are a sub-agent for Claude Code.",
+                "messages": [{"role": "user", "content": "Find where the config is parsed."}]}),
+        );
+        assert_ne!(session(&t, &sub_agent, &none), session(&t, &old, &none));
     }
 
     #[test]
