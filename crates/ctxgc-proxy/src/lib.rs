@@ -325,7 +325,9 @@ impl AppState {
     /// none is configured or it is cooling down after a failure.
     fn llm_summarizer(
         &self,
-    ) -> Option<impl FnMut(&SummaryRequest) -> Result<SummaryReply, String> + use<>> {
+    ) -> Option<
+        impl FnMut(&SummaryRequest) -> Result<SummaryReply, ctxgc_core::engine::SummarizerError> + use<>,
+    > {
         let llm = self.settings.summarizer.clone()?;
         let cooling = self
             .summarizer_cooling_until
@@ -340,7 +342,7 @@ impl AppState {
         Some(move |request: &SummaryRequest| {
             handle
                 .block_on(llm.summarize(request))
-                .map_err(|e| e.to_string())
+                .map_err(|e| ctxgc_core::engine::SummarizerError::Failed(Box::new(e)))
         })
     }
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use ctxgc_core::engine::plan::{self, PlanInput, PlanKind, Replacement};
 use ctxgc_core::engine::summary::{self, SummaryInput};
-use ctxgc_core::engine::{Policy, SummaryReply, SummaryRequest};
+use ctxgc_core::engine::{Policy, SummarizerError, SummaryReply, SummaryRequest};
 use ctxgc_core::engine::{integrity, segments};
 use ctxgc_core::tokens::TokenCounter;
 use ctxgc_core::{ContentId, Message};
@@ -66,7 +66,7 @@ pub struct Outcome {
 }
 
 /// Writes a compaction's summary (a blocking call to an LLM).
-pub type SummarizeFn<'a> = dyn FnMut(&SummaryRequest) -> Result<SummaryReply, String> + 'a;
+pub type SummarizeFn<'a> = dyn FnMut(&SummaryRequest) -> Result<SummaryReply, SummarizerError> + 'a;
 
 /// The request a lineage step works on.
 pub struct StepInput<'a> {
@@ -259,7 +259,7 @@ fn step_unchecked(
             let body = match written {
                 Some(Ok(body)) => body,
                 Some(Err(why)) => {
-                    summarizer_failed = Some(why);
+                    summarizer_failed = Some(why.to_string());
                     summary::extractive_body(&summary_input, &counter)
                 }
                 None => summary::extractive_body(&summary_input, &counter),

@@ -17,7 +17,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use ctxgc_core::engine::{Summarizer, SummaryReply, SummaryRequest};
+use ctxgc_core::engine::{Summarizer, SummarizerError, SummaryReply, SummaryRequest};
 use ctxgc_formats::wire;
 use serde_json::{Value, json};
 
@@ -346,13 +346,12 @@ impl Summarizer for BlockingSummarizer {
         &self.name
     }
 
-    fn summarize(&mut self, request: &SummaryRequest) -> Result<SummaryReply, String> {
+    fn summarize(&mut self, request: &SummaryRequest) -> Result<SummaryReply, SummarizerError> {
         if let Some(until) = self.cooling_until {
             if Instant::now() < until {
-                return Err(format!(
-                    "cooling down after a failure ({} s left)",
-                    (until - Instant::now()).as_secs()
-                ));
+                return Err(SummarizerError::CoolingDown {
+                    secs_left: (until - Instant::now()).as_secs(),
+                });
             }
             self.cooling_until = None;
         }
@@ -360,7 +359,7 @@ impl Summarizer for BlockingSummarizer {
             .block_on(self.inner.summarize(request))
             .map_err(|e| {
                 self.cooling_until = Some(Instant::now() + self.cooldown);
-                e.to_string()
+                SummarizerError::Failed(Box::new(e))
             })
     }
 }

@@ -30,8 +30,8 @@ pub mod summary;
 pub use plan::{Plan, PlanKind};
 pub use policy::Policy;
 pub use session::{
-    EngineError, EventKind, EventRecord, Session, SessionReport, Summarizer, SummaryReply,
-    SummaryRequest,
+    EngineError, EventKind, EventRecord, Session, SessionReport, Summarizer, SummarizerError,
+    SummaryReply, SummaryRequest,
 };
 
 #[cfg(test)]

@@ -101,7 +101,21 @@ pub trait Summarizer {
     /// A short name for logs.
     fn name(&self) -> &str;
     /// Writes the model sections of a summary for the request's last instruction.
-    fn summarize(&mut self, request: &SummaryRequest) -> Result<SummaryReply, String>;
+    fn summarize(&mut self, request: &SummaryRequest) -> Result<SummaryReply, SummarizerError>;
+}
+
+/// Why an external summarizer gave no summary (the extractive summary then stands in).
+#[derive(Debug, thiserror::Error)]
+pub enum SummarizerError {
+    /// It is not asked again for a while after a failure.
+    #[error("cooling down after a failure ({secs_left} s left)")]
+    CoolingDown {
+        /// Seconds until it is asked again.
+        secs_left: u64,
+    },
+    /// It failed (the backend's error).
+    #[error(transparent)]
+    Failed(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// What an external summarizer is asked.

@@ -346,8 +346,8 @@ impl Summarizer for Failing {
     fn name(&self) -> &str {
         "test-llm"
     }
-    fn summarize(&mut self, _: &SummaryRequest) -> Result<SummaryReply, String> {
-        Err("HTTP 503 from upstream".into())
+    fn summarize(&mut self, _: &SummaryRequest) -> Result<SummaryReply, SummarizerError> {
+        Err(SummarizerError::Failed("HTTP 503 from upstream".into()))
     }
 }
 
@@ -356,7 +356,7 @@ impl Summarizer for Echo {
     fn name(&self) -> &str {
         "echo"
     }
-    fn summarize(&mut self, request: &SummaryRequest) -> Result<SummaryReply, String> {
+    fn summarize(&mut self, request: &SummaryRequest) -> Result<SummaryReply, SummarizerError> {
         self.0.push(request.clone());
         Ok(SummaryReply {
             body: "## Goal\n- fix it\n## Next steps\n- run the tests".into(),
