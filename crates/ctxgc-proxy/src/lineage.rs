@@ -196,8 +196,13 @@ fn step_unchecked(
     let Some(plan) = plan::plan(&plan_input, policy, &counter) else {
         return Ok(unchanged(&mut counter, applied, lineage));
     };
-    // Neutral boundaries as wire boundaries: the tail starts on a whole wire message.
-    let tail = view.wire_boundary(plan.tail_start, current.len());
+    // Neutral boundaries as wire boundaries: the tail starts on a whole wire message. A prune
+    // rounds up (it only shortens results, and its edits must stay inside the prefix it
+    // covers); a compaction keeps a whole message it would otherwise cut ([`tail_start`]).
+    let tail = match plan.kind {
+        PlanKind::PruneOnly => view.wire_boundary(plan.tail_start, current.len()),
+        PlanKind::Compaction => tail_start(api, &view, current, plan.tail_start),
+    };
     let head = view.wire_before(plan.head_end);
     // The new boundary must not cut into the prefix already in force: wait for the next turn.
     let kept = lineage.as_ref().map_or(0, |l| l.prefix.len());
@@ -217,7 +222,8 @@ fn step_unchecked(
     let event = match plan.kind {
         PlanKind::PruneOnly => {
             for edit in &plan.edits {
-                let Some(o) = view.origin[edit.index] else {
+                // An edit the new prefix would not cover would be undone by the next request.
+                let Some(o) = view.origin[edit.index].filter(|o| o.last < tail) else {
                     continue;
                 };
                 match &edit.replacement {
@@ -314,6 +320,30 @@ fn step_unchecked(
         originals,
         summarizer_failed,
     })
+}
+
+/// The wire item where a tail starting at neutral message `n` starts. A tail that starts inside
+/// a wire message (an Anthropic user turn holding tool results and then the user's own text)
+/// takes that whole message and the calls its results answer: rounding up past it would
+/// compact the user's latest words away while the summary promises them after it.
+fn tail_start(api: Api, view: &ctxgc_formats::wire_api::View, wire: &[Value], n: usize) -> usize {
+    let up = view.wire_boundary(n, wire.len());
+    let Some(Some(o)) = view.origin.get(n) else {
+        return up;
+    };
+    if up == o.first {
+        return up;
+    }
+    let start = o.first;
+    if start > 0
+        && wire
+            .get(start)
+            .is_some_and(|w| api.wire().is_result_item(w))
+    {
+        start - 1
+    } else {
+        start
+    }
 }
 
 /// Sets one call's arguments wherever the wire item holds it (a Chat `tool_calls` entry, an
