@@ -218,6 +218,13 @@ impl AppState {
         }))
     }
 
+    /// Whether this process already committed the original `id` of `session` to the store.
+    fn is_committed(&self, session: &SessionId, id: ctxgc_core::ContentId) -> bool {
+        self.committed
+            .lock()
+            .is_ok_and(|c| c.contains(&(session.clone(), id)))
+    }
+
     /// A token counter for requests of `api`, with the configured settings and the server's
     /// count memo.
     fn counter(&self, api: Api) -> ctxgc_core::tokens::TokenCounter {

@@ -63,6 +63,9 @@ pub struct Outcome {
     /// Why the LLM summarizer failed, when it did: the compaction was then summarised
     /// extractively.
     pub summarizer_failed: Option<String>,
+    /// Why the prompt ctxgc changed (`messages`) fails the integrity check, when it does:
+    /// found while viewing it for the token estimate, so the check costs no second parse.
+    pub integrity: Option<integrity::IntegrityError>,
 }
 
 /// Writes a compaction's summary (a blocking call to an LLM).
@@ -109,21 +112,14 @@ pub fn step(
     // after their calls, the turn order the providers require. What fails goes to the caller,
     // who forwards the client's own request instead, unless the client's fails the same way
     // (then ctxgc made nothing worse).
-    if let Some(messages) = &outcome.messages {
-        let ours = input
+    if let (Some(_), Some(why)) = (&outcome.messages, &outcome.integrity) {
+        let theirs = input
             .api
             .wire()
-            .view(input.system, messages)
+            .view(input.system, input.client)
             .map(|v| integrity::check(&v.messages));
-        if let Some(Err(why)) = ours {
-            let theirs = input
-                .api
-                .wire()
-                .view(input.system, input.client)
-                .map(|v| integrity::check(&v.messages));
-            if !matches!(theirs, Some(Err(_))) {
-                return Err(why.into());
-            }
+        if !matches!(theirs, Some(Err(_))) {
+            return Err(why.clone().into());
         }
     }
     Ok(outcome)
@@ -153,23 +149,35 @@ fn step_unchecked(
     };
     let current: &[Value] = applied.as_deref().unwrap_or(client);
     let fixed = counter.count_tools(input.tools) + 3;
+    // Tokens of a prompt, tool definitions included, and why it fails the integrity check,
+    // if it does: one view serves both.
     let estimate = |counter: &mut TokenCounter, prompt: &[Value]| {
-        api.wire().view(input.system, prompt).map_or(0, |v| {
+        let view = api.wire().view(input.system, prompt);
+        let tokens = view.as_ref().map_or(0, |v| {
             v.messages
                 .iter()
                 .map(|m| counter.count_message(m))
                 .sum::<usize>()
-        }) + fixed
+        }) + fixed;
+        (
+            tokens,
+            view.and_then(|v| integrity::check(&v.messages).err()),
+        )
     };
     let unchanged = |counter: &mut TokenCounter,
                      applied: Option<Vec<Value>>,
-                     lineage: Option<Lineage>| Outcome {
-        estimated_tokens: estimate(counter, applied.as_deref().unwrap_or(client)),
-        messages: applied,
-        lineage,
-        event: None,
-        originals: Vec::new(),
-        summarizer_failed: None,
+                     lineage: Option<Lineage>| {
+        let (estimated_tokens, integrity) = estimate(counter, applied.as_deref().unwrap_or(client));
+        Outcome {
+            estimated_tokens,
+            // Only what ctxgc changed is ctxgc's to answer for.
+            integrity: integrity.filter(|_| applied.is_some()),
+            messages: applied,
+            lineage,
+            event: None,
+            originals: Vec::new(),
+            summarizer_failed: None,
+        }
     };
     let stopped = lineage.as_ref().is_some_and(|l| l.stopped.is_some());
     if !input.events || stopped {
@@ -298,7 +306,7 @@ fn step_unchecked(
     let covered = lineage.as_ref().map_or(tail, |l| l.covered + (tail - kept));
     // Judged as the session engine judges its events: two ineffective ones in a row stop them.
     let before = tokens.iter().sum::<usize>() + scale(fixed);
-    let estimated = estimate(&mut counter, &prompt);
+    let (estimated, integrity) = estimate(&mut counter, &prompt);
     let verdict = policy.judge_event(
         window,
         before,
@@ -319,6 +327,7 @@ fn step_unchecked(
         event: Some(event),
         originals,
         summarizer_failed,
+        integrity,
     })
 }
 

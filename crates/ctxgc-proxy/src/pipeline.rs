@@ -39,12 +39,7 @@ pub(crate) fn prepare(
         }
     }
     let mut out = {
-        let stored = |id| {
-            state
-                .committed
-                .lock()
-                .is_ok_and(|c| c.contains(&(session.clone(), id)))
-        };
+        let stored = |id| state.is_committed(session, id);
         // Once the agent state changed the parsed body, the client's bytes no longer match it.
         let raw = (!agent_changed).then_some(raw);
         rewrite::rewrite_with(
@@ -196,15 +191,9 @@ pub(crate) fn commit_originals(
     session: &SessionId,
     originals: &[(ctxgc_core::ContentId, String)],
 ) -> Result<u64, ProxyError> {
-    let known = |id| {
-        state
-            .committed
-            .lock()
-            .is_ok_and(|c| c.contains(&(session.clone(), id)))
-    };
     let mut fresh: Vec<(ctxgc_core::ContentId, &str)> = Vec::new();
     for (id, text) in originals {
-        if !known(*id) && !fresh.iter().any(|(f, _)| f == id) {
+        if !state.is_committed(session, *id) && !fresh.iter().any(|(f, _)| f == id) {
             fresh.push((*id, text));
         }
     }
