@@ -114,6 +114,13 @@ pub trait WireApi: Sync {
     /// Sets the text of a tool result: `item` is the conversation item holding it, `block`
     /// its block within the item when results are blocks (Anthropic).
     fn set_result_text(&self, item: &mut Value, block: Option<usize>, text: &str);
+    /// Sets the arguments (JSON text) of call `call_id` wherever `item` holds it.
+    fn set_call_arguments(&self, item: &mut Value, call_id: &str, arguments: &str);
+    /// The item without its tool results: what remains of a turn that shares one wire message
+    /// with them (Anthropic's user turn); the item itself where results are items of their own.
+    fn without_results(&self, item: &Value) -> Value {
+        item.clone()
+    }
     /// Calls `f` with the call id and the content of every tool result in a conversation item.
     fn for_each_result(&self, item: &mut Value, f: &mut dyn FnMut(Option<&str>, &mut Value));
     /// The last tool result of a conversation item: its call id and content.
@@ -179,6 +186,13 @@ impl WireApi for ChatCompletions {
     }
     fn set_result_text(&self, item: &mut Value, _block: Option<usize>, text: &str) {
         item["content"] = json!(text);
+    }
+    fn set_call_arguments(&self, item: &mut Value, call_id: &str, arguments: &str) {
+        for call in item["tool_calls"].as_array_mut().into_iter().flatten() {
+            if call["id"] == call_id {
+                call["function"]["arguments"] = json!(arguments);
+            }
+        }
     }
     fn for_each_result(&self, item: &mut Value, f: &mut dyn FnMut(Option<&str>, &mut Value)) {
         if self.is_result_item(item) {
@@ -251,6 +265,12 @@ impl WireApi for Responses {
     }
     fn set_result_text(&self, item: &mut Value, _block: Option<usize>, text: &str) {
         item["output"] = json!(text);
+    }
+    fn set_call_arguments(&self, item: &mut Value, call_id: &str, arguments: &str) {
+        if self.is_call_item(item) && item["call_id"] == call_id && item.get("arguments").is_some()
+        {
+            item["arguments"] = json!(arguments);
+        }
     }
     fn for_each_result(&self, item: &mut Value, f: &mut dyn FnMut(Option<&str>, &mut Value)) {
         if self.is_result_item(item) {
@@ -347,6 +367,24 @@ impl WireApi for Messages {
             Some(j) => item["content"][j]["content"] = json!(text),
             None => item["content"] = json!(text),
         }
+    }
+    fn set_call_arguments(&self, item: &mut Value, call_id: &str, arguments: &str) {
+        // Arguments that are not a JSON object cannot be a tool_use input: left as they are.
+        let Ok(input) = serde_json::from_str::<Value>(arguments) else {
+            return;
+        };
+        for b in item["content"].as_array_mut().into_iter().flatten() {
+            if b["type"] == "tool_use" && b["id"] == call_id {
+                b["input"] = input.clone();
+            }
+        }
+    }
+    fn without_results(&self, item: &Value) -> Value {
+        let mut item = item.clone();
+        if let Some(blocks) = item["content"].as_array_mut() {
+            blocks.retain(|b| b["type"] != "tool_result");
+        }
+        item
     }
     fn for_each_result(&self, item: &mut Value, f: &mut dyn FnMut(Option<&str>, &mut Value)) {
         if item["role"] != "user" {

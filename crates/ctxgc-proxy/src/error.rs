@@ -30,6 +30,12 @@ pub enum ProxyError {
         /// Why.
         source: serde_json::Error,
     },
+    /// An event's boundary falls inside a wire message (the engine cuts only between turns).
+    #[error("the event's boundary at message {at} falls inside a wire message")]
+    Boundary {
+        /// The neutral message index.
+        at: usize,
+    },
     /// A state could not be serialised.
     #[error("cannot serialise the {what}: {source}")]
     Serialise {

@@ -10,12 +10,14 @@
 
 use std::collections::BTreeMap;
 
+use ctxgc_core::ContentId;
+use ctxgc_core::engine::abstracts::ResultMeta;
+use ctxgc_core::engine::apply::{self, ApplyInput, Change};
+use ctxgc_core::engine::integrity;
 use ctxgc_core::engine::plan::{self, PlanInput, PlanKind, Replacement};
-use ctxgc_core::engine::summary::{self, SummaryInput};
+use ctxgc_core::engine::summary;
 use ctxgc_core::engine::{Policy, SummarizerError, SummaryReply, SummaryRequest};
-use ctxgc_core::engine::{integrity, segments};
 use ctxgc_core::tokens::TokenCounter;
-use ctxgc_core::{ContentId, Message};
 use ctxgc_formats::Api;
 use serde_json::{Value, json};
 
@@ -83,6 +85,8 @@ pub struct StepInput<'a> {
     pub tools: &'a [Value],
     /// Whether an event may run (not for a token count).
     pub events: bool,
+    /// Facts of the tool outputs' originals, by call id (from insertion).
+    pub metas: &'a BTreeMap<String, ResultMeta>,
 }
 
 /// Applies the session's lineage to the client's (insertion-trimmed) messages, then runs an
@@ -193,115 +197,113 @@ fn step_unchecked(
         .iter()
         .map(|m| scale(counter.count_message(m)))
         .collect();
-    let metas = BTreeMap::new();
+    // What the lineage in force replaced stays: an event's tail may not start inside it.
+    let kept = lineage.as_ref().map_or(0, |l| l.prefix.len());
+    let frozen = view
+        .origin
+        .iter()
+        .take_while(|o| o.is_none_or(|o| o.last < kept))
+        .count();
     let plan_input = PlanInput {
         messages,
         tokens: &tokens,
         fixed_tokens: scale(fixed),
-        metas: &metas,
+        metas: input.metas,
         window,
+        frozen: if kept == 0 { 0 } else { frozen },
     };
     let Some(plan) = plan::plan(&plan_input, policy, &counter) else {
         return Ok(unchanged(&mut counter, applied, lineage));
     };
-    // Neutral boundaries as wire boundaries: the tail starts on a whole wire message. A prune
-    // rounds up (it only shortens results, and its edits must stay inside the prefix it
-    // covers); a compaction keeps a whole message it would otherwise cut ([`tail_start`]).
-    let tail = match plan.kind {
-        PlanKind::PruneOnly => view.wire_boundary(plan.tail_start, current.len()),
-        PlanKind::Compaction => tail_start(api, &view, current, plan.tail_start),
+    // The engine cuts between turns only, which are whole wire messages in every API.
+    let boundary = |n: usize| {
+        let at = view.wire_before(n);
+        (at == view.wire_boundary(n, current.len()))
+            .then_some(at)
+            .ok_or(crate::ProxyError::Boundary { at: n })
     };
-    let head = view.wire_before(plan.head_end);
-    // The new boundary must not cut into the prefix already in force: wait for the next turn.
-    let kept = lineage.as_ref().map_or(0, |l| l.prefix.len());
-    if tail < kept || tail >= current.len() || head >= tail {
-        return Ok(unchanged(&mut counter, applied, lineage));
-    }
-    let mut prompt = current.to_vec();
+    let (head, tail) = (boundary(plan.head_end)?, boundary(plan.tail_start)?);
+    // 3. The event, decided by the engine as the session engine decides it, rendered on the
+    // client's wire items.
+    let apply_input = ApplyInput {
+        messages,
+        tokens: &tokens,
+        metas: input.metas,
+    };
+    let mut summarizer_failed = None;
+    let reply = match (plan.kind, summarize) {
+        (PlanKind::Compaction, Some(summarize)) => {
+            let request = SummaryRequest {
+                messages: summary::llm_request_messages(&apply_input.summary_input(&plan)),
+                tools: input.tools.to_vec(),
+                budget: plan.summary_budget,
+            };
+            // When the LLM fails, the extractive summary stands in (the event is not lost,
+            // the request not failed).
+            Some(summarize(&request).map_err(|why| {
+                let why = why.to_string();
+                summarizer_failed = Some(why.clone());
+                why
+            }))
+        }
+        _ => None,
+    };
+    let edits = apply::apply(&plan, &apply_input, &counter, reply);
     let mut originals = Vec::new();
-    let mut hide = |m: &Message| {
-        for r in m.tool_results() {
+    for &i in &edits.hidden {
+        for r in messages[i].tool_results() {
             let text = r.text();
             originals.push((ContentId::of(text.as_bytes()), text));
         }
-    };
-    let mut pinned_count = 0;
-    let mut summarizer_failed = None;
-    let event = match plan.kind {
-        PlanKind::PruneOnly => {
-            for edit in &plan.edits {
-                // An edit the new prefix would not cover would be undone by the next request.
+    }
+    let mut prompt = current.to_vec();
+    let (event, boundary) = match &edits.change {
+        Change::Prune(prune) => {
+            for edit in prune {
                 let Some(o) = view.origin[edit.index].filter(|o| o.last < tail) else {
-                    continue;
+                    return Err(crate::ProxyError::Boundary { at: edit.index });
                 };
                 match &edit.replacement {
                     Replacement::Result(text) => {
-                        hide(&messages[edit.index]);
                         api.wire()
                             .set_result_text(&mut prompt[o.first], o.block, text);
                     }
                     Replacement::Arguments { call_id, arguments } => {
                         for wire in &mut prompt[o.first..=o.last] {
-                            set_arguments(wire, call_id, arguments);
+                            api.wire().set_call_arguments(wire, call_id, arguments);
                         }
                     }
                 }
             }
-            "prune"
+            ("prune", tail)
         }
-        PlanKind::Compaction => {
-            let summary_input = SummaryInput {
-                messages,
-                from: plan.head_end,
-                to: plan.tail_start,
-                metas: &metas,
-                budget: plan.summary_budget,
-            };
-            messages[plan.head_end..plan.tail_start]
-                .iter()
-                .for_each(&mut hide);
-            // The LLM writes the summary when there is one; when it fails, the extractive
-            // summary stands in (the event is not lost, the request not failed).
-            let written = summarize.map(|summarize| {
-                let request = SummaryRequest {
-                    messages: summary::llm_request_messages(&summary_input),
-                    tools: input.tools.to_vec(),
-                    budget: plan.summary_budget,
-                };
-                summarize(&request).map(|reply| reply.body)
-            });
-            let body = match written {
-                Some(Ok(body)) => body,
-                Some(Err(why)) => {
-                    summarizer_failed = Some(why.to_string());
-                    summary::extractive_body(&summary_input, &counter)
-                }
-                None => summary::extractive_body(&summary_input, &counter),
-            };
-            let text = summary::compose(&summary_input, &body, &counter);
+        Change::Compaction {
+            pinned, summary, ..
+        } => {
             let mut next: Vec<Value> = prompt[..head].to_vec();
-            // What the client pins (its system and developer messages, instruction blocks)
-            // stays, verbatim and in order, before the summary: whole wire messages only.
-            let mut pinned: Vec<usize> = (plan.head_end..plan.tail_start)
-                .filter(|&i| segments::is_pinned(&messages[i]))
-                .filter_map(|i| view.origin[i])
-                .filter(|o| o.block.is_none() && o.first >= head && o.last < tail)
-                .flat_map(|o| o.first..=o.last)
-                .collect();
-            pinned.dedup();
-            next.extend(pinned.iter().map(|&w| prompt[w].clone()));
-            pinned_count = pinned.len();
-            next.push(json!({"role": "user", "content": text}));
+            // What the client pins stays, verbatim and in order, before the summary: its own
+            // wire message, or its part of one it shares with tool results.
+            for &i in pinned {
+                let Some(o) = view.origin[i] else {
+                    return Err(crate::ProxyError::Boundary { at: i });
+                };
+                let shared = view.origin.iter().enumerate().any(|(k, other)| {
+                    k != i && other.is_some_and(|x| x.first <= o.last && o.first <= x.last)
+                });
+                if shared {
+                    next.push(api.wire().without_results(&prompt[o.first]));
+                } else {
+                    next.extend_from_slice(&prompt[o.first..=o.last]);
+                }
+            }
+            next.push(json!({"role": "user", "content": summary}));
+            let boundary = next.len();
             next.extend_from_slice(&prompt[tail..]);
             prompt = next;
-            "compaction"
+            ("compaction", boundary)
         }
     };
-    // 3. The new lineage covers the client messages before the tail.
-    let boundary = match plan.kind {
-        PlanKind::PruneOnly => tail,
-        PlanKind::Compaction => head + pinned_count + 1,
-    };
+    // 4. The new lineage covers the client messages before the tail.
     // Prompt index i >= kept is client index covered + (i - kept).
     let covered = lineage.as_ref().map_or(tail, |l| l.covered + (tail - kept));
     // Judged as the session engine judges its events: two ineffective ones in a row stop them.
@@ -329,48 +331,6 @@ fn step_unchecked(
         summarizer_failed,
         integrity,
     })
-}
-
-/// The wire item where a tail starting at neutral message `n` starts. A tail that starts inside
-/// a wire message (an Anthropic user turn holding tool results and then the user's own text)
-/// takes that whole message and the calls its results answer: rounding up past it would
-/// compact the user's latest words away while the summary promises them after it.
-fn tail_start(api: Api, view: &ctxgc_formats::wire_api::View, wire: &[Value], n: usize) -> usize {
-    let up = view.wire_boundary(n, wire.len());
-    let Some(Some(o)) = view.origin.get(n) else {
-        return up;
-    };
-    if up == o.first {
-        return up;
-    }
-    let start = o.first;
-    if start > 0
-        && wire
-            .get(start)
-            .is_some_and(|w| api.wire().is_result_item(w))
-    {
-        start - 1
-    } else {
-        start
-    }
-}
-
-/// Sets one call's arguments wherever the wire item holds it (a Chat `tool_calls` entry, an
-/// Anthropic `tool_use` block, a Responses `function_call` item).
-fn set_arguments(wire: &mut Value, call_id: &str, arguments: &str) {
-    for call in wire["tool_calls"].as_array_mut().into_iter().flatten() {
-        if call["id"] == call_id {
-            call["function"]["arguments"] = json!(arguments);
-        }
-    }
-    for b in wire["content"].as_array_mut().into_iter().flatten() {
-        if b["type"] == "tool_use" && b["id"] == call_id {
-            b["input"] = serde_json::from_str(arguments).unwrap_or_else(|_| b["input"].clone());
-        }
-    }
-    if wire["type"] == "function_call" && wire["call_id"] == call_id {
-        wire["arguments"] = json!(arguments);
-    }
 }
 
 #[cfg(test)]
@@ -406,6 +366,7 @@ mod tests {
             system: None,
             tools: &[],
             events: true,
+            metas: &BTreeMap::new(),
         };
         let run = |state: &Lineage, input: &StepInput<'_>| {
             step(
@@ -459,6 +420,7 @@ mod tests {
                     system: Some(&system),
                     tools: &[],
                     events: true,
+                    metas: &BTreeMap::new(),
                 };
                 let outcome = step(
                     &input,

@@ -72,6 +72,7 @@ pub(crate) fn prepare(
             tools: &tools,
             // A token count sees the lineage in force but never runs or records an event.
             events: !counting,
+            metas: &out.metas,
         };
         let mut outcome = advance_lineage(state, session, &step, policy, counting)?;
         // Where the proxy places Anthropic's breakpoints, the end of the summary (or pruned

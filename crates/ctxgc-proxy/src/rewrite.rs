@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 
 use ctxgc_core::ContentId;
+use ctxgc_core::engine::abstracts::ResultMeta;
+use ctxgc_core::engine::repeats::{self, Earlier};
 use ctxgc_core::trim::{self, ToolOutput, TrimConfig};
 use ctxgc_formats::{Api, ApiRequest};
 
@@ -45,12 +47,16 @@ pub struct Rewritten {
     pub bytes_saved: usize,
     /// The request carried no Anthropic breakpoints and the proxy placed them.
     pub added_breakpoints: bool,
+    /// Facts of every tool output's original, by call id (what the engine plans with).
+    pub metas: BTreeMap<String, ResultMeta>,
 }
 
 /// A tool result's text inside the body: where it is and what the tool is.
 struct Slot<'a> {
     /// JSON pointer to the string to replace.
     pointer: String,
+    /// The call the result answers.
+    call_id: String,
     tool: String,
     text: &'a str,
     /// Results of one assistant turn share a group (and a turn budget).
@@ -124,7 +130,7 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
                     &mut out,
                     format!("/messages/{i}/content"),
                     &m["content"],
-                    &tool,
+                    (m["tool_call_id"].as_str(), &tool),
                     group,
                 );
             }
@@ -146,7 +152,7 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
                         &mut out,
                         format!("/messages/{i}/content/{j}/content"),
                         &b["content"],
-                        &tool,
+                        (b["tool_use_id"].as_str(), &tool),
                         group,
                     );
                 }
@@ -172,7 +178,7 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
                     &mut out,
                     format!("/input/{i}/output"),
                     &item["output"],
-                    &tool,
+                    (item["call_id"].as_str(), &tool),
                     group,
                 );
             }
@@ -188,12 +194,14 @@ fn content_slots<'a>(
     out: &mut Vec<Slot<'a>>,
     pointer: String,
     content: &'a Value,
-    tool: &str,
+    (call_id, tool): (Option<&str>, &str),
     group: usize,
 ) {
+    let call_id = call_id.unwrap_or_default().to_owned();
     match content {
         Value::String(text) => out.push(Slot {
             pointer,
+            call_id,
             tool: tool.to_owned(),
             text,
             group,
@@ -207,6 +215,7 @@ fn content_slots<'a>(
                 if let (true, Some(text)) = (is_text, part["text"].as_str()) {
                     out.push(Slot {
                         pointer: format!("{pointer}/{k}/text"),
+                        call_id: call_id.clone(),
                         tool: tool.to_owned(),
                         text,
                         group,
@@ -291,6 +300,11 @@ pub fn rewrite_with(
     // never copied, except originals the store does not have yet.
     let mut replacements: Vec<(String, Trimmed)> = Vec::new();
     let slots = slots(&request.body, request.api);
+    // What each earlier result entered the history as: repeats point to them, as the session
+    // engine's do. A turn's outcome depends on every turn before it, so its memo key chains
+    // the keys before it.
+    let mut entered: Vec<(&str, ContentId, Entered<'_>)> = Vec::with_capacity(slots.len());
+    let mut chain = settings.window;
     let mut start = 0;
     while start < slots.len() {
         let end = slots[start..]
@@ -299,52 +313,49 @@ pub fn rewrite_with(
             .map_or(slots.len(), |k| start + k);
         let turn = &slots[start..end];
         let mut key = xxhash_rust::xxh3::Xxh3::new();
-        key.update(&settings.window.to_le_bytes());
+        key.update(&chain.to_le_bytes());
         for s in turn {
             key.update(s.tool.as_bytes());
             key.update(&(s.text.len() as u64).to_le_bytes());
             key.update(s.text.as_bytes());
         }
         let key = key.digest();
-        let trimmed = match memo.get(key) {
-            Some(trimmed) => trimmed,
+        chain = key;
+        let outcome = match memo.get(key) {
+            Some(outcome) => outcome,
             None => {
-                // Trimmed outside the memo's lock: two requests may trim one turn at once, to
-                // the same bytes (trimming is a pure function).
-                let outputs: Vec<ToolOutput<'_>> = turn
-                    .iter()
-                    .map(|s| ToolOutput {
-                        tool: &s.tool,
-                        text: s.text,
-                    })
-                    .collect();
-                let trimmed: std::sync::Arc<[Option<Trimmed>]> =
-                    trim::trim_turn(&settings.trim, settings.window, &outputs)
-                        .into_iter()
-                        .map(|t| {
-                            t.trimmed.then(|| Trimmed {
-                                json: serde_json::to_vec(&t.text).unwrap_or_default().into(),
-                                text: t.text.into(),
-                                id: t.id,
-                            })
-                        })
-                        .collect();
-                memo.insert(key, trimmed.clone());
-                trimmed
+                // Worked out outside the memo's lock: two requests may work out one turn at
+                // once, to the same bytes (a pure function).
+                let outcome = enter_turn(settings, turn, &entered);
+                memo.insert(key, outcome.clone());
+                outcome
             }
         };
-        for (slot, trimmed) in turn.iter().zip(trimmed.iter()) {
-            let Some(trimmed) = trimmed else {
+        for (slot, o) in turn.iter().zip(outcome.iter()) {
+            out.metas.insert(slot.call_id.clone(), o.meta.clone());
+            let Some(trimmed) = &o.replacement else {
+                entered.push((&slot.call_id, o.meta.id, Entered::Slot(slot.text)));
                 continue;
             };
+            entered.push((
+                &slot.call_id,
+                o.meta.id,
+                Entered::Memo(trimmed.text.clone()),
+            ));
             out.bytes_saved += slot.text.len().saturating_sub(trimmed.text.len());
-            if !stored(trimmed.id) {
-                out.originals.push((trimmed.id, slot.text.to_owned()));
+            if !stored(o.meta.id) {
+                out.originals.push((o.meta.id, slot.text.to_owned()));
+            }
+            if let Some((id, pointed)) = &o.pointer_original
+                && !stored(*id)
+            {
+                out.originals.push((*id, pointed.to_string()));
             }
             replacements.push((slot.pointer.clone(), trimmed.clone()));
         }
         start = end;
     }
+    drop(entered);
     drop(slots);
     let breakpoints = request.api == Api::Messages
         && settings.cache_breakpoints
@@ -387,12 +398,92 @@ pub fn rewrite_with(
     out
 }
 
+/// The text an earlier result entered the history as: the client's own, or ctxgc's.
+enum Entered<'a> {
+    Slot(&'a str),
+    Memo(std::sync::Arc<str>),
+}
+
+impl Entered<'_> {
+    fn text(&self) -> &str {
+        match self {
+            Entered::Slot(text) => text,
+            Entered::Memo(text) => text,
+        }
+    }
+}
+
+/// How the results of one turn enter the history, as the session engine inserts them
+/// (`Session::insert_tool_results`): repeats of what earlier results entered as become
+/// pointers, then the turn is trimmed with its shared budget.
+fn enter_turn(
+    settings: &RewriteSettings,
+    turn: &[Slot<'_>],
+    entered: &[(&str, ContentId, Entered<'_>)],
+) -> TrimmedTurn {
+    let metas: Vec<ResultMeta> = turn.iter().map(|s| ResultMeta::of(s.text)).collect();
+    let earlier: Vec<Earlier<'_>> = entered
+        .iter()
+        .filter(|(_, _, text)| repeats::can_be_pointed_to(text.text()))
+        .map(|(call_id, id, text)| Earlier {
+            call_id,
+            id: *id,
+            text: text.text(),
+        })
+        .collect();
+    let pointed: Vec<Option<String>> = turn
+        .iter()
+        .zip(&metas)
+        .map(|(s, meta)| repeats::point_to_repeats(s.text, meta.id, &earlier))
+        .collect();
+    let outputs: Vec<ToolOutput<'_>> = turn
+        .iter()
+        .zip(&pointed)
+        .map(|(s, p)| ToolOutput {
+            tool: &s.tool,
+            text: p.as_deref().unwrap_or(s.text),
+        })
+        .collect();
+    let trimmed = trim::trim_turn(&settings.trim, settings.window, &outputs);
+    turn.iter()
+        .zip(metas)
+        .zip(pointed)
+        .zip(trimmed)
+        .map(|(((slot, meta), pointed), t)| {
+            let changed = t.text != slot.text;
+            // A pointer text cut further is recalled by its own id.
+            let pointer_original = match (&pointed, t.trimmed) {
+                (Some(p), true) => Some((t.id, std::sync::Arc::from(p.as_str()))),
+                _ => None,
+            };
+            EnteredResult {
+                replacement: changed.then(|| Trimmed {
+                    json: serde_json::to_vec(&t.text).unwrap_or_default().into(),
+                    text: t.text.into(),
+                }),
+                meta,
+                pointer_original,
+            }
+        })
+        .collect()
+}
+
+/// How one result entered the history.
+#[derive(Clone)]
+struct EnteredResult {
+    /// What replaces the client's text, when it changed.
+    replacement: Option<Trimmed>,
+    /// Facts of the original.
+    meta: ResultMeta,
+    /// A pointer text that was cut further, with its own id.
+    pointer_original: Option<(ContentId, std::sync::Arc<str>)>,
+}
+
 /// A trimmed output, also kept JSON-encoded: splicing it into a body is then a copy.
 #[derive(Clone)]
 struct Trimmed {
     text: std::sync::Arc<str>,
     json: std::sync::Arc<[u8]>,
-    id: ContentId,
 }
 
 /// Trimmed turns, memoised by content: clients resend the same history on every request, and
@@ -404,7 +495,7 @@ pub struct TrimMemo {
 }
 
 /// A turn's outputs, each trimmed or left whole (`None`).
-type TrimmedTurn = std::sync::Arc<[Option<Trimmed>]>;
+type TrimmedTurn = std::sync::Arc<[EnteredResult]>;
 
 impl TrimMemo {
     /// Bytes at most.
@@ -432,7 +523,14 @@ impl Default for TrimMemo {
         fn weigh(_: &u64, turn: &TrimmedTurn) -> usize {
             64 + turn
                 .iter()
-                .map(|t| t.as_ref().map_or(8, |t| 48 + t.text.len() + t.json.len()))
+                .map(|t| {
+                    let meta = 96 + t.meta.first_error.as_ref().map_or(0, String::len);
+                    let pointer = t.pointer_original.as_ref().map_or(0, |(_, p)| 32 + p.len());
+                    meta + pointer
+                        + t.replacement
+                            .as_ref()
+                            .map_or(8, |t| 48 + t.text.len() + t.json.len())
+                })
                 .sum::<usize>()
         }
         TrimMemo {

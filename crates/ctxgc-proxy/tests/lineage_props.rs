@@ -4,6 +4,9 @@
 //! append-only between events, keeps the task and the latest user message, loses no original,
 //! fires events rarely, and is deterministic.
 //!
+//! The second property: the proxy path and the replay path (the session engine the replay lab
+//! runs) send the same prompts, count the same tokens and run the same events.
+//!
 //! `PROPTEST_CASES=300 cargo test -p ctxgc-proxy --test lineage_props` for a longer run.
 
 // Test code: a failed unwrap is a failed test.
@@ -28,8 +31,11 @@ struct Turn {
 }
 
 fn turn() -> impl Strategy<Value = Turn> {
+    // Seeds from a small set too: outputs of one seed share their lines (a re-run, a re-read),
+    // which is what repeat pointers are for.
+    let seed = prop_oneof![3 => any::<u32>(), 1 => 0u32..4];
     (
-        prop::collection::vec((1usize..400, any::<u32>()), 1..3),
+        prop::collection::vec((1usize..400, seed), 1..3),
         prop::option::weighted(0.15, any::<u32>()),
     )
         .prop_map(|(calls, user)| Turn { calls, user })
@@ -78,7 +84,7 @@ fn wire(api: Api, turns: &[Turn]) -> (Vec<Value>, Vec<usize>, Vec<String>) {
                 )
             })
             .collect();
-        let user = turn.user.map(|u| format!("Also check module {u}."));
+        let user = turn.user.map(user_text);
         match api {
             Api::ChatCompletions => {
                 items.push(json!({"role": "assistant", "content": null, "tool_calls": calls.iter().map(|(id, args, _)| json!({"id": id, "type": "function", "function": {"name": "bash", "arguments": args}})).collect::<Vec<_>>()}));
@@ -117,6 +123,15 @@ fn wire(api: Api, turns: &[Turn]) -> (Vec<Value>, Vec<usize>, Vec<String>) {
         ends.push(items.len());
     }
     (items, ends, outputs)
+}
+
+/// A user message: an instruction block the client pins (one in five), or the user's words.
+fn user_text(u: u32) -> String {
+    if u.is_multiple_of(5) {
+        format!("<environment_context>\n  <cwd>/work/repo-{u}</cwd>\n</environment_context>")
+    } else {
+        format!("Also check module {u}.")
+    }
 }
 
 fn counter(api: Api) -> TokenCounter {
@@ -159,7 +174,7 @@ proptest! {
             stored.extend(trimmed.originals.iter().map(|(id, _)| *id));
             let client_items = request.body[key].as_array().unwrap().clone();
             let client = &client_items[..];
-            let input = StepInput { api, client, system: Some(&system), tools: &[], events: true };
+            let input = StepInput { api, client, system: Some(&system), tools: &[], events: true, metas: &trimmed.metas };
             let outcome = lineage::step(&input, state.as_ref(), &policy, window, 1.0, counter(api), None)
                 .map_err(|e| TestCaseError::fail(format!("turn {t}: {e}")))?;
             // Deterministic: the same request and state give the same bytes.
@@ -171,9 +186,11 @@ proptest! {
             // The task and the latest user message are kept verbatim.
             prop_assert!(text.contains("Fix the failing build"), "turn {}: the task is gone", t);
             if let Some(u) = turns[..=t].iter().rev().find_map(|turn| turn.user) {
-                let latest = format!("Also check module {u}.");
+                let latest = user_text(u);
+                let latest = serde_json::to_string(&latest).unwrap();
+                let latest = &latest[1..latest.len() - 1];
                 let snapshot = text.find("Task snapshot").map(|i| &text[i..(i + 600).min(text.len())]).unwrap_or("(no summary)");
-                prop_assert!(text.contains(&latest), "turn {}: the latest user message {:?} is gone; summary: {}", t, latest, snapshot);
+                prop_assert!(text.contains(latest), "turn {}: the latest user message {:?} is gone; summary: {}", t, latest, snapshot);
             }
             // Append-only between events, and never two events in a row (at these windows a
             // turn adds less than a runway; at 8K, two 400-line outputs add 40% of the window
@@ -217,5 +234,103 @@ proptest! {
         // Events are rare: at most one turn in two even when each turn adds a third of the
         // window (the consecutive-turn check above), and so at most half of them.
         prop_assert!(events * 2 <= ends.len() + 1, "{} events in {} turns", events, ends.len());
+    }
+}
+
+/// One proxy request, as the upstream would see it: the neutral view of what is forwarded,
+/// ctxgc's token count of it, and the event that ran on it.
+type Seen = (Vec<ctxgc_core::Message>, usize, Option<&'static str>);
+
+/// The replay path: the client's whole history, as the neutral transcript the replay lab
+/// reads, driven through the session engine; what it sends before each assistant turn.
+fn replay_path(api: Api, system: &Value, items: &[Value], window: u64) -> Vec<Seen> {
+    use ctxgc_core::engine::{EventKind, Session, drive};
+    let view = api
+        .wire()
+        .view(Some(system), items)
+        .expect("a valid session");
+    let mut transcript = ctxgc_core::Transcript {
+        id: "s".into(),
+        messages: view.messages,
+        ..Default::default()
+    };
+    // The answer to the last request: the request before it is then sent too.
+    transcript.messages.push(ctxgc_core::Message::text(
+        ctxgc_core::Role::Assistant,
+        "Done.",
+    ));
+    let mut session = Session::new("s", window, &Default::default(), api.wire().family());
+    let store = ctxgc_core::store::MemoryStore::default();
+    let mut seen = Vec::new();
+    drive::drive(&transcript, &mut session, &store, None, |r| {
+        let event = r.event.map(|e| match e.kind {
+            EventKind::PruneOnly => "prune",
+            _ => "compaction",
+        });
+        seen.push((
+            r.session.prompt().to_vec(),
+            r.session.prompt_tokens(),
+            event,
+        ));
+    })
+    .expect("the replay runs");
+    seen
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// The proxy and the replay lab run one engine: on the same session, request by request,
+    /// the proxy path (wire bodies of each API: insertion rewrite, then the lineage step) and
+    /// the replay path (the neutral transcript through `Session`) send the same prompt (as
+    /// views), count the same tokens and run the same events.
+    #[test]
+    fn the_proxy_and_the_replay_lab_run_one_engine(
+        turns in prop::collection::vec(turn(), 8..40),
+        api in prop::sample::select(vec![Api::ChatCompletions, Api::Messages, Api::Responses]),
+        window in prop::sample::select(vec![16_000u64, 32_000, 64_000]),
+    ) {
+        let system = json!("You are a careful coding agent.");
+        let (items, ends, _) = wire(api, &turns);
+        let replayed = replay_path(api, &system, &items, window);
+        let settings = ctxgc_proxy::RewriteSettings {
+            trim: Default::default(),
+            window,
+            cache_breakpoints: false,
+            prompt_cache_key: false,
+            engine: None,
+            inject_tools: false,
+        };
+        let memo = ctxgc_proxy::rewrite::TrimMemo::default();
+        let mut state: Option<Lineage> = None;
+        for (t, &end) in ends.iter().enumerate() {
+            let key = api.wire().items_key();
+            let mut request = ctxgc_formats::ApiRequest {
+                api,
+                body: json!({"model": "m", key: items[..end].to_vec()}),
+            };
+            let rewritten = ctxgc_proxy::rewrite::rewrite_with(&mut request, None, "s", &settings, &memo, &|_| false);
+            let client = request.body[key].as_array().unwrap().clone();
+            let input = StepInput { api, client: &client, system: Some(&system), tools: &[], events: true, metas: &rewritten.metas };
+            let outcome = lineage::step(&input, state.as_ref(), &Policy::default(), window, 1.0, counter(api), None)
+                .map_err(|e| TestCaseError::fail(format!("turn {t}: {e}")))?;
+            let sent = outcome.messages.clone().unwrap_or(client);
+            let view = api.wire().view(Some(&system), &sent).unwrap();
+            let (prompt, tokens, event) = &replayed[t + 1];
+            prop_assert_eq!(outcome.event, *event, "turn {}: events differ", t);
+            if let Some(i) = (0..prompt.len().max(view.messages.len())).find(|&i| prompt.get(i) != view.messages.get(i)) {
+                return Err(TestCaseError::fail(format!(
+                    "turn {t}: prompts differ at message {i} of {} (proxy) / {} (replay):\nproxy:  {:?}\nreplay: {:?}",
+                    view.messages.len(),
+                    prompt.len(),
+                    view.messages.get(i).map(|m| format!("{m:?}").chars().take(400).collect::<String>()),
+                    prompt.get(i).map(|m| format!("{m:?}").chars().take(400).collect::<String>()),
+                )));
+            }
+            prop_assert_eq!(outcome.estimated_tokens, *tokens, "turn {}: token counts differ", t);
+            if outcome.lineage.is_some() {
+                state = outcome.lineage;
+            }
+        }
     }
 }

@@ -17,6 +17,7 @@
 //! so plans replay without an LLM.
 
 pub mod abstracts;
+pub mod apply;
 pub mod drive;
 pub mod facts;
 pub mod integrity;

@@ -35,6 +35,9 @@ pub struct PlanInput<'a> {
     pub metas: &'a BTreeMap<String, ResultMeta>,
     /// The model's context window.
     pub window: u64,
+    /// Messages before this index stand for what an earlier event rewrote (its summary, its
+    /// pruned prefix): a new event's tail may not start inside them.
+    pub frozen: usize,
 }
 
 /// Assistant turns over which growth per turn is measured.
@@ -148,6 +151,10 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         policy.tail_min_messages,
         head_end,
     );
+    // An event needs a middle, a tail, and a boundary outside what the last event rewrote.
+    if tail_start < input.frozen || tail_start >= messages.len() || head_end >= tail_start {
+        return None;
+    }
     let edits = prune_edits(input, policy, counter, head_end, tail_start);
     let reclaimed: usize = edits
         .iter()

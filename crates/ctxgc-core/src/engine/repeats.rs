@@ -29,6 +29,11 @@ pub struct Earlier<'a> {
     pub text: &'a str,
 }
 
+/// Whether a result as it entered may be pointed to: not a pointer or an abstract itself.
+pub fn can_be_pointed_to(entered: &str) -> bool {
+    !entered.starts_with('[') || entered.len() > 200
+}
+
 /// The new output with repeated parts replaced by pointers, or `None` when nothing repeats.
 pub fn point_to_repeats(new: &str, new_id: ContentId, earlier: &[Earlier<'_>]) -> Option<String> {
     if let Some(same) = earlier.iter().rev().find(|e| e.id == new_id) {

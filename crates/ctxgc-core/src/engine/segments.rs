@@ -2,7 +2,10 @@
 //!
 //! The head (system prompt and first exchange) and the tail (the most recent turns, by token
 //! budget) are never rewritten; the middle is. Boundaries never fall between a tool call and
-//! its results: a tool message always stays in the segment of the assistant message that called.
+//! its results (a tool message always stays in the segment of the assistant message that
+//! called), nor between tool results and the user message that follows them: Anthropic sends
+//! both as one wire message, so a boundary there could not be rendered on the wire, and the
+//! proxy and the replay lab must cut at the same places.
 
 use crate::transcript::{Message, Role};
 
@@ -49,7 +52,21 @@ pub fn head_end(messages: &[Message], exchanges: usize) -> usize {
             i += 1;
         }
     }
+    while i < messages.len() && !is_boundary(messages, i) {
+        i += 1;
+    }
     i
+}
+
+/// Whether a segment may start at message `i`: not on a tool result, and not on a user
+/// message that directly follows tool results (one wire turn in Anthropic's shape).
+pub fn is_boundary(messages: &[Message], i: usize) -> bool {
+    match messages.get(i).map(|m| m.role) {
+        None => true,
+        Some(Role::Tool) => false,
+        Some(Role::User) => i == 0 || messages[i - 1].role != Role::Tool,
+        Some(_) => true,
+    }
 }
 
 /// Start of the tail: the most recent messages whose tokens fit `budget` (at least
@@ -98,6 +115,11 @@ pub fn tail_start(
     {
         start = last_user;
     }
+    // A user message after tool results starts the tail with its results and the calls they
+    // answer: rounding forward instead would compact the user's latest words away.
+    while start > head_end && !is_boundary(messages, start) {
+        start -= 1;
+    }
     start.max(head_end)
 }
 
@@ -121,6 +143,8 @@ mod tests {
     #[test]
     fn head_covers_system_and_first_exchange_with_its_results() {
         assert_eq!(head_end(&convo("suattauat"), 1), 5);
+        // A user message right after the results is part of their turn.
+        assert_eq!(head_end(&convo("suattuat"), 1), 6);
         assert_eq!(head_end(&convo("suattauat"), 0), 1);
         assert_eq!(head_end(&convo("uaua"), 2), 4);
     }
@@ -138,7 +162,13 @@ mod tests {
     fn tail_reaches_back_to_the_last_user_message_within_the_ceiling() {
         let m = convo("suatatuatatat");
         let tokens = vec![10; m.len()];
-        assert_eq!(tail_start(&m, &tokens, 50, 1.5, 3, 3), 6);
+        // The user message at 6 follows results: the tail takes them and their call too.
+        assert_eq!(tail_start(&m, &tokens, 50, 1.5, 3, 3), 4);
+        let m = convo("suatatauatatat");
+        let tokens = vec![10; m.len()];
+        assert_eq!(tail_start(&m, &tokens, 50, 1.5, 3, 3), 7);
+        let m = convo("suatatuatatat");
+        let tokens = vec![10; m.len()];
         assert_eq!(
             tail_start(&m, &tokens, 30, 1.5, 3, 3),
             9,

@@ -9,11 +9,11 @@ use serde_json::Value;
 use crate::config::Config;
 use crate::content_id::ContentId;
 use crate::engine::abstracts::ResultMeta;
+use crate::engine::apply::{self, ApplyInput};
 use crate::engine::integrity::{self, IntegrityError};
 use crate::engine::plan::{self, Plan, PlanInput, PlanKind};
 use crate::engine::repeats::{self, Earlier};
-use crate::engine::segments;
-use crate::engine::summary::{self, SummaryInput};
+use crate::engine::summary;
 use crate::recall::{self, RecallError, RecallQuery};
 use crate::store::{OriginalStore, SessionId, StoreError};
 use crate::tokens::{ProviderFamily, TokenCounter};
@@ -183,6 +183,15 @@ pub struct Session {
     ineffective: usize,
     stopped: Option<String>,
     turns: usize,
+    frozen: usize,
+    inserted: Vec<Inserted>,
+}
+
+/// A tool result as it entered the history (what repeats may point to).
+struct Inserted {
+    call_id: String,
+    id: ContentId,
+    text: String,
 }
 
 impl Session {
@@ -208,6 +217,8 @@ impl Session {
             ineffective: 0,
             stopped: None,
             turns: 0,
+            frozen: 0,
+            inserted: Vec::new(),
         }
     }
 
@@ -301,9 +312,13 @@ impl Session {
             .collect();
         let trimmed = trim::trim_turn(&self.trim, self.window, &outputs);
         let mut events = Vec::new();
-        for ((mut message, (original, meta)), trimmed) in
-            results.into_iter().zip(originals).zip(trimmed)
+        for (((mut message, (original, meta)), trimmed), entered) in
+            results.into_iter().zip(originals).zip(trimmed).zip(&texts)
         {
+            // A pointer text cut further is recalled by its own id.
+            if trimmed.trimmed && trimmed.id != meta.id {
+                store.put(&self.id, trimmed.id, entered)?;
+            }
             let changed = trimmed.text != original;
             let mut call_id = String::new();
             for block in &mut message.content {
@@ -342,30 +357,28 @@ impl Session {
                     note: None,
                 });
             }
+            self.inserted.push(Inserted {
+                call_id: call_id.clone(),
+                id: meta.id,
+                text: trimmed.text,
+            });
             self.metas.insert(call_id, meta);
         }
         self.events.extend(events.iter().cloned());
         Ok(events)
     }
 
-    /// Tool results the model can still see whole (not already pointers or abstracts).
+    /// Tool results as they entered the history, pointers and abstracts aside. A pure
+    /// function of the history the client sends (not of the events since), so the proxy,
+    /// which sees only that history, inserts the same pointers.
     fn visible_results(&self) -> Vec<Earlier<'_>> {
-        self.messages
+        self.inserted
             .iter()
-            .flat_map(Message::tool_results)
-            .filter_map(|r| {
-                let meta = self.metas.get(&r.call_id)?;
-                let text = match r.content.first() {
-                    Some(Block::Text { text }) if !text.starts_with('[') || text.len() > 200 => {
-                        text.as_str()
-                    }
-                    _ => return None,
-                };
-                Some(Earlier {
-                    call_id: &r.call_id,
-                    id: meta.id,
-                    text,
-                })
+            .filter(|r| repeats::can_be_pointed_to(&r.text))
+            .map(|r| Earlier {
+                call_id: &r.call_id,
+                id: r.id,
+                text: &r.text,
             })
             .collect()
     }
@@ -385,23 +398,22 @@ impl Session {
             fixed_tokens: self.tools_tokens + 3,
             metas: &self.metas,
             window: self.window,
+            frozen: self.frozen,
         }
     }
 
-    fn summary_input(&self, plan: &Plan) -> SummaryInput<'_> {
-        SummaryInput {
+    fn apply_input(&self) -> ApplyInput<'_> {
+        ApplyInput {
             messages: &self.messages,
-            from: plan.head_end,
-            to: plan.tail_start,
+            tokens: &self.tokens,
             metas: &self.metas,
-            budget: plan.summary_budget,
         }
     }
 
     /// The request an external summarizer gets for a compaction plan.
     pub fn summary_request(&self, plan: &Plan) -> SummaryRequest {
         SummaryRequest {
-            messages: summary::llm_request_messages(&self.summary_input(plan)),
+            messages: summary::llm_request_messages(&self.apply_input().summary_input(plan)),
             tools: self.tools.clone(),
             budget: plan.summary_budget,
         }
@@ -439,74 +451,26 @@ impl Session {
     ) -> Result<EventRecord, EngineError> {
         let started = Instant::now();
         let before = self.prompt_tokens();
-        let (new_messages, kind, tokens_in, tokens_out, note, earliest) = match plan.kind {
-            PlanKind::PruneOnly => {
-                let mut messages = self.messages.clone();
-                plan::apply_edits(&mut messages, &plan.edits);
-                let earliest = plan
-                    .edits
-                    .iter()
-                    .map(|e| e.index)
-                    .min()
-                    .unwrap_or(plan.head_end);
-                (messages, EventKind::PruneOnly, 0, 0, None, earliest)
-            }
-            PlanKind::Compaction => {
-                let input = self.summary_input(plan);
-                let (body, kind, tokens_in, tokens_out, note) = match reply {
-                    Some(Ok(reply)) => (
-                        reply.body,
-                        EventKind::Compaction,
-                        reply.tokens_in,
-                        reply.tokens_out,
-                        None,
-                    ),
-                    Some(Err(why)) => {
-                        let body = summary::extractive_body(&input, &self.counter);
-                        (body, EventKind::Fallback, 0, 0, Some(why))
-                    }
-                    None => {
-                        let body = summary::extractive_body(&input, &self.counter);
-                        let tokens_in: usize =
-                            self.tokens[plan.head_end..plan.tail_start].iter().sum();
-                        let tokens_out = self.counter.count_text(&body);
-                        (body, EventKind::Compaction, tokens_in, tokens_out, None)
-                    }
-                };
-                let text = summary::compose(&input, &body, &self.counter);
-                let mut messages =
-                    Vec::with_capacity(plan.head_end + 1 + self.messages.len() - plan.tail_start);
-                messages.extend_from_slice(&self.messages[..plan.head_end]);
-                // What the client pins stays, verbatim and in order, before the summary (where
-                // later compactions leave it in place).
-                messages.extend(
-                    self.messages[plan.head_end..plan.tail_start]
-                        .iter()
-                        .filter(|m| segments::is_pinned(m))
-                        .cloned(),
-                );
-                messages.push(Message::text(Role::User, text));
-                messages.extend_from_slice(&self.messages[plan.tail_start..]);
-                (messages, kind, tokens_in, tokens_out, note, plan.head_end)
-            }
-        };
+        let edits = apply::apply(plan, &self.apply_input(), &self.counter, reply);
+        let new_messages = edits.render(&self.messages);
         integrity::check(&new_messages)?;
         self.tokens = new_messages
             .iter()
             .map(|m| self.counter.count_message(m))
             .collect();
         self.messages = new_messages;
+        self.frozen = edits.frozen;
         let after = self.prompt_tokens();
         let mut record = EventRecord {
-            kind,
+            kind: edits.kind,
             turn: self.turns,
             tokens_before: before,
             tokens_after: after,
-            earliest_changed: earliest,
-            summarizer_tokens_in: tokens_in,
-            summarizer_tokens_out: tokens_out,
+            earliest_changed: edits.earliest_changed(),
+            summarizer_tokens_in: edits.summarizer_tokens_in,
+            summarizer_tokens_out: edits.summarizer_tokens_out,
             duration_us: started.elapsed().as_micros() as u64,
-            note,
+            note: edits.note,
         };
         self.note_effectiveness(&mut record);
         self.events.push(record.clone());
