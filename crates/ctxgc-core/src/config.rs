@@ -68,6 +68,10 @@ pub struct ProxySettings {
     pub cache_breakpoints: bool,
     /// Set OpenAI's `prompt_cache_key` to the session id when absent.
     pub prompt_cache_key: bool,
+    /// Take each request's context window from its `model` (the built-in table of known
+    /// models, [`crate::models`]); off: every request gets `[trim] default_window`. The
+    /// `--window` flag turns it off.
+    pub model_windows: bool,
     /// The secret tenant ids are keyed with (a keyed hash of each caller's API key); unset:
     /// one is made at the first start and kept in the store, so replicas on one store agree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,6 +98,7 @@ impl Default for ProxySettings {
             inject_tools: false,
             cache_breakpoints: true,
             prompt_cache_key: true,
+            model_windows: true,
             tenant_secret: None,
             admin_token: None,
             connect_timeout_secs: 10,

@@ -6,7 +6,8 @@
 //!   search results), streaming in bounded memory;
 //! - [`engine`]: prune-first, then structured compaction, one cache break per event;
 //! - [`recall`], [`store`], [`agent_tools`]: nothing is lost, and the model can get it back;
-//! - [`content_id`]: stable ids of originals, for recall.
+//! - [`content_id`]: stable ids of originals, for recall;
+//! - [`models`]: known models' context windows.
 //!
 //! This crate does no I/O, spawns nothing and has no async: every function is a pure function
 //! of its inputs, so replays are deterministic and the proxy, the CLI and the replay lab share
@@ -19,6 +20,7 @@ pub mod bounded;
 pub mod config;
 pub mod content_id;
 pub mod engine;
+pub mod models;
 pub mod recall;
 pub mod store;
 pub mod tokens;

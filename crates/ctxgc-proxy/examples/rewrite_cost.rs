@@ -16,6 +16,7 @@ fn main() {
     let settings = RewriteSettings {
         trim: Default::default(),
         window: 200_000,
+        model_windows: false,
         cache_breakpoints: true,
         prompt_cache_key: true,
         engine: None,

@@ -74,7 +74,8 @@ pub(crate) fn prepare(
             events: !counting,
             metas: &out.metas,
         };
-        let mut outcome = advance_lineage(state, session, &step, policy, counting)?;
+        let window = settings.window_for(request.body["model"].as_str());
+        let mut outcome = advance_lineage(state, session, &step, policy, window, counting)?;
         // Where the proxy places Anthropic's breakpoints, the end of the summary (or pruned
         // prefix) gets one too: what an event rewrote is then read from the cache afterwards.
         if let (true, Some(messages), Some(l)) = (
@@ -121,9 +122,9 @@ pub(crate) fn advance_lineage(
     session: &SessionId,
     step: &lineage::StepInput<'_>,
     policy: &ctxgc_core::engine::Policy,
+    window: u64,
     counting: bool,
 ) -> Result<lineage::Outcome, ProxyError> {
-    let settings = &state.settings.rewrite;
     let key = StateKey::Lineage(session);
     let calibration = state
         .sessions
@@ -142,7 +143,7 @@ pub(crate) fn advance_lineage(
             step,
             current.as_ref(),
             policy,
-            settings.window,
+            window,
             calibration,
             state.counter(step.api),
             llm.as_mut().map(|f| f as &mut lineage::SummarizeFn<'_>),

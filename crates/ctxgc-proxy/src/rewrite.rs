@@ -22,8 +22,12 @@ use serde_json::{Value, json};
 pub struct RewriteSettings {
     /// Trimming configuration.
     pub trim: TrimConfig,
-    /// The model's context window (tokens).
+    /// The model's context window (tokens): every model's when `model_windows` is off, else unused
+    /// ([`Self::window_for`]).
     pub window: u64,
+    /// Take each request's window from its `model` ([`ctxgc_core::models`]); off when the
+    /// window was given explicitly.
+    pub model_windows: bool,
     /// Add Anthropic cache breakpoints when the request carries none.
     pub cache_breakpoints: bool,
     /// Set OpenAI's `prompt_cache_key` to the session id when absent.
@@ -34,6 +38,19 @@ pub struct RewriteSettings {
     /// Add `trim_tool_result` and `recall_tool_result` to requests that carry tools, and run
     /// the model's calls to them inside the proxy.
     pub inject_tools: bool,
+}
+
+impl RewriteSettings {
+    /// The window a request for `model` is shaped for: the model's known window when
+    /// `model_windows` is on (the table's conservative default for unknown models), else the
+    /// configured one.
+    pub fn window_for(&self, model: Option<&str>) -> u64 {
+        match (self.model_windows, model) {
+            (true, Some(model)) => ctxgc_core::models::window_for(model),
+            (true, None) => ctxgc_core::models::unknown_window(),
+            (false, _) => self.window,
+        }
+    }
 }
 
 /// What rewriting did.
@@ -304,7 +321,8 @@ pub fn rewrite_with(
     // engine's do. A turn's outcome depends on every turn before it, so its memo key chains
     // the keys before it.
     let mut entered: Vec<(&str, ContentId, Entered<'_>)> = Vec::with_capacity(slots.len());
-    let mut chain = settings.window;
+    let window = settings.window_for(request.body["model"].as_str());
+    let mut chain = window;
     let mut start = 0;
     while start < slots.len() {
         let end = slots[start..]
@@ -326,7 +344,7 @@ pub fn rewrite_with(
             None => {
                 // Worked out outside the memo's lock: two requests may work out one turn at
                 // once, to the same bytes (a pure function).
-                let outcome = enter_turn(settings, turn, &entered);
+                let outcome = enter_turn(settings, window, turn, &entered);
                 memo.insert(key, outcome.clone());
                 outcome
             }
@@ -418,6 +436,7 @@ impl Entered<'_> {
 /// pointers, then the turn is trimmed with its shared budget.
 fn enter_turn(
     settings: &RewriteSettings,
+    window: u64,
     turn: &[Slot<'_>],
     entered: &[(&str, ContentId, Entered<'_>)],
 ) -> TrimmedTurn {
@@ -444,7 +463,7 @@ fn enter_turn(
             text: p.as_deref().unwrap_or(s.text),
         })
         .collect();
-    let trimmed = trim::trim_turn(&settings.trim, settings.window, &outputs);
+    let trimmed = trim::trim_turn(&settings.trim, window, &outputs);
     turn.iter()
         .zip(metas)
         .zip(pointed)
@@ -547,6 +566,7 @@ mod tests {
         RewriteSettings {
             trim: TrimConfig::default(),
             window: 32_000,
+            model_windows: false,
             cache_breakpoints: true,
             prompt_cache_key: true,
             engine: None,
@@ -637,5 +657,37 @@ mod tests {
         let mut request =
             ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
         assert!(rewrite(&mut request, "s", &settings()).body.is_none());
+    }
+
+    /// Defect guarded: `serve` shaped every request for an assumed 200K window, so a local
+    /// 32K model's outputs entered whole. The window now comes from the request's model.
+    #[test]
+    fn the_window_follows_the_requests_model() {
+        let settings = RewriteSettings {
+            model_windows: true,
+            ..settings()
+        };
+        let run = |model: &str| {
+            let body = json!({
+                "model": model,
+                "messages": [
+                    {"role": "user", "content": "go"},
+                    {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+                    {"role": "tool", "tool_call_id": "c1", "content": log(2500)}
+                ]
+            });
+            let mut request =
+                ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
+            rewrite(&mut request, "s", &settings).bytes_saved
+        };
+        // 45 KB: under Claude's limit at 200K, over an unknown model's at 32K.
+        assert_eq!(run("claude-sonnet-4-5"), 0);
+        assert!(run("my-local-finetune") > 20_000);
+        assert_eq!(settings.window_for(Some("gpt-5-mini")), 272_000);
+        let fixed = RewriteSettings {
+            model_windows: false,
+            ..settings.clone()
+        };
+        assert_eq!(fixed.window_for(Some("gpt-5-mini")), 32_000);
     }
 }

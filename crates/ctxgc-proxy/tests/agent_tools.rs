@@ -346,6 +346,7 @@ async fn start(name: &str) -> Harness {
         rewrite: RewriteSettings {
             trim: Default::default(),
             window: 32_000,
+            model_windows: false,
             cache_breakpoints: true,
             prompt_cache_key: true,
             engine: None,

@@ -158,6 +158,7 @@ proptest! {
         let settings = ctxgc_proxy::RewriteSettings {
             trim: Default::default(),
             window,
+            model_windows: false,
             cache_breakpoints: false,
             prompt_cache_key: false,
             engine: None,
@@ -296,6 +297,7 @@ proptest! {
         let settings = ctxgc_proxy::RewriteSettings {
             trim: Default::default(),
             window,
+            model_windows: false,
             cache_breakpoints: false,
             prompt_cache_key: false,
             engine: None,

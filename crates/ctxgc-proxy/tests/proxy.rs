@@ -182,6 +182,7 @@ async fn start_full(
         rewrite: RewriteSettings {
             trim: Default::default(),
             window,
+            model_windows: false,
             cache_breakpoints: true,
             prompt_cache_key: true,
             engine: engine.then(Default::default),
@@ -606,6 +607,7 @@ async fn proxy_at(upstream: &str, timeouts: ctxgc_proxy::Timeouts, sink: LogSink
         rewrite: RewriteSettings {
             trim: Default::default(),
             window: 32_000,
+            model_windows: false,
             cache_breakpoints: true,
             prompt_cache_key: true,
             engine: None,

@@ -126,6 +126,7 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
         rewrite: RewriteSettings {
             trim: config.trim.clone(),
             window: args.window.unwrap_or(config.trim.default_window),
+            model_windows: config.proxy.model_windows && args.window.is_none(),
             cache_breakpoints: config.proxy.cache_breakpoints && !args.no_cache_breakpoints,
             prompt_cache_key: config.proxy.prompt_cache_key && !args.no_prompt_cache_key,
             engine: (config.proxy.compact || args.compact).then(|| config.engine.clone()),

@@ -1,0 +1,80 @@
+//! Known models and their context windows (`data/models.toml`, built in), so a request's
+//! `model` decides the window its limits and events scale with.
+
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+/// The built-in table.
+const MODELS_TOML: &str = include_str!("../data/models.toml");
+
+#[derive(Debug, Deserialize)]
+struct Table {
+    unknown_window: u64,
+    model: Vec<Entry>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Entry {
+    prefix: String,
+    window: u64,
+}
+
+/// Used if the built-in table were unreadable (a test guards that it is not).
+const FALLBACK_WINDOW: u64 = 32_000;
+
+fn table() -> Option<&'static Table> {
+    static TABLE: OnceLock<Option<Table>> = OnceLock::new();
+    TABLE
+        .get_or_init(|| toml::from_str(MODELS_TOML).ok())
+        .as_ref()
+}
+
+/// The context window of a known model, by the longest matching name prefix (case and a
+/// provider prefix such as `anthropic/` ignored); `None` for a model the table does not know.
+pub fn known_window(model: &str) -> Option<u64> {
+    let name = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
+    table()?
+        .model
+        .iter()
+        .filter(|e| name.starts_with(&e.prefix))
+        .max_by_key(|e| e.prefix.len())
+        .map(|e| e.window)
+}
+
+/// The window to assume for `model`: its known window, else the table's conservative default.
+pub fn window_for(model: &str) -> u64 {
+    known_window(model).unwrap_or_else(unknown_window)
+}
+
+/// The window assumed for a model the table does not know.
+pub fn unknown_window() -> u64 {
+    table().map_or(FALLBACK_WINDOW, |t| t.unknown_window)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_built_in_table_reads_and_matches_by_longest_prefix() {
+        assert!(table().is_some(), "data/models.toml does not parse");
+        assert_eq!(window_for("claude-sonnet-4-5-20250929"), 200_000);
+        assert_eq!(window_for("anthropic/claude-opus-4.1"), 200_000);
+        assert_eq!(window_for("GPT-5-mini"), 272_000);
+        assert_eq!(window_for("gpt-4o-mini"), 128_000);
+        assert_eq!(window_for("models/gemini-3-pro-preview"), 1_048_576);
+        assert_eq!(window_for("qwen3-coder-30b"), 262_144);
+        assert_eq!(window_for("qwen2.5-7b"), 32_768);
+        assert_eq!(known_window("my-finetune"), None);
+        assert_eq!(window_for("my-finetune"), unknown_window());
+        assert!(
+            unknown_window() <= 64_000,
+            "unknown models get a small window"
+        );
+    }
+}
