@@ -87,6 +87,8 @@ pub struct StepInput<'a> {
     pub events: bool,
     /// Facts of the tool outputs' originals, by call id (from insertion).
     pub metas: &'a BTreeMap<String, ResultMeta>,
+    /// Seconds since the session's previous request, when known.
+    pub idle_secs: Option<u64>,
 }
 
 /// Applies the session's lineage to the client's (insertion-trimmed) messages, then runs an
@@ -211,6 +213,7 @@ fn step_unchecked(
         metas: input.metas,
         window,
         frozen: if kept == 0 { 0 } else { frozen },
+        cache_cold: policy.is_cache_cold(input.idle_secs),
     };
     let Some(plan) = plan::plan(&plan_input, policy, &counter) else {
         return Ok(unchanged(&mut counter, applied, lineage));
@@ -367,6 +370,7 @@ mod tests {
             tools: &[],
             events: true,
             metas: &BTreeMap::new(),
+            idle_secs: None,
         };
         let run = |state: &Lineage, input: &StepInput<'_>| {
             step(
@@ -421,6 +425,7 @@ mod tests {
                     tools: &[],
                     events: true,
                     metas: &BTreeMap::new(),
+                    idle_secs: None,
                 };
                 let outcome = step(
                     &input,
@@ -448,5 +453,43 @@ mod tests {
         };
         assert!(run(None) >= 2, "the session compacts more than once");
         assert_eq!(run(Some("stopped".into())), 1, "no event after the stop");
+    }
+
+    /// The proxy runs the engine's cold-cache prune too: after a pause past the cache TTL, a
+    /// session far under its threshold has its older outputs pruned; without the pause, not.
+    #[test]
+    fn a_pause_past_the_cache_ttl_prunes_in_the_proxy_too() {
+        let mut client = vec![json!({"role": "user", "content": "Fix the build."})];
+        for turn in 0..20 {
+            let id = format!("c{turn}");
+            client.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}));
+            client.push(json!({"role": "tool", "tool_call_id": id, "content": format!("line {turn} of the build log\n").repeat(120)}));
+        }
+        let run = |idle_secs| {
+            let input = StepInput {
+                api: Api::ChatCompletions,
+                client: &client,
+                system: None,
+                tools: &[],
+                events: true,
+                metas: &BTreeMap::new(),
+                idle_secs,
+            };
+            let policy = Policy::default();
+            step(
+                &input,
+                None,
+                &policy,
+                200_000,
+                1.0,
+                TokenCounter::openai(),
+                None,
+            )
+            .unwrap()
+            .event
+        };
+        assert_eq!(run(None), None);
+        assert_eq!(run(Some(60)), None);
+        assert_eq!(run(Some(301)), Some("prune"));
     }
 }

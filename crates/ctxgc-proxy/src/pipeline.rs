@@ -65,6 +65,18 @@ pub(crate) fn prepare(
             .and_then(serde_json::Value::as_array)
             .cloned()
             .unwrap_or_default();
+        // How long the session was silent: past the cache TTL, the next event is free.
+        let idle_secs = if counting {
+            None
+        } else {
+            state.sessions.lock().ok().and_then(|mut sessions| {
+                let now = std::time::Instant::now();
+                let entry = sessions.get_mut(session.as_str())?;
+                let idle = entry.last_request.map(|t| now.duration_since(t).as_secs());
+                entry.last_request = Some(now);
+                idle
+            })
+        };
         let step = lineage::StepInput {
             api: request.api,
             client: &client,
@@ -73,6 +85,7 @@ pub(crate) fn prepare(
             // A token count sees the lineage in force but never runs or records an event.
             events: !counting,
             metas: &out.metas,
+            idle_secs,
         };
         let window = settings.window_for(request.body["model"].as_str());
         let mut outcome = advance_lineage(state, session, &step, policy, window, counting)?;
@@ -92,6 +105,9 @@ pub(crate) fn prepare(
             let entry = sessions.entry(session.to_string()).or_default();
             entry.estimated_tokens = outcome.estimated_tokens as u64;
             entry.last_active = tick();
+            entry
+                .last_request
+                .get_or_insert_with(std::time::Instant::now);
         }
         if outcome.event.is_some() {
             state.counters.events.fetch_add(1, Ordering::Relaxed);

@@ -24,6 +24,10 @@ pub struct SessionUsage {
     /// When it was last active (a counter): the least recently active leave a full table.
     #[serde(skip)]
     pub last_active: u64,
+    /// When its latest request came (this replica's clock): a longer pause than the
+    /// provider's cache TTL makes the next event free of cache cost.
+    #[serde(skip)]
+    pub last_request: Option<std::time::Instant>,
 }
 
 impl SessionUsage {

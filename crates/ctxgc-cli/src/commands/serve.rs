@@ -44,10 +44,13 @@ pub struct ServeArgs {
     /// Do not set OpenAI's prompt_cache_key when absent.
     #[arg(long)]
     pub no_prompt_cache_key: bool,
-    /// Run the engine's events (prune first, then compaction) across requests (also
-    /// `[proxy] compact = true`).
+    /// Run the engine's events (prune first, then compaction) across requests: the default
+    /// (`[proxy] compact`, true unless the configuration says otherwise).
     #[arg(long)]
     pub compact: bool,
+    /// Leave histories whole: no events across requests (overrides `[proxy] compact`).
+    #[arg(long, conflicts_with = "compact")]
+    pub no_compact: bool,
     /// Add trim_tool_result and recall_tool_result to requests that carry tools and run the
     /// model's calls to them inside the proxy (also `[proxy] inject_tools = true`).
     #[arg(long)]
@@ -129,7 +132,8 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             model_windows: config.proxy.model_windows && args.window.is_none(),
             cache_breakpoints: config.proxy.cache_breakpoints && !args.no_cache_breakpoints,
             prompt_cache_key: config.proxy.prompt_cache_key && !args.no_prompt_cache_key,
-            engine: (config.proxy.compact || args.compact).then(|| config.engine.clone()),
+            engine: ((config.proxy.compact || args.compact) && !args.no_compact)
+                .then(|| config.engine.clone()),
             inject_tools: config.proxy.inject_tools || args.inject_tools,
         },
         summarizer: args.summarizer.llm()?.map(Arc::new),

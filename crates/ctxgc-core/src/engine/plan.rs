@@ -38,6 +38,9 @@ pub struct PlanInput<'a> {
     /// Messages before this index stand for what an earlier event rewrote (its summary, its
     /// pruned prefix): a new event's tail may not start inside them.
     pub frozen: usize,
+    /// The provider's prompt cache has expired (a pause past its TTL): the request rewrites
+    /// its whole prefix anyway ([`Policy::cold_cache_secs`]).
+    pub cache_cold: bool,
 }
 
 /// Assistant turns over which growth per turn is measured.
@@ -138,15 +141,28 @@ pub struct Plan {
 pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> Option<Plan> {
     let total = input.total();
     let threshold = policy.threshold(input.window);
-    if total < threshold {
+    let growth = input.growth_per_turn();
+    // A cold cache makes an event free of cache cost: one due within the runway runs now, and
+    // below that a prune that reclaims a real amount.
+    let due = total >= threshold;
+    let due_soon = input.cache_cold && total + policy.runway(input.window, growth) >= threshold;
+    if !due && !due_soon && !input.cache_cold {
         return None;
     }
     let messages = input.messages;
     let head_end = segments::head_end(messages, policy.head_exchanges);
+    // A prune at a cold cache keeps a shorter tail: only the newest outputs stay whole.
+    let tail_budget = if due || due_soon {
+        policy.tail_budget(input.window)
+    } else {
+        policy
+            .tail_budget(input.window)
+            .min(policy.cold_protected_tokens)
+    };
     let tail_start = segments::tail_start(
         messages,
         input.tokens,
-        policy.tail_budget(input.window),
+        tail_budget,
         policy.tail_ceiling,
         policy.tail_min_messages,
         head_end,
@@ -155,12 +171,35 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
     if tail_start < input.frozen || tail_start >= messages.len() || head_end >= tail_start {
         return None;
     }
-    let edits = prune_edits(input, policy, counter, head_end, tail_start);
-    let reclaimed: usize = edits
-        .iter()
-        .map(|e| e.tokens_before.saturating_sub(e.tokens_after))
-        .sum();
-    let target = threshold.saturating_sub(policy.runway(input.window, input.growth_per_turn()));
+    let reclaimed_by = |edits: &[PruneEdit]| -> usize {
+        edits
+            .iter()
+            .map(|e| e.tokens_before.saturating_sub(e.tokens_after))
+            .sum()
+    };
+    if !due && !due_soon {
+        // Cold, nothing due: a prune alone, of what is older than the newest outputs, or
+        // nothing.
+        let protected = policy.cold_protected_tokens;
+        let edits = prune_edits(input, policy, counter, (head_end, tail_start), protected);
+        let reclaimed = reclaimed_by(&edits);
+        if reclaimed < policy.cold_min_reclaim_tokens {
+            return None;
+        }
+        return Some(Plan {
+            kind: PlanKind::PruneOnly,
+            tokens_before: total,
+            estimated_after: total - reclaimed,
+            head_end,
+            tail_start,
+            edits,
+            summary_budget: 0,
+        });
+    }
+    let protected = policy.protected_tool_tokens(input.window);
+    let edits = prune_edits(input, policy, counter, (head_end, tail_start), protected);
+    let reclaimed = reclaimed_by(&edits);
+    let target = threshold.saturating_sub(policy.runway(input.window, growth));
     let worth_pruning = reclaimed >= policy.min_reclaim(input.window);
     // What the client pins stays through a compaction: it is not reclaimed.
     let middle: usize = (head_end..tail_start)
@@ -201,8 +240,8 @@ fn prune_edits(
     input: &PlanInput<'_>,
     policy: &Policy,
     counter: &TokenCounter,
-    head_end: usize,
-    tail_start: usize,
+    (head_end, tail_start): (usize, usize),
+    budget: usize,
 ) -> Vec<PruneEdit> {
     let messages = input.messages;
     let calls: BTreeMap<&str, (usize, &ToolCall)> = messages
@@ -214,7 +253,6 @@ fn prune_edits(
     // Protected: the newest tool outputs, up to the budget.
     let mut protected = vec![false; messages.len()];
     let mut used = 0usize;
-    let budget = policy.protected_tool_tokens(input.window);
     for (i, m) in messages.iter().enumerate().rev() {
         if m.role == Role::Tool && used < budget {
             protected[i] = true;

@@ -59,6 +59,17 @@ pub struct Policy {
     pub max_ineffective_events: usize,
     /// Seconds to wait before trying the LLM summarizer again after it failed.
     pub llm_cooldown_secs: u64,
+    /// Seconds of silence after which the provider's prompt cache is taken as expired
+    /// (Anthropic's default TTL is 5 minutes; OpenAI keeps prefixes 5 to 10 minutes): the next
+    /// request writes its whole prefix anyway, so an event then breaks nothing. An event due
+    /// within the runway runs then, and a prune that reclaims a real amount runs even when
+    /// none is due. 0 turns this off.
+    pub cold_cache_secs: u64,
+    /// Tokens of the newest tool outputs a prune at a cold cache keeps whole (what is older
+    /// costs its reads on every later request, and rewriting it costs nothing then).
+    pub cold_protected_tokens: usize,
+    /// Tokens a prune at a cold cache must reclaim to run.
+    pub cold_min_reclaim_tokens: usize,
 }
 
 /// Defaults tuned with the replay lab on the shared transcripts (README, "Replay"): an event at
@@ -95,6 +106,9 @@ impl Default for Policy {
             summary_window_share: 0.05,
             max_ineffective_events: 2,
             llm_cooldown_secs: 300,
+            cold_cache_secs: 300,
+            cold_protected_tokens: 8_000,
+            cold_min_reclaim_tokens: 2_000,
         }
     }
 }
@@ -109,6 +123,11 @@ pub struct EventVerdict {
 }
 
 impl Policy {
+    /// Whether a pause of `idle_secs` outlived the provider's prompt cache.
+    pub fn is_cache_cold(&self, idle_secs: Option<u64>) -> bool {
+        self.cold_cache_secs > 0 && idle_secs.is_some_and(|s| s > self.cold_cache_secs)
+    }
+
     /// Prompt tokens at which an event is due.
     pub fn threshold(&self, window: u64) -> usize {
         (window as f64 * self.trigger_share) as usize

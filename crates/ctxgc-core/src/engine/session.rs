@@ -185,6 +185,7 @@ pub struct Session {
     turns: usize,
     frozen: usize,
     inserted: Vec<Inserted>,
+    cache_cold: bool,
 }
 
 /// A tool result as it entered the history (what repeats may point to).
@@ -219,6 +220,7 @@ impl Session {
             turns: 0,
             frozen: 0,
             inserted: Vec::new(),
+            cache_cold: false,
         }
     }
 
@@ -383,6 +385,13 @@ impl Session {
             .collect()
     }
 
+    /// Tells the session how long the agent was silent before the request about to be
+    /// planned: past [`Policy::cold_cache_secs`] the provider's cache has expired, and the
+    /// next plan may use that free rewrite.
+    pub fn set_idle(&mut self, idle_secs: Option<u64>) {
+        self.cache_cold = self.policy.is_cache_cold(idle_secs);
+    }
+
     /// The event that is due, if any (none once automatic events have stopped).
     pub fn plan(&self) -> Option<Plan> {
         if self.stopped.is_some() {
@@ -399,6 +408,7 @@ impl Session {
             metas: &self.metas,
             window: self.window,
             frozen: self.frozen,
+            cache_cold: self.cache_cold,
         }
     }
 

@@ -774,3 +774,44 @@ fn summaries_list_every_hidden_output_and_real_exit_codes_without_recorded_facts
     assert!(text.contains("exit 3"), "{text}");
     assert!(!text.contains("exit 1"), "{text}");
 }
+
+/// A pause past the cache TTL makes the next request rewrite its whole prefix anyway: a prune
+/// of older outputs then costs no cache write, so it runs though no event is due; without the
+/// pause, the same prompt runs none. Outputs newer than `cold_protected_tokens` stay whole.
+#[test]
+fn a_cold_cache_prunes_old_outputs_though_no_event_is_due() {
+    let config = Config::default();
+    // 20 turns of 3 KB outputs: about 16K tokens, far under a 200K window's threshold.
+    let source = shell_session(20, 3_000);
+    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Openai);
+    drive_through(&source, &mut session);
+    assert!(
+        session.plan().is_none(),
+        "nothing is due while the cache is warm"
+    );
+    session.set_idle(Some(config.engine.cold_cache_secs));
+    assert!(
+        session.plan().is_none(),
+        "a pause within the TTL changes nothing"
+    );
+    session.set_idle(Some(config.engine.cold_cache_secs + 1));
+    let plan = session.plan().expect("a prune at the cold cache");
+    assert_eq!(plan.kind, PlanKind::PruneOnly);
+    let before = session.prompt_tokens();
+    let record = session.apply(&plan, None).unwrap();
+    assert!(record.tokens_after + 5_000 < before, "{record:?}");
+    // The newest outputs are whole.
+    let whole: usize = session
+        .prompt()
+        .iter()
+        .filter(|m| m.tool_results().any(|r| !r.text().starts_with('[')))
+        .count();
+    assert!(whole >= 2, "{whole} outputs left whole");
+    // Off when the TTL is 0.
+    let mut off = config.clone();
+    off.engine.cold_cache_secs = 0;
+    let mut session = Session::new("s", 200_000, &off, ProviderFamily::Openai);
+    drive_through(&source, &mut session);
+    session.set_idle(Some(3_600));
+    assert!(session.plan().is_none());
+}

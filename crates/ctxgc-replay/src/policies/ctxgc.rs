@@ -15,6 +15,7 @@ pub struct Ctxgc {
     session: Session,
     store: MemoryStore,
     events: bool,
+    last_sent_ms: Option<i64>,
 }
 
 impl Ctxgc {
@@ -28,6 +29,7 @@ impl Ctxgc {
             store: MemoryStore::default(),
             name,
             events: true,
+            last_sent_ms: None,
         }
     }
 
@@ -63,6 +65,17 @@ impl ReplayPolicy for Ctxgc {
     fn insert_tool_results(&mut self, results: Vec<Message>) {
         // A memory store cannot fail.
         let _ = self.session.insert_tool_results(&self.store, results);
+    }
+
+    fn clock(&mut self, sent_ms: Option<i64>) {
+        let idle = match (self.last_sent_ms, sent_ms) {
+            (Some(last), Some(now)) => u64::try_from((now - last) / 1000).ok(),
+            _ => None,
+        };
+        self.session.set_idle(idle);
+        if sent_ms.is_some() {
+            self.last_sent_ms = sent_ms;
+        }
     }
 
     fn request(&mut self) -> Request<'_> {

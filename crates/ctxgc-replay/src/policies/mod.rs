@@ -50,6 +50,10 @@ pub trait ReplayPolicy: Send {
     fn push(&mut self, message: Message);
     /// The tool results of one assistant turn enter.
     fn insert_tool_results(&mut self, results: Vec<Message>);
+    /// When the next request is sent (client logs record it): called before [`Self::request`].
+    fn clock(&mut self, sent_ms: Option<i64>) {
+        let _ = sent_ms;
+    }
     /// The request sent before the next assistant message.
     fn request(&mut self) -> Request<'_>;
     /// Tokens of tool definitions the policy adds to every request.
