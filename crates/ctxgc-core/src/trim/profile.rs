@@ -57,6 +57,10 @@ pub struct TrimConfig {
     pub bytes_per_token: f64,
     /// Smallest soft limit, in bytes.
     pub min_limit_bytes: usize,
+    /// Limits scale with the window up to this many tokens, no further: a kept token is
+    /// billed on every later request whatever the window, so a larger window is room, not a
+    /// reason to keep more. 0: no cap.
+    pub budget_window_cap: u64,
     /// No tool output is ever longer than this, in bytes, whatever its profile.
     pub hard_cap_bytes: usize,
     /// All results of one assistant turn (parallel calls) together get at most this share of
@@ -77,6 +81,7 @@ impl Default for TrimConfig {
             default_window: 200_000,
             bytes_per_token: 4.0,
             min_limit_bytes: 2_048,
+            budget_window_cap: 0,
             hard_cap_bytes: 128 * 1024,
             turn_window_share: 0.10,
             line_max_bytes: 240,
@@ -313,13 +318,22 @@ impl TrimConfig {
         if profile.mode == Mode::Never {
             return self.hard_cap_bytes;
         }
-        let bytes = window as f64 * profile.window_share * self.bytes_per_token;
+        let bytes = self.budget_window(window) as f64 * profile.window_share * self.bytes_per_token;
         (bytes as usize).clamp(self.min_limit_bytes, self.hard_cap_bytes)
+    }
+
+    /// The window limits are computed for: `window`, capped at `budget_window_cap`.
+    pub fn budget_window(&self, window: u64) -> u64 {
+        match self.budget_window_cap {
+            0 => window,
+            cap => window.min(cap),
+        }
     }
 
     /// Bytes all results of one assistant turn may take together.
     pub fn turn_budget(&self, window: u64) -> usize {
-        let bytes = window as f64 * self.turn_window_share * self.bytes_per_token;
+        let bytes =
+            self.budget_window(window) as f64 * self.turn_window_share * self.bytes_per_token;
         (bytes as usize).max(self.min_limit_bytes)
     }
 
@@ -377,6 +391,22 @@ mod tests {
         ] {
             assert_eq!(c.profile_for(tool).name, profile, "{tool}");
         }
+    }
+
+    #[test]
+    fn a_budget_window_cap_stops_limits_growing_with_the_window() {
+        let c = TrimConfig {
+            budget_window_cap: 64_000,
+            ..TrimConfig::default()
+        };
+        let terminal = c.profile_for("bash").clone();
+        assert_eq!(
+            c.soft_limit(&terminal, 200_000),
+            c.soft_limit(&terminal, 64_000)
+        );
+        assert!(c.soft_limit(&terminal, 32_000) < c.soft_limit(&terminal, 64_000));
+        assert_eq!(c.turn_budget(1_000_000), c.turn_budget(64_000));
+        assert_eq!(TrimConfig::default().budget_window(200_000), 200_000);
     }
 
     #[test]
