@@ -74,6 +74,101 @@ impl View {
     }
 }
 
+/// Tokens as the upstream billed them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    /// Uncached input.
+    pub input: u64,
+    /// Input read from the cache.
+    pub cache_read: u64,
+    /// Input written to the cache.
+    pub cache_write: u64,
+    /// Output.
+    pub output: u64,
+}
+
+/// What one event of a response stream says, in neutral terms: usage and ids.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResponseEvent {
+    /// The response started: its id, and the usage known so far (Anthropic's input).
+    Started {
+        /// The response id, when the API names it.
+        id: Option<String>,
+        /// Usage known at the start.
+        usage: Option<Usage>,
+    },
+    /// Output tokens so far.
+    OutputTokens(u64),
+    /// The response is complete: its id and final usage, when the event carries them.
+    Completed {
+        /// The response id.
+        id: Option<String>,
+        /// The final usage.
+        usage: Option<Usage>,
+    },
+    /// Anything else (text, tool calls, pings).
+    Other,
+}
+
+fn n(v: &Value, key: &str) -> u64 {
+    v.pointer(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// A tool call in a complete response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseCall {
+    /// Call id.
+    pub id: String,
+    /// Tool name.
+    pub name: String,
+    /// Arguments (parsed when they were a JSON string).
+    pub arguments: Value,
+    /// The call as the response carried it.
+    pub raw: Value,
+}
+
+/// Which of a merge's parts [`WireApi::merge_calls`] is placing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Tool calls.
+    Calls,
+    /// Tool results.
+    Results,
+}
+
+/// Arguments parsed when they are a JSON string.
+fn parsed(v: &Value) -> Value {
+    match v {
+        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| v.clone()),
+        other => other.clone(),
+    }
+}
+
+fn text_of(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_owned()
+}
+
+/// Two wire items or blocks alike but for where breakpoints were put.
+fn same(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(map) = v.as_object_mut() {
+            map.remove("cache_control");
+        }
+        v
+    };
+    strip(a) == strip(b)
+}
+
+/// How an API's prompt cache is steered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheHint {
+    /// Explicit `cache_control` breakpoints (Anthropic).
+    Breakpoints,
+    /// Automatic prefix caching, routed by `prompt_cache_key` (OpenAI).
+    PromptCacheKey,
+}
+
 /// Which upstream an API's requests go to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Upstream {
@@ -114,6 +209,43 @@ pub trait WireApi: Sync {
     /// Sets the text of a tool result: `item` is the conversation item holding it, `block`
     /// its block within the item when results are blocks (Anthropic).
     fn set_result_text(&self, item: &mut Value, block: Option<usize>, text: &str);
+    /// The tool calls in a complete (non-streamed) response, in the order the model made them.
+    fn response_calls(&self, response: &Value) -> Vec<ResponseCall>;
+    /// The usage a provider's usage object reports.
+    fn usage_of(&self, usage: &Value) -> Usage;
+    /// What one event of a streamed response says about its usage and id.
+    fn response_event(&self, event: &Value) -> ResponseEvent;
+    /// A complete JSON response's usage, and its id when a later request may continue it
+    /// (Responses' `previous_response_id`).
+    fn response_summary(&self, response: &Value) -> (Option<Usage>, Option<String>) {
+        (response.get("usage").map(|u| self.usage_of(u)), None)
+    }
+    /// The list in a complete response that holds its tool calls (beside other parts, for
+    /// Anthropic's content blocks and Responses' output items).
+    fn response_call_list<'a>(&self, response: &'a mut Value) -> Option<&'a mut Vec<Value>>;
+    /// The history items of the model's turn in a complete response.
+    fn response_items(&self, response: &Value) -> Vec<Value>;
+    /// Puts `calls` into the client's assistant turn that holds call `with_call`, and
+    /// `results` beside that turn's results, both through `place` (which orders ours among
+    /// theirs); both or neither, since a call without its result is a 400 upstream. Returns
+    /// whether the turn and its results were found.
+    fn merge_calls(
+        &self,
+        items: &mut Vec<Value>,
+        with_call: &str,
+        place: &dyn Fn(Vec<Value>, Kind) -> Vec<Value>,
+    ) -> bool;
+    /// Removes from the client's history, right after item `after`, the content the client
+    /// was streamed of a round the proxy ran itself (`round`: that round's items): the
+    /// upstream then sees each round's content once.
+    fn drop_repeated_round(&self, items: &mut Vec<Value>, after: usize, round: &[Value]);
+    /// How a client asks this API's provider to cache its prompt prefix.
+    fn cache_hint(&self) -> CacheHint;
+    /// The tool calls a conversation item holds: (call id, tool name).
+    fn calls_in<'a>(&self, item: &'a Value) -> Vec<(&'a str, &'a str)>;
+    /// The tool results a conversation item holds: (call id, the content, the JSON pointer of
+    /// the content within the item).
+    fn results_in<'a>(&self, item: &'a Value) -> Vec<(Option<&'a str>, &'a Value, String)>;
     /// Sets the arguments (JSON text) of call `call_id` wherever `item` holds it.
     fn set_call_arguments(&self, item: &mut Value, call_id: &str, arguments: &str);
     /// The item without its tool results: what remains of a turn that shares one wire message
@@ -145,6 +277,104 @@ struct Responses;
 struct Messages;
 
 impl WireApi for ChatCompletions {
+    fn usage_of(&self, u: &Value) -> Usage {
+        // prompt_tokens includes the cached ones.
+        let cached = n(u, "/prompt_tokens_details/cached_tokens");
+        Usage {
+            input: n(u, "/prompt_tokens").saturating_sub(cached),
+            cache_read: cached,
+            cache_write: 0,
+            output: n(u, "/completion_tokens"),
+        }
+    }
+    fn response_event(&self, event: &Value) -> ResponseEvent {
+        // The last chunk carries the usage (with `stream_options.include_usage`).
+        match event.get("usage").filter(|u| u.is_object()) {
+            Some(u) => ResponseEvent::Completed {
+                id: None,
+                usage: Some(self.usage_of(u)),
+            },
+            None => ResponseEvent::Other,
+        }
+    }
+    fn response_call_list<'a>(&self, response: &'a mut Value) -> Option<&'a mut Vec<Value>> {
+        response
+            .pointer_mut("/choices/0/message/tool_calls")?
+            .as_array_mut()
+    }
+    fn response_calls(&self, response: &Value) -> Vec<ResponseCall> {
+        response
+            .pointer("/choices/0/message/tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| ResponseCall {
+                id: text_of(&c["id"]),
+                name: text_of(&c["function"]["name"]),
+                arguments: parsed(&c["function"]["arguments"]),
+                raw: c.clone(),
+            })
+            .collect()
+    }
+    fn response_items(&self, response: &Value) -> Vec<Value> {
+        let m = &response["choices"][0]["message"];
+        let mut out = json!({"role": "assistant", "content": m["content"].clone()});
+        if let Some(calls) = m.get("tool_calls") {
+            out["tool_calls"] = calls.clone();
+        }
+        vec![out]
+    }
+    fn merge_calls(
+        &self,
+        items: &mut Vec<Value>,
+        with_call: &str,
+        place: &dyn Fn(Vec<Value>, Kind) -> Vec<Value>,
+    ) -> bool {
+        let Some(i) = items.iter().position(|m| {
+            m["role"] == "assistant"
+                && m["tool_calls"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["id"] == with_call))
+        }) else {
+            return false;
+        };
+        let end = (i + 1..items.len())
+            .find(|&j| items[j]["role"] != "tool")
+            .unwrap_or(items.len());
+        if end == i + 1 {
+            return false;
+        }
+        if let Some(calls) = items[i]["tool_calls"].as_array_mut() {
+            *calls = place(std::mem::take(calls), Kind::Calls);
+        }
+        let results: Vec<Value> = items.drain(i + 1..end).collect();
+        let results = place(results, Kind::Results);
+        items.splice(i + 1..i + 1, results);
+        true
+    }
+    fn drop_repeated_round(&self, items: &mut Vec<Value>, after: usize, round: &[Value]) {
+        let Some(text) = round
+            .first()
+            .and_then(|a| a["content"].as_str())
+            .filter(|t| !t.is_empty())
+        else {
+            return;
+        };
+        if let Some(message) = items.get_mut(after).filter(|m| m["role"] == "assistant")
+            && let Some(rest) = message["content"]
+                .as_str()
+                .and_then(|c| c.strip_prefix(text))
+        {
+            message["content"] = if rest.is_empty() {
+                Value::Null
+            } else {
+                json!(rest)
+            };
+        }
+    }
+    fn cache_hint(&self) -> CacheHint {
+        CacheHint::PromptCacheKey
+    }
     fn api(&self) -> Api {
         Api::ChatCompletions
     }
@@ -187,6 +417,24 @@ impl WireApi for ChatCompletions {
     fn set_result_text(&self, item: &mut Value, _block: Option<usize>, text: &str) {
         item["content"] = json!(text);
     }
+    fn calls_in<'a>(&self, item: &'a Value) -> Vec<(&'a str, &'a str)> {
+        item["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| Some((c["id"].as_str()?, c["function"]["name"].as_str()?)))
+            .collect()
+    }
+    fn results_in<'a>(&self, item: &'a Value) -> Vec<(Option<&'a str>, &'a Value, String)> {
+        if !self.is_result_item(item) {
+            return Vec::new();
+        }
+        vec![(
+            item["tool_call_id"].as_str(),
+            &item["content"],
+            "/content".into(),
+        )]
+    }
     fn set_call_arguments(&self, item: &mut Value, call_id: &str, arguments: &str) {
         for call in item["tool_calls"].as_array_mut().into_iter().flatten() {
             if call["id"] == call_id {
@@ -220,6 +468,110 @@ impl WireApi for ChatCompletions {
 }
 
 impl WireApi for Responses {
+    fn usage_of(&self, u: &Value) -> Usage {
+        // input_tokens includes the cached ones.
+        let cached = n(u, "/input_tokens_details/cached_tokens");
+        Usage {
+            input: n(u, "/input_tokens").saturating_sub(cached),
+            cache_read: cached,
+            cache_write: 0,
+            output: n(u, "/output_tokens"),
+        }
+    }
+    fn response_event(&self, event: &Value) -> ResponseEvent {
+        let id = || event["response"]["id"].as_str().map(str::to_owned);
+        match event["type"].as_str() {
+            Some("response.created") => ResponseEvent::Started {
+                id: id(),
+                usage: None,
+            },
+            Some("response.completed") => ResponseEvent::Completed {
+                id: id(),
+                usage: event["response"]
+                    .get("usage")
+                    .filter(|u| u.is_object())
+                    .map(|u| self.usage_of(u)),
+            },
+            _ => ResponseEvent::Other,
+        }
+    }
+    fn response_summary(&self, response: &Value) -> (Option<Usage>, Option<String>) {
+        let usage = response.get("usage").map(|u| self.usage_of(u));
+        let id = (response["object"] == "response")
+            .then(|| response["id"].as_str().map(str::to_owned))
+            .flatten();
+        (usage, id)
+    }
+    fn response_call_list<'a>(&self, response: &'a mut Value) -> Option<&'a mut Vec<Value>> {
+        response.get_mut("output")?.as_array_mut()
+    }
+    fn response_calls(&self, response: &Value) -> Vec<ResponseCall> {
+        response["output"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|it| self.is_call_item(it))
+            .map(|it| ResponseCall {
+                id: text_of(&it["call_id"]),
+                name: text_of(&it["name"]),
+                arguments: parsed(&it["arguments"]),
+                raw: it.clone(),
+            })
+            .collect()
+    }
+    fn response_items(&self, response: &Value) -> Vec<Value> {
+        response["output"].as_array().cloned().unwrap_or_default()
+    }
+    fn merge_calls(
+        &self,
+        items: &mut Vec<Value>,
+        with_call: &str,
+        place: &dyn Fn(Vec<Value>, Kind) -> Vec<Value>,
+    ) -> bool {
+        let is_call = |it: &Value| self.is_call_item(it);
+        let Some(i) = items
+            .iter()
+            .position(|it| is_call(it) && it["call_id"] == with_call)
+        else {
+            return false;
+        };
+        let calls_start = (0..=i)
+            .rev()
+            .take_while(|&j| is_call(&items[j]))
+            .last()
+            .unwrap_or(i);
+        let calls_end = (i..items.len())
+            .find(|&j| !is_call(&items[j]))
+            .unwrap_or(items.len());
+        let outputs_end = (calls_end..items.len())
+            .find(|&j| !self.is_result_item(&items[j]))
+            .unwrap_or(items.len());
+        if outputs_end == calls_end {
+            return false;
+        }
+        let outputs: Vec<Value> = items.drain(calls_end..outputs_end).collect();
+        let calls: Vec<Value> = items.drain(calls_start..calls_end).collect();
+        let mut run = place(calls, Kind::Calls);
+        run.extend(place(outputs, Kind::Results));
+        items.splice(calls_start..calls_start, run);
+        true
+    }
+    fn drop_repeated_round(&self, items: &mut Vec<Value>, after: usize, round: &[Value]) {
+        // Items: the round's reasoning and messages, as separate items.
+        let shown: Vec<&Value> = round
+            .iter()
+            .filter(|v| !self.is_call_item(v) && !self.is_result_item(v))
+            .collect();
+        let repeated = items[after.min(items.len())..]
+            .iter()
+            .zip(&shown)
+            .take_while(|(client, ours)| same(client, ours))
+            .count();
+        items.drain(after..after + repeated);
+    }
+    fn cache_hint(&self) -> CacheHint {
+        CacheHint::PromptCacheKey
+    }
     fn api(&self) -> Api {
         Api::Responses
     }
@@ -265,6 +617,23 @@ impl WireApi for Responses {
     }
     fn set_result_text(&self, item: &mut Value, _block: Option<usize>, text: &str) {
         item["output"] = json!(text);
+    }
+    fn calls_in<'a>(&self, item: &'a Value) -> Vec<(&'a str, &'a str)> {
+        if !self.is_call_item(item) {
+            return Vec::new();
+        }
+        // A local shell call has no name of its own: it is the shell.
+        let name = item["name"].as_str().unwrap_or("local_shell");
+        item["call_id"]
+            .as_str()
+            .map(|id| vec![(id, name)])
+            .unwrap_or_default()
+    }
+    fn results_in<'a>(&self, item: &'a Value) -> Vec<(Option<&'a str>, &'a Value, String)> {
+        if !self.is_result_item(item) {
+            return Vec::new();
+        }
+        vec![(item["call_id"].as_str(), &item["output"], "/output".into())]
     }
     fn set_call_arguments(&self, item: &mut Value, call_id: &str, arguments: &str) {
         if self.is_call_item(item) && item["call_id"] == call_id && item.get("arguments").is_some()
@@ -317,6 +686,112 @@ impl WireApi for Responses {
 }
 
 impl WireApi for Messages {
+    fn usage_of(&self, u: &Value) -> Usage {
+        Usage {
+            input: n(u, "/input_tokens"),
+            cache_read: n(u, "/cache_read_input_tokens"),
+            cache_write: n(u, "/cache_creation_input_tokens"),
+            output: n(u, "/output_tokens"),
+        }
+    }
+    fn response_event(&self, event: &Value) -> ResponseEvent {
+        match event["type"].as_str() {
+            Some("message_start") => ResponseEvent::Started {
+                id: None,
+                usage: Some(self.usage_of(&event["message"]["usage"])),
+            },
+            Some("message_delta") => event
+                .pointer("/usage/output_tokens")
+                .and_then(Value::as_u64)
+                .map_or(ResponseEvent::Other, ResponseEvent::OutputTokens),
+            Some("message_stop") => ResponseEvent::Completed {
+                id: None,
+                usage: None,
+            },
+            _ => ResponseEvent::Other,
+        }
+    }
+    fn response_call_list<'a>(&self, response: &'a mut Value) -> Option<&'a mut Vec<Value>> {
+        response.get_mut("content")?.as_array_mut()
+    }
+    fn response_calls(&self, response: &Value) -> Vec<ResponseCall> {
+        response["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|b| b["type"] == "tool_use")
+            .map(|b| ResponseCall {
+                id: text_of(&b["id"]),
+                name: text_of(&b["name"]),
+                arguments: b["input"].clone(),
+                raw: b.clone(),
+            })
+            .collect()
+    }
+    fn response_items(&self, response: &Value) -> Vec<Value> {
+        vec![json!({"role": "assistant", "content": response["content"].clone()})]
+    }
+    fn merge_calls(
+        &self,
+        items: &mut Vec<Value>,
+        with_call: &str,
+        place: &dyn Fn(Vec<Value>, Kind) -> Vec<Value>,
+    ) -> bool {
+        let Some(i) = items.iter().position(|m| {
+            m["role"] == "assistant"
+                && m["content"].as_array().is_some_and(|c| {
+                    c.iter()
+                        .any(|b| b["type"] == "tool_use" && b["id"] == with_call)
+                })
+        }) else {
+            return false;
+        };
+        let has_results = items.get(i + 1).is_some_and(|m| self.is_result_item(m));
+        if !has_results {
+            return false;
+        }
+        // Calls among the turn's tool_use blocks, results among the user turn's results;
+        // other blocks keep their places before them.
+        let split = |blocks: &mut Vec<Value>, kind: &str| -> (Vec<Value>, Vec<Value>) {
+            let (mine, other): (Vec<Value>, Vec<Value>) = std::mem::take(blocks)
+                .into_iter()
+                .partition(|b| b["type"] == kind);
+            (other, mine)
+        };
+        if let Some(content) = items[i]["content"].as_array_mut() {
+            let (other, calls) = split(content, "tool_use");
+            *content = other;
+            content.extend(place(calls, Kind::Calls));
+        }
+        if let Some(content) = items[i + 1]["content"].as_array_mut() {
+            let (other, results) = split(content, "tool_result");
+            *content = place(results, Kind::Results);
+            content.extend(other);
+        }
+        true
+    }
+    fn drop_repeated_round(&self, items: &mut Vec<Value>, after: usize, round: &[Value]) {
+        let Some(ours) = round.first().and_then(|a| a["content"].as_array()) else {
+            return;
+        };
+        let shown: Vec<&Value> = ours.iter().filter(|b| b["type"] != "tool_use").collect();
+        let Some(content) = items
+            .get_mut(after)
+            .filter(|m| m["role"] == "assistant")
+            .and_then(|m| m["content"].as_array_mut())
+        else {
+            return;
+        };
+        let repeated = content
+            .iter()
+            .zip(&shown)
+            .take_while(|(client, ours)| same(client, ours))
+            .count();
+        content.drain(..repeated);
+    }
+    fn cache_hint(&self) -> CacheHint {
+        CacheHint::Breakpoints
+    }
     fn api(&self) -> Api {
         Api::Messages
     }
@@ -367,6 +842,31 @@ impl WireApi for Messages {
             Some(j) => item["content"][j]["content"] = json!(text),
             None => item["content"] = json!(text),
         }
+    }
+    fn calls_in<'a>(&self, item: &'a Value) -> Vec<(&'a str, &'a str)> {
+        item["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|b| b["type"] == "tool_use")
+            .filter_map(|b| Some((b["id"].as_str()?, b["name"].as_str()?)))
+            .collect()
+    }
+    fn results_in<'a>(&self, item: &'a Value) -> Vec<(Option<&'a str>, &'a Value, String)> {
+        item["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter(|(_, b)| b["type"] == "tool_result")
+            .map(|(j, b)| {
+                (
+                    b["tool_use_id"].as_str(),
+                    &b["content"],
+                    format!("/content/{j}/content"),
+                )
+            })
+            .collect()
     }
     fn set_call_arguments(&self, item: &mut Value, call_id: &str, arguments: &str) {
         // Arguments that are not a JSON object cannot be a tool_use input: left as they are.

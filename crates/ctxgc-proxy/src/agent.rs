@@ -20,8 +20,9 @@ use ctxgc_core::store::{SessionId, StateKey, Store};
 
 use crate::ProxyError;
 use ctxgc_formats::Api;
+use ctxgc_formats::wire_api::Kind;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Whether `name` is one of the tools the proxy runs itself.
 pub fn is_internal(name: &str) -> bool {
@@ -229,72 +230,8 @@ pub fn apply(body: &mut Value, api: Api, state: &AgentState) -> bool {
 /// right after the exchange: it goes, and the upstream sees each round's content once (and an
 /// Anthropic tool-loop turn that starts with its thinking).
 fn drop_shown_again(items: &mut Vec<Value>, api: Api, ex: &Exchange) {
-    let after = ex.at + ex.items.len();
-    let shown = |v: &Value| !is_call_item(v) && !is_output_item(v);
-    match api {
-        Api::Responses => {
-            // Items: the round's reasoning and messages, as separate items.
-            let round: Vec<&Value> = ex.items.iter().filter(|v| shown(v)).collect();
-            let repeated = items[after.min(items.len())..]
-                .iter()
-                .zip(&round)
-                .take_while(|(client, ours)| same(client, ours))
-                .count();
-            items.drain(after..after + repeated);
-        }
-        Api::Messages => {
-            let Some(ours) = ex.items.first().and_then(|a| a["content"].as_array()) else {
-                return;
-            };
-            let round: Vec<&Value> = ours.iter().filter(|b| b["type"] != "tool_use").collect();
-            let Some(content) = items
-                .get_mut(after)
-                .filter(|m| m["role"] == "assistant")
-                .and_then(|m| m["content"].as_array_mut())
-            else {
-                return;
-            };
-            let repeated = content
-                .iter()
-                .zip(&round)
-                .take_while(|(client, ours)| same(client, ours))
-                .count();
-            content.drain(..repeated);
-        }
-        Api::ChatCompletions => {
-            let Some(text) = ex
-                .items
-                .first()
-                .and_then(|a| a["content"].as_str())
-                .filter(|t| !t.is_empty())
-            else {
-                return;
-            };
-            if let Some(message) = items.get_mut(after).filter(|m| m["role"] == "assistant")
-                && let Some(rest) = message["content"]
-                    .as_str()
-                    .and_then(|c| c.strip_prefix(text))
-            {
-                message["content"] = if rest.is_empty() {
-                    Value::Null
-                } else {
-                    json!(rest)
-                };
-            }
-        }
-    }
-}
-
-/// Two wire items or blocks alike but for where breakpoints were put.
-fn same(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(map) = v.as_object_mut() {
-            map.remove("cache_control");
-        }
-        v
-    };
-    strip(a) == strip(b)
+    api.wire()
+        .drop_repeated_round(items, ex.at + ex.items.len(), &ex.items);
 }
 
 fn apply_trims(items: &mut [Value], api: Api, trims: &BTreeMap<String, String>) -> bool {
@@ -312,177 +249,36 @@ fn apply_trims(items: &mut [Value], api: Api, trims: &BTreeMap<String, String>) 
     changed
 }
 
-fn is_output_item(item: &Value) -> bool {
-    matches!(
-        item["type"].as_str(),
-        Some(t) if ctxgc_formats::wire_api::RESPONSES_RESULT_TYPES.contains(&t)
-    )
-}
-
-fn is_call_item(item: &Value) -> bool {
-    matches!(
-        item["type"].as_str(),
-        Some(t) if ctxgc_formats::wire_api::RESPONSES_CALL_TYPES.contains(&t)
-    )
-}
-
 /// Puts a merge's calls into the client's assistant turn and its results beside the client's;
 /// both or neither (a call without its result is a 400 upstream).
 fn apply_merge(items: &mut Vec<Value>, api: Api, merge: &Merge) -> bool {
-    match api {
-        Api::ChatCompletions => {
-            let Some(i) = items.iter().position(|m| {
-                m["role"] == "assistant"
-                    && m["tool_calls"]
-                        .as_array()
-                        .is_some_and(|c| c.iter().any(|c| c["id"] == merge.with_call.as_str()))
-            }) else {
-                return false;
+    api.wire()
+        .merge_calls(items, &merge.with_call, &|theirs, kind| {
+            let ours = match kind {
+                Kind::Calls => &merge.calls,
+                Kind::Results => &merge.results,
             };
-            let end = (i + 1..items.len())
-                .find(|&j| items[j]["role"] != "tool")
-                .unwrap_or(items.len());
-            if end == i + 1 {
-                return false;
-            }
-            if let Some(calls) = items[i]["tool_calls"].as_array_mut() {
-                *calls = merge.interleave(std::mem::take(calls), &merge.calls);
-            }
-            let results: Vec<Value> = items.drain(i + 1..end).collect();
-            let results = merge.interleave(results, &merge.results);
-            items.splice(i + 1..i + 1, results);
-            true
-        }
-        Api::Messages => {
-            let Some(i) = items.iter().position(|m| {
-                m["role"] == "assistant"
-                    && m["content"].as_array().is_some_and(|c| {
-                        c.iter()
-                            .any(|b| b["type"] == "tool_use" && b["id"] == merge.with_call.as_str())
-                    })
-            }) else {
-                return false;
-            };
-            let has_results = items
-                .get(i + 1)
-                .filter(|m| m["role"] == "user")
-                .and_then(|m| m["content"].as_array())
-                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"));
-            if !has_results {
-                return false;
-            }
-            // Calls among the turn's tool_use blocks, results among the user turn's results;
-            // other blocks keep their places before them.
-            let split = |blocks: &mut Vec<Value>, kind: &str| -> (Vec<Value>, Vec<Value>) {
-                let (mine, other): (Vec<Value>, Vec<Value>) = std::mem::take(blocks)
-                    .into_iter()
-                    .partition(|b| b["type"] == kind);
-                (other, mine)
-            };
-            if let Some(content) = items[i]["content"].as_array_mut() {
-                let (other, calls) = split(content, "tool_use");
-                *content = other;
-                content.extend(merge.interleave(calls, &merge.calls));
-            }
-            if let Some(content) = items[i + 1]["content"].as_array_mut() {
-                let (other, results) = split(content, "tool_result");
-                *content = merge.interleave(results, &merge.results);
-                content.extend(other);
-            }
-            true
-        }
-        Api::Responses => {
-            let Some(i) = items
-                .iter()
-                .position(|it| is_call_item(it) && it["call_id"] == merge.with_call.as_str())
-            else {
-                return false;
-            };
-            let calls_start = (0..=i)
-                .rev()
-                .take_while(|&j| is_call_item(&items[j]))
-                .last()
-                .unwrap_or(i);
-            let calls_end = (i..items.len())
-                .find(|&j| !is_call_item(&items[j]))
-                .unwrap_or(items.len());
-            let outputs_end = (calls_end..items.len())
-                .find(|&j| !is_output_item(&items[j]))
-                .unwrap_or(items.len());
-            if outputs_end == calls_end {
-                return false;
-            }
-            let outputs: Vec<Value> = items.drain(calls_end..outputs_end).collect();
-            let calls: Vec<Value> = items.drain(calls_start..calls_end).collect();
-            let mut run = merge.interleave(calls, &merge.calls);
-            run.extend(merge.interleave(outputs, &merge.results));
-            items.splice(calls_start..calls_start, run);
-            true
-        }
-    }
+            merge.interleave(theirs, ours)
+        })
 }
 
 /// The tool calls in a complete (non-streamed) response.
 pub fn calls_in_response(api: Api, response: &Value) -> Vec<Call> {
-    let parse = |v: &Value| match v {
-        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| v.clone()),
-        other => other.clone(),
-    };
-    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
-    match api {
-        Api::ChatCompletions => response
-            .pointer("/choices/0/message/tool_calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|c| Call {
-                id: text(&c["id"]),
-                name: text(&c["function"]["name"]),
-                arguments: parse(&c["function"]["arguments"]),
-                raw: c.clone(),
-            })
-            .collect(),
-        Api::Messages => response["content"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|b| b["type"] == "tool_use")
-            .map(|b| Call {
-                id: text(&b["id"]),
-                name: text(&b["name"]),
-                arguments: b["input"].clone(),
-                raw: b.clone(),
-            })
-            .collect(),
-        Api::Responses => response["output"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|it| is_call_item(it))
-            .map(|it| Call {
-                id: text(&it["call_id"]),
-                name: text(&it["name"]),
-                arguments: parse(&it["arguments"]),
-                raw: it.clone(),
-            })
-            .collect(),
-    }
+    api.wire()
+        .response_calls(response)
+        .into_iter()
+        .map(|c| Call {
+            id: c.id,
+            name: c.name,
+            arguments: c.arguments,
+            raw: c.raw,
+        })
+        .collect()
 }
 
 /// The history items for the model's turn in a complete response.
 pub fn assistant_items(api: Api, response: &Value) -> Vec<Value> {
-    match api {
-        Api::ChatCompletions => {
-            let m = &response["choices"][0]["message"];
-            let mut out = json!({"role": "assistant", "content": m["content"].clone()});
-            if let Some(calls) = m.get("tool_calls") {
-                out["tool_calls"] = calls.clone();
-            }
-            vec![out]
-        }
-        Api::Messages => vec![json!({"role": "assistant", "content": response["content"].clone()})],
-        Api::Responses => response["output"].as_array().cloned().unwrap_or_default(),
-    }
+    api.wire().response_items(response)
 }
 
 /// A result in the API's wire form (for Anthropic, a `tool_result` block).
@@ -591,6 +387,7 @@ pub fn execute(
 mod tests {
     use super::*;
     use ctxgc_core::store::{MemoryStore, OriginalStore};
+    use serde_json::json;
 
     /// Runs a call on a Chat body for session `s`.
     fn run(call: &Call, body: &Value, store: &mut MemoryStore, state: &mut AgentState) -> String {

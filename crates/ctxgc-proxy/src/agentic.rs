@@ -37,11 +37,7 @@ pub struct ClientEnd {
 impl ClientEnd {
     /// The end of `request`'s client history (before anything is replayed onto it).
     pub fn of(request: &ApiRequest) -> ClientEnd {
-        let key = if request.api == Api::Responses {
-            "input"
-        } else {
-            "messages"
-        };
+        let key = request.api.wire().items_key();
         let items = request.body.get(key).and_then(Value::as_array);
         ClientEnd {
             len: items.map_or(0, Vec::len),
@@ -76,11 +72,11 @@ pub async fn run(cx: Context, first: Bytes) -> Response {
         Err(response) => return response,
     };
     if !response.status().is_success() {
-        return relay(&cx.s, response, Some(cx.session));
+        return relay(&cx.s, response, Some((cx.api, cx.session)));
     }
     if is_event_stream(response.headers()) {
         if !Splicer::supports(api) {
-            return relay(&cx.s, response, Some(cx.session));
+            return relay(&cx.s, response, Some((cx.api, cx.session)));
         }
         return streamed(cx, response);
     }
@@ -210,12 +206,7 @@ fn strip_internal(api: Api, response: &mut Value) {
             .and_then(Value::as_str);
         name.is_some_and(agent::is_internal)
     };
-    let list = match api {
-        Api::ChatCompletions => response.pointer_mut("/choices/0/message/tool_calls"),
-        Api::Messages => response.get_mut("content"),
-        Api::Responses => response.get_mut("output"),
-    };
-    if let Some(Value::Array(items)) = list {
+    if let Some(items) = api.wire().response_call_list(response) {
         items.retain(|v| !internal_call(v));
     }
 }
@@ -238,7 +229,7 @@ async fn buffered(cx: Context, mut response: reqwest::Response) -> Response {
                 );
             }
         };
-        let mut tap = usage::Tap::new(cx.session.clone(), false);
+        let mut tap = usage::Tap::new(cx.api, cx.session.clone(), false);
         tap.feed(&body);
         if let Some((session, u)) = tap.finished_usage() {
             record_usage(&cx.s, &session, u);
@@ -295,7 +286,7 @@ fn streamed(cx: Context, first: reqwest::Response) -> Response {
         let mut response = first;
         for round in 0..MAX_ROUNDS {
             splicer.set_last_round(round + 1 == MAX_ROUNDS);
-            let mut tap = usage::Tap::new(cx.session.clone(), true);
+            let mut tap = usage::Tap::new(cx.api, cx.session.clone(), true);
             let mut body = response.bytes_stream();
             while let Some(chunk) = body.next().await {
                 let bytes = match chunk {

@@ -54,7 +54,7 @@ pub(crate) async fn forward(
     uri: &Uri,
     headers: &HeaderMap,
     body: Bytes,
-    session: Option<SessionId>,
+    session: Option<(Api, SessionId)>,
 ) -> Response {
     match send(s, upstream, method, uri, headers, body).await {
         Ok(response) => relay(s, response, session),
@@ -143,12 +143,12 @@ pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
 pub(crate) fn relay(
     s: &Arc<AppState>,
     response: reqwest::Response,
-    session: Option<SessionId>,
+    session: Option<(Api, SessionId)>,
 ) -> Response {
     let status = response.status();
     let headers = response_headers(&response);
     let streaming = is_event_stream(response.headers());
-    let mut tap = session.map(|session| usage::Tap::new(session, streaming));
+    let mut tap = session.map(|(api, session)| usage::Tap::new(api, session, streaming));
     let state = s.clone();
     let idle = s.settings.timeouts.upstream_idle;
     let stream = response.bytes_stream().map(move |chunk| {

@@ -11,6 +11,7 @@ use ctxgc_core::ContentId;
 use ctxgc_core::engine::abstracts::ResultMeta;
 use ctxgc_core::engine::repeats::{self, Earlier};
 use ctxgc_core::trim::{self, ToolOutput, TrimConfig};
+use ctxgc_formats::wire_api::CacheHint;
 use ctxgc_formats::{Api, ApiRequest};
 
 use crate::splice_json;
@@ -80,133 +81,43 @@ struct Slot<'a> {
     group: usize,
 }
 
-fn tool_names(body: &Value, api: Api) -> BTreeMap<String, String> {
-    let mut names = BTreeMap::new();
-    let mut add = |id: Option<&str>, name: Option<&str>| {
-        if let (Some(id), Some(name)) = (id, name) {
-            names.insert(id.to_owned(), name.to_owned());
-        }
-    };
-    match api {
-        Api::ChatCompletions => {
-            for m in body["messages"].as_array().into_iter().flatten() {
-                for c in m["tool_calls"].as_array().into_iter().flatten() {
-                    add(c["id"].as_str(), c["function"]["name"].as_str());
-                }
-            }
-        }
-        Api::Messages => {
-            for m in body["messages"].as_array().into_iter().flatten() {
-                for b in m["content"].as_array().into_iter().flatten() {
-                    if b["type"] == "tool_use" {
-                        add(b["id"].as_str(), b["name"].as_str());
-                    }
-                }
-            }
-        }
-        Api::Responses => {
-            for item in body["input"].as_array().into_iter().flatten() {
-                if matches!(
-                    item["type"].as_str(),
-                    Some("function_call" | "custom_tool_call")
-                ) {
-                    add(item["call_id"].as_str(), item["name"].as_str());
-                }
-            }
-        }
-    }
-    names
-}
-
-/// Every tool result text in the body, in order, grouped by assistant turn.
+/// Every tool result text in the body, in order, grouped by assistant turn (results in
+/// consecutive items answer one turn).
 fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
-    let names = tool_names(body, api);
-    let name = |id: Option<&str>| {
-        id.and_then(|id| names.get(id))
-            .cloned()
-            .unwrap_or_else(|| "tool".into())
-    };
+    let wire = api.wire();
+    let key = wire.items_key();
+    let items = body[key].as_array().map_or(&[][..], Vec::as_slice);
+    let names: BTreeMap<&str, &str> = items.iter().flat_map(|i| wire.calls_in(i)).collect();
     let mut out = Vec::new();
     let mut group = 0;
-    match api {
-        Api::ChatCompletions => {
-            for (i, m) in body["messages"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                let is_result = m["role"] == "tool";
-                if !is_result {
-                    // Results of one turn are consecutive: any other item starts a new group.
-                    group += 1;
-                    continue;
-                }
-                let tool = name(m["tool_call_id"].as_str());
-                content_slots(
-                    &mut out,
-                    format!("/messages/{i}/content"),
-                    &m["content"],
-                    (m["tool_call_id"].as_str(), &tool),
-                    group,
-                );
-            }
+    let mut previous: Option<usize> = None;
+    for (i, item) in items.iter().enumerate() {
+        let results = wire.results_in(item);
+        if results.is_empty() {
+            continue;
         }
-        Api::Messages => {
-            for (i, m) in body["messages"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .enumerate()
-            {
-                group += 1;
-                for (j, b) in m["content"].as_array().into_iter().flatten().enumerate() {
-                    if b["type"] != "tool_result" {
-                        continue;
-                    }
-                    let tool = name(b["tool_use_id"].as_str());
-                    content_slots(
-                        &mut out,
-                        format!("/messages/{i}/content/{j}/content"),
-                        &b["content"],
-                        (b["tool_use_id"].as_str(), &tool),
-                        group,
-                    );
-                }
-            }
+        if previous.is_none_or(|p| p + 1 < i) {
+            group += 1;
         }
-        Api::Responses => {
-            for (i, item) in body["input"].as_array().into_iter().flatten().enumerate() {
-                let is_result = matches!(
-                    item["type"].as_str(),
-                    Some(
-                        "function_call_output"
-                            | "custom_tool_call_output"
-                            | "local_shell_call_output"
-                    )
-                );
-                if !is_result {
-                    // Results of one turn are consecutive: any other item starts a new group.
-                    group += 1;
-                    continue;
-                }
-                let tool = name(item["call_id"].as_str());
-                content_slots(
-                    &mut out,
-                    format!("/input/{i}/output"),
-                    &item["output"],
-                    (item["call_id"].as_str(), &tool),
-                    group,
-                );
-            }
+        previous = Some(i);
+        for (call_id, content, path) in results {
+            let tool = call_id
+                .and_then(|id| names.get(id))
+                .copied()
+                .unwrap_or("tool");
+            content_slots(
+                &mut out,
+                format!("/{key}/{i}{path}"),
+                content,
+                (call_id, tool),
+                group,
+            );
         }
     }
-    // What the proxy's own tools returned (a recall the model asked for) is never trimmed.
     out.retain(|s| !crate::agent::is_internal(&s.tool));
     out
 }
 
-/// The texts of a result's content at `pointer`: a string, or an array of text parts.
 fn content_slots<'a>(
     out: &mut Vec<Slot<'a>>,
     pointer: String,
@@ -375,10 +286,11 @@ pub fn rewrite_with(
     }
     drop(entered);
     drop(slots);
-    let breakpoints = request.api == Api::Messages
+    let hint = request.api.wire().cache_hint();
+    let breakpoints = hint == CacheHint::Breakpoints
         && settings.cache_breakpoints
         && !has_cache_control(&request.body);
-    let cache_key = matches!(request.api, Api::ChatCompletions | Api::Responses)
+    let cache_key = hint == CacheHint::PromptCacheKey
         && settings.prompt_cache_key
         && request.body.get("prompt_cache_key").is_none()
         && request.body.is_object();

@@ -305,7 +305,7 @@ pub(crate) async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response
         &parts.uri,
         &parts.headers,
         forward_bytes,
-        Some(session),
+        Some((api, session)),
     )
     .await
 }

@@ -9,56 +9,13 @@ use serde_json::Value;
 
 const MAX_JSON_BYTES: usize = 4 * 1024 * 1024;
 
-/// Tokens as the upstream billed them.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Usage {
-    /// Uncached input.
-    pub input: u64,
-    /// Input read from the cache.
-    pub cache_read: u64,
-    /// Input written to the cache.
-    pub cache_write: u64,
-    /// Output.
-    pub output: u64,
-}
-
-fn n(v: &Value, key: &str) -> u64 {
-    v.pointer(key).and_then(Value::as_u64).unwrap_or(0)
-}
-
-/// Usage from any of the providers' usage objects.
-fn from_object(u: &Value) -> Usage {
-    if u.get("prompt_tokens").is_some() {
-        // OpenAI Chat Completions: prompt_tokens includes the cached ones.
-        let cached = n(u, "/prompt_tokens_details/cached_tokens");
-        return Usage {
-            input: n(u, "/prompt_tokens").saturating_sub(cached),
-            cache_read: cached,
-            cache_write: 0,
-            output: n(u, "/completion_tokens"),
-        };
-    }
-    if u.get("input_tokens_details").is_some() || u.get("total_tokens").is_some() {
-        // OpenAI Responses.
-        let cached = n(u, "/input_tokens_details/cached_tokens");
-        return Usage {
-            input: n(u, "/input_tokens").saturating_sub(cached),
-            cache_read: cached,
-            cache_write: 0,
-            output: n(u, "/output_tokens"),
-        };
-    }
-    // Anthropic.
-    Usage {
-        input: n(u, "/input_tokens"),
-        cache_read: n(u, "/cache_read_input_tokens"),
-        cache_write: n(u, "/cache_creation_input_tokens"),
-        output: n(u, "/output_tokens"),
-    }
-}
+use ctxgc_formats::Api;
+use ctxgc_formats::wire_api::ResponseEvent;
+pub use ctxgc_formats::wire_api::Usage;
 
 /// Watches one response.
 pub struct Tap {
+    api: Api,
     session: ctxgc_core::store::SessionId,
     sse: bool,
     pending: Vec<u8>,
@@ -70,9 +27,10 @@ pub struct Tap {
 }
 
 impl Tap {
-    /// A tap for a response of `session`.
-    pub fn new(session: ctxgc_core::store::SessionId, sse: bool) -> Tap {
+    /// A tap for a response of `api` for `session`.
+    pub fn new(api: Api, session: ctxgc_core::store::SessionId, sse: bool) -> Tap {
         Tap {
+            api,
             session,
             sse,
             pending: Vec::new(),
@@ -95,10 +53,7 @@ impl Tap {
             }
             self.pending.extend_from_slice(chunk);
             if let Ok(v) = serde_json::from_slice::<Value>(&self.pending) {
-                self.usage = v.get("usage").map(from_object);
-                if v["object"] == "response" {
-                    self.response_id = v["id"].as_str().map(str::to_owned);
-                }
+                (self.usage, self.response_id) = self.api.wire().response_summary(&v);
                 self.done = true;
             }
             return;
@@ -120,33 +75,22 @@ impl Tap {
     }
 
     fn event(&mut self, v: &Value) {
-        match v["type"].as_str() {
-            Some("message_start") => self.usage = Some(from_object(&v["message"]["usage"])),
-            Some("message_delta") => {
-                if let (Some(u), Some(out)) = (
-                    self.usage.as_mut(),
-                    v.pointer("/usage/output_tokens").and_then(Value::as_u64),
-                ) {
+        match self.api.wire().response_event(v) {
+            ResponseEvent::Started { id, usage } => {
+                self.response_id = id.or(self.response_id.take());
+                self.usage = usage.or(self.usage);
+            }
+            ResponseEvent::OutputTokens(out) => {
+                if let Some(u) = self.usage.as_mut() {
                     u.output = out;
                 }
             }
-            Some("message_stop") => self.done = true,
-            Some("response.created") => {
-                self.response_id = v["response"]["id"].as_str().map(str::to_owned);
-            }
-            Some("response.completed") => {
-                self.usage = Some(from_object(&v["response"]["usage"]));
-                if let Some(id) = v["response"]["id"].as_str() {
-                    self.response_id = Some(id.to_owned());
-                }
+            ResponseEvent::Completed { id, usage } => {
+                self.response_id = id.or(self.response_id.take());
+                self.usage = usage.or(self.usage);
                 self.done = true;
             }
-            _ => {
-                if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
-                    self.usage = Some(from_object(u));
-                    self.done = true;
-                }
-            }
+            ResponseEvent::Other => {}
         }
     }
 
@@ -176,7 +120,7 @@ mod tests {
 
     #[test]
     fn anthropic_sse_usage_across_chunks() {
-        let mut tap = Tap::new(SessionId::new("s"), true);
+        let mut tap = Tap::new(Api::Messages, SessionId::new("s"), true);
         let stream = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":12,\"cache_read_input_tokens\":3000,\"cache_creation_input_tokens\":40,\"output_tokens\":1}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":77}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
         for chunk in stream.as_bytes().chunks(17) {
             tap.feed(chunk);
@@ -198,7 +142,7 @@ mod tests {
 
     #[test]
     fn openai_json_and_stream_usage() {
-        let mut tap = Tap::new(SessionId::new("s"), false);
+        let mut tap = Tap::new(Api::ChatCompletions, SessionId::new("s"), false);
         tap.feed(br#"{"choices":[],"usage":{"prompt_tokens":2000,"completion_tokens":5,"#);
         assert_eq!(tap.finished_usage(), None);
         tap.feed(br#""prompt_tokens_details":{"cached_tokens":1920}}}"#);
@@ -211,7 +155,7 @@ mod tests {
                 output: 5
             }
         );
-        let mut tap = Tap::new(SessionId::new("s"), true);
+        let mut tap = Tap::new(Api::Responses, SessionId::new("s"), true);
         tap.feed(b"data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":500,\"input_tokens_details\":{\"cached_tokens\":384},\"output_tokens\":9,\"total_tokens\":509}}}\n\n");
         assert_eq!(
             tap.finished_usage().unwrap().1,
