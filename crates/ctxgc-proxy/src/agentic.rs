@@ -66,7 +66,6 @@ pub struct Context {
 
 /// Forwards `first` (a request with the tools injected) and runs the rounds.
 pub async fn run(cx: Context, first: Bytes) -> Response {
-    let api = cx.api;
     let response = match cx.send(first).await {
         Ok(r) => r,
         Err(response) => return response,
@@ -75,9 +74,6 @@ pub async fn run(cx: Context, first: Bytes) -> Response {
         return relay(&cx.s, response, Some((cx.api, cx.session)));
     }
     if is_event_stream(response.headers()) {
-        if !Splicer::supports(api) {
-            return relay(&cx.s, response, Some((cx.api, cx.session)));
-        }
         return streamed(cx, response);
     }
     buffered(cx, response).await

@@ -42,10 +42,16 @@ pub struct Round {
 
 /// Rewrites one streamed response, round after round.
 pub struct Splicer {
-    api: Api,
+    dialect: &'static dyn Dialect,
+    pending: Vec<u8>,
+    st: State,
+}
+
+/// What a splicer knows of the response so far.
+#[derive(Default)]
+struct State {
     round: usize,
     last_round: bool,
-    pending: Vec<u8>,
     parts: BTreeMap<u64, Part>,
     text: String,
     /// Next index shown to the client (Anthropic blocks carry on across rounds).
@@ -60,6 +66,37 @@ pub struct Splicer {
     next_seq: u64,
     /// The id of the response the client sees (the first round's).
     first_id: Option<String>,
+}
+
+/// One API's streaming: which events are held back, renumbered or rewritten, and how a
+/// round's calls and assistant turn are read from its parts. Adding an API means adding one.
+trait Dialect: Send + Sync {
+    /// Handles one parsed event.
+    fn event(&self, st: &mut State, v: &mut Value) -> Keep;
+    /// Every tool call of the round.
+    fn calls(&self, st: &State) -> Vec<Call>;
+    /// The model's turn as history items.
+    fn assistant(&self, st: &State) -> Vec<Value>;
+    /// Whether indices shown to the client start again with each round (Chat's tool-call
+    /// indices do; Anthropic's blocks and Responses' items carry on).
+    fn indices_restart(&self) -> bool {
+        false
+    }
+}
+
+/// Chat Completions streams.
+struct ChatStream;
+/// Anthropic Messages streams.
+struct MessagesStream;
+/// Responses streams.
+struct ResponsesStream;
+
+fn dialect(api: Api) -> &'static dyn Dialect {
+    match api {
+        Api::ChatCompletions => &ChatStream,
+        Api::Messages => &MessagesStream,
+        Api::Responses => &ResponsesStream,
+    }
 }
 
 fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
@@ -87,23 +124,81 @@ impl Splicer {
     /// A splicer for a streamed response of `api`.
     pub fn new(api: Api) -> Splicer {
         Splicer {
-            api,
-            round: 0,
-            last_round: false,
+            dialect: dialect(api),
             pending: Vec::new(),
-            parts: BTreeMap::new(),
-            text: String::new(),
-            next_shown: 0,
-            client_calls: false,
-            internal_calls: false,
-            follow_up: false,
-            shown_items: Vec::new(),
-            renumber: false,
-            next_seq: 0,
-            first_id: None,
+            st: State::default(),
         }
     }
 
+    /// Marks the current round as the last one allowed: it is never held back at its end.
+    pub fn set_last_round(&mut self, last: bool) {
+        self.st.last_round = last;
+    }
+
+    /// Feeds upstream bytes; returns the bytes to send to the client now.
+    pub fn feed(&mut self, chunk: &[u8]) -> Vec<u8> {
+        self.pending.extend_from_slice(chunk);
+        let mut out = Vec::new();
+        while let Some((at, sep)) = event_end(&self.pending) {
+            let event: Vec<u8> = self.pending.drain(..at + sep).collect();
+            self.event(&event, &mut out);
+        }
+        out
+    }
+
+    /// The end of a round's stream: what is left, and what the round asks for.
+    pub fn finish(&mut self) -> (Vec<u8>, Round) {
+        let mut out = std::mem::take(&mut self.pending);
+        let st = &mut self.st;
+        if st.follow_up {
+            out.clear();
+        }
+        let round = Round {
+            calls: self.dialect.calls(st),
+            assistant: self.dialect.assistant(st),
+            follow_up: st.follow_up,
+        };
+        st.round += 1;
+        st.parts.clear();
+        st.text.clear();
+        st.client_calls = false;
+        st.internal_calls = false;
+        st.follow_up = false;
+        if self.dialect.indices_restart() {
+            st.next_shown = 0;
+        }
+        (out, round)
+    }
+
+    fn event(&mut self, raw: &[u8], out: &mut Vec<u8>) {
+        if self.st.follow_up {
+            return; // the round's closing events: the next round continues the response
+        }
+        let Ok(text) = std::str::from_utf8(raw) else {
+            out.extend_from_slice(raw);
+            return;
+        };
+        let data = data_of(text);
+        let Ok(mut value) = serde_json::from_str::<Value>(&data) else {
+            out.extend_from_slice(raw); // `[DONE]`, comments, pings: as they came
+            return;
+        };
+        let keep = self.dialect.event(&mut self.st, &mut value);
+        match keep {
+            Keep::Original => out.extend_from_slice(raw),
+            Keep::Drop => {}
+            Keep::Changed => {
+                if text.lines().any(|l| l.starts_with("event:")) {
+                    let name = value["type"].as_str().unwrap_or("message");
+                    out.extend_from_slice(format!("event: {name}\n").as_bytes());
+                }
+                out.extend_from_slice(format!("data: {value}\n\n").as_bytes());
+            }
+        }
+    }
+}
+
+impl State {
     /// Keeps one id for the whole response the client sees: the first round's. Clients check
     /// it (openai-python's `responses.stream()` rejects a response whose id changes).
     fn same_id(&mut self, id: Option<&mut Value>) -> bool {
@@ -123,81 +218,6 @@ impl Splicer {
         }
     }
 
-    /// Whether this API's streams can be spliced.
-    pub fn supports(api: Api) -> bool {
-        matches!(api, Api::ChatCompletions | Api::Messages | Api::Responses)
-    }
-
-    /// Marks the current round as the last one allowed: it is never held back at its end.
-    pub fn set_last_round(&mut self, last: bool) {
-        self.last_round = last;
-    }
-
-    /// Feeds upstream bytes; returns the bytes to send to the client now.
-    pub fn feed(&mut self, chunk: &[u8]) -> Vec<u8> {
-        self.pending.extend_from_slice(chunk);
-        let mut out = Vec::new();
-        while let Some((at, sep)) = event_end(&self.pending) {
-            let event: Vec<u8> = self.pending.drain(..at + sep).collect();
-            self.event(&event, &mut out);
-        }
-        out
-    }
-
-    /// The end of a round's stream: what is left, and what the round asks for.
-    pub fn finish(&mut self) -> (Vec<u8>, Round) {
-        let mut out = std::mem::take(&mut self.pending);
-        if self.follow_up {
-            out.clear();
-        }
-        let round = Round {
-            calls: self.calls(),
-            assistant: self.assistant(),
-            follow_up: self.follow_up,
-        };
-        self.round += 1;
-        self.parts.clear();
-        self.text.clear();
-        self.client_calls = false;
-        self.internal_calls = false;
-        self.follow_up = false;
-        if self.api == Api::ChatCompletions {
-            self.next_shown = 0;
-        }
-        (out, round)
-    }
-
-    fn event(&mut self, raw: &[u8], out: &mut Vec<u8>) {
-        if self.follow_up {
-            return; // the round's closing events: the next round continues the response
-        }
-        let Ok(text) = std::str::from_utf8(raw) else {
-            out.extend_from_slice(raw);
-            return;
-        };
-        let data = data_of(text);
-        let Ok(mut value) = serde_json::from_str::<Value>(&data) else {
-            out.extend_from_slice(raw); // `[DONE]`, comments, pings: as they came
-            return;
-        };
-        let keep = match self.api {
-            Api::Messages => self.anthropic(&mut value),
-            Api::Responses => self.responses(&mut value),
-            Api::ChatCompletions => self.chat(&mut value),
-        };
-        match keep {
-            Keep::Original => out.extend_from_slice(raw),
-            Keep::Drop => {}
-            Keep::Changed => {
-                if text.lines().any(|l| l.starts_with("event:")) {
-                    let name = value["type"].as_str().unwrap_or("message");
-                    out.extend_from_slice(format!("event: {name}\n").as_bytes());
-                }
-                out.extend_from_slice(format!("data: {value}\n\n").as_bytes());
-            }
-        }
-    }
-
     fn end_of_round(&mut self) -> bool {
         if self.internal_calls && !self.client_calls && !self.last_round {
             self.follow_up = true;
@@ -205,10 +225,77 @@ impl Splicer {
         self.follow_up
     }
 
-    fn chat(&mut self, v: &mut Value) -> Keep {
-        let mut changed = self.same_id(v.get_mut("id"));
+    /// A block (Anthropic) or output item (Responses) starts: an internal call is held back,
+    /// anything else gets the next index shown to the client.
+    fn start_part(&mut self, index: u64, start: Value, call_type: &str) {
+        let is_call = start["type"] == call_type;
+        let internal = is_call && start["name"].as_str().is_some_and(is_internal);
+        self.internal_calls |= internal;
+        self.client_calls |= is_call && !internal;
+        let shown = (!internal).then(|| {
+            self.next_shown += 1;
+            self.next_shown - 1
+        });
+        self.parts.insert(
+            index,
+            Part {
+                start,
+                internal,
+                shown,
+                ..Default::default()
+            },
+        );
+    }
+
+    /// An Anthropic block event: held back when internal, renumbered when needed.
+    fn route(&self, v: &mut Value, index: u64) -> Keep {
+        self.route_key(v, index, "index")
+    }
+
+    /// An event of one block or item (its index under `key`): held back when internal,
+    /// renumbered when needed.
+    fn route_key(&self, v: &mut Value, index: u64, key: &str) -> Keep {
+        match self.parts.get(&index).map(|p| p.shown) {
+            Some(None) => Keep::Drop,
+            Some(Some(shown)) if shown != index => {
+                v[key] = json!(shown);
+                Keep::Changed
+            }
+            _ => Keep::Original,
+        }
+    }
+
+    /// The calls streamed as parts (`is_call` picks them), each rendered back by `raw` from
+    /// its id, name, parsed arguments and argument text.
+    fn streamed_calls(
+        &self,
+        is_call: impl Fn(&Part) -> bool,
+        raw: impl Fn(&str, &str, &Value, &str) -> Value,
+    ) -> Vec<Call> {
+        self.parts
+            .values()
+            .filter(|p| is_call(p))
+            .map(|p| {
+                let arguments = serde_json::from_str(&p.json).unwrap_or_else(|_| json!({}));
+                let id = p.start["id"].as_str().unwrap_or_default().to_owned();
+                let name = p.start["name"].as_str().unwrap_or_default().to_owned();
+                let raw = raw(&id, &name, &arguments, &p.json);
+                Call {
+                    id,
+                    name,
+                    arguments,
+                    raw,
+                }
+            })
+            .collect()
+    }
+}
+
+impl Dialect for ChatStream {
+    fn event(&self, st: &mut State, v: &mut Value) -> Keep {
+        let mut changed = st.same_id(v.get_mut("id"));
         // A later round continues the client's message: its role was announced already.
-        if self.round > 0
+        if st.round > 0
             && let Some(delta) = v
                 .pointer_mut("/choices/0/delta")
                 .and_then(Value::as_object_mut)
@@ -228,7 +315,7 @@ impl Splicer {
             .pointer("/choices/0/delta/content")
             .and_then(Value::as_str)
         {
-            self.text.push_str(content);
+            st.text.push_str(content);
         }
         if let Some(calls) = v
             .pointer_mut("/choices/0/delta/tool_calls")
@@ -237,12 +324,12 @@ impl Splicer {
             let before = calls.len();
             calls.retain_mut(|c| {
                 let index = c["index"].as_u64().unwrap_or(0);
-                let part = self.parts.entry(index).or_insert_with(|| {
+                let part = st.parts.entry(index).or_insert_with(|| {
                     let name = c["function"]["name"].as_str().unwrap_or_default();
                     let internal = is_internal(name);
                     let shown = (!internal).then(|| {
-                        self.next_shown += 1;
-                        self.next_shown - 1
+                        st.next_shown += 1;
+                        st.next_shown - 1
                     });
                     Part {
                         start: json!({"id": c["id"].clone(), "name": name}),
@@ -254,8 +341,8 @@ impl Splicer {
                 if let Some(args) = c["function"]["arguments"].as_str() {
                     part.json.push_str(args);
                 }
-                self.internal_calls |= part.internal;
-                self.client_calls |= !part.internal;
+                st.internal_calls |= part.internal;
+                st.client_calls |= !part.internal;
                 match part.shown {
                     Some(shown) if shown != index => {
                         c["index"] = json!(shown);
@@ -287,7 +374,7 @@ impl Splicer {
         let finished = v
             .pointer("/choices/0/finish_reason")
             .is_some_and(|f| !f.is_null());
-        if finished && self.end_of_round() {
+        if finished && st.end_of_round() {
             return Keep::Drop;
         }
         if changed {
@@ -296,33 +383,56 @@ impl Splicer {
             Keep::Original
         }
     }
+    fn calls(&self, st: &State) -> Vec<Call> {
+        st.streamed_calls(|_| true, |id, name, _, json| {
+            json!({"id": id, "type": "function", "function": {"name": name, "arguments": json}})
+        })
+    }
+    fn assistant(&self, st: &State) -> Vec<Value> {
+        let calls: Vec<Value> = self.calls(st).into_iter().map(|c| c.raw).collect();
+        let content = if st.text.is_empty() {
+            Value::Null
+        } else {
+            json!(st.text)
+        };
+        let mut m = json!({"role": "assistant", "content": content});
+        if !calls.is_empty() {
+            m["tool_calls"] = json!(calls);
+        }
+        vec![m]
+    }
+    fn indices_restart(&self) -> bool {
+        true
+    }
+}
 
-    fn responses(&mut self, v: &mut Value) -> Keep {
+impl Dialect for ResponsesStream {
+    fn event(&self, st: &mut State, v: &mut Value) -> Keep {
         let kind = v["type"].as_str().unwrap_or_default().to_owned();
-        let renamed = self.same_id(v.get_mut("response").and_then(|r| r.get_mut("id")));
+        let renamed = st.same_id(v.get_mut("response").and_then(|r| r.get_mut("id")));
         let mut keep = match kind.as_str() {
-            "response.created" | "response.in_progress" if self.round > 0 => Keep::Drop,
+            "response.created" | "response.in_progress" if st.round > 0 => Keep::Drop,
             "response.output_item.added" => {
                 let index = v["output_index"].as_u64().unwrap_or(0);
-                self.start_part(index, v["item"].clone(), "function_call");
+                st.start_part(index, v["item"].clone(), "function_call");
                 Keep::Original
             }
             "response.output_item.done" => {
                 let index = v["output_index"].as_u64().unwrap_or(0);
-                if let Some(part) = self.parts.get_mut(&index) {
+                if let Some(part) = st.parts.get_mut(&index) {
                     part.start = v["item"].clone();
                     if part.shown.is_some() {
-                        self.shown_items.push(v["item"].clone());
+                        st.shown_items.push(v["item"].clone());
                     }
                 }
                 Keep::Original
             }
             "response.completed" | "response.incomplete" => {
-                if self.end_of_round() {
+                if st.end_of_round() {
                     Keep::Drop
-                } else if self.round > 0 || self.internal_calls {
+                } else if st.round > 0 || st.internal_calls {
                     // The client's response lists what it was shown, over every round.
-                    v["response"]["output"] = json!(self.shown_items);
+                    v["response"]["output"] = json!(st.shown_items);
                     Keep::Changed
                 } else {
                     Keep::Original
@@ -333,59 +443,58 @@ impl Splicer {
         if let Some(index) = v["output_index"].as_u64()
             && matches!(keep, Keep::Original)
         {
-            keep = self.route_key(v, index, "output_index");
+            keep = st.route_key(v, index, "output_index");
         }
         if renamed && matches!(keep, Keep::Original) {
             keep = Keep::Changed;
         }
         if matches!(keep, Keep::Drop) {
-            self.renumber = true;
+            st.renumber = true;
             return keep;
         }
         if let Some(seq) = v["sequence_number"].as_u64() {
-            if (self.renumber || self.round > 0) && seq != self.next_seq {
-                v["sequence_number"] = json!(self.next_seq);
+            if (st.renumber || st.round > 0) && seq != st.next_seq {
+                v["sequence_number"] = json!(st.next_seq);
                 keep = Keep::Changed;
             }
-            self.next_seq = v["sequence_number"].as_u64().unwrap_or(seq) + 1;
+            st.next_seq = v["sequence_number"].as_u64().unwrap_or(seq) + 1;
         }
         keep
     }
-
-    /// A block (Anthropic) or output item (Responses) starts: an internal call is held back,
-    /// anything else gets the next index shown to the client.
-    fn start_part(&mut self, index: u64, start: Value, call_type: &str) {
-        let is_call = start["type"] == call_type;
-        let internal = is_call && start["name"].as_str().is_some_and(is_internal);
-        self.internal_calls |= internal;
-        self.client_calls |= is_call && !internal;
-        let shown = (!internal).then(|| {
-            self.next_shown += 1;
-            self.next_shown - 1
-        });
-        self.parts.insert(
-            index,
-            Part {
-                start,
-                internal,
-                shown,
-                ..Default::default()
-            },
-        );
+    fn calls(&self, st: &State) -> Vec<Call> {
+        st.parts
+            .values()
+            .filter(|p| p.start["type"] == "function_call")
+            .map(|p| {
+                let text = |k: &str| p.start[k].as_str().unwrap_or_default().to_owned();
+                Call {
+                    id: text("call_id"),
+                    name: text("name"),
+                    arguments: serde_json::from_str(&text("arguments"))
+                        .unwrap_or_else(|_| json!({})),
+                    raw: p.start.clone(),
+                }
+            })
+            .collect()
     }
+    fn assistant(&self, st: &State) -> Vec<Value> {
+        st.parts.values().map(|p| p.start.clone()).collect()
+    }
+}
 
-    fn anthropic(&mut self, v: &mut Value) -> Keep {
+impl Dialect for MessagesStream {
+    fn event(&self, st: &mut State, v: &mut Value) -> Keep {
         let kind = v["type"].as_str().unwrap_or_default().to_owned();
         match kind.as_str() {
-            "message_start" if self.round > 0 => Keep::Drop,
+            "message_start" if st.round > 0 => Keep::Drop,
             "content_block_start" => {
                 let index = v["index"].as_u64().unwrap_or(0);
-                self.start_part(index, v["content_block"].clone(), "tool_use");
-                self.route(v, index)
+                st.start_part(index, v["content_block"].clone(), "tool_use");
+                st.route(v, index)
             }
             "content_block_delta" | "content_block_stop" => {
                 let index = v["index"].as_u64().unwrap_or(0);
-                if let Some(part) = self.parts.get_mut(&index) {
+                if let Some(part) = st.parts.get_mut(&index) {
                     let d = &v["delta"];
                     let s = |k: &str| d[k].as_str().unwrap_or_default();
                     match d["type"].as_str() {
@@ -396,115 +505,42 @@ impl Splicer {
                         _ => {}
                     }
                 }
-                self.route(v, index)
+                st.route(v, index)
             }
-            "message_delta" if self.end_of_round() => Keep::Drop,
+            "message_delta" if st.end_of_round() => Keep::Drop,
             _ => Keep::Original,
         }
     }
-
-    /// An Anthropic block event: held back when internal, renumbered when needed.
-    fn route(&self, v: &mut Value, index: u64) -> Keep {
-        self.route_key(v, index, "index")
+    fn calls(&self, st: &State) -> Vec<Call> {
+        st.streamed_calls(|p| p.start["type"] == "tool_use", |id, name, arguments, _| {
+            json!({"type": "tool_use", "id": id, "name": name, "input": arguments})
+        })
     }
-
-    /// An event of one block or item (its index under `key`): held back when internal,
-    /// renumbered when needed.
-    fn route_key(&self, v: &mut Value, index: u64, key: &str) -> Keep {
-        match self.parts.get(&index).map(|p| p.shown) {
-            Some(None) => Keep::Drop,
-            Some(Some(shown)) if shown != index => {
-                v[key] = json!(shown);
-                Keep::Changed
-            }
-            _ => Keep::Original,
-        }
-    }
-
-    fn calls(&self) -> Vec<Call> {
-        if self.api == Api::Responses {
-            return self
-                .parts
-                .values()
-                .filter(|p| p.start["type"] == "function_call")
-                .map(|p| {
-                    let text = |k: &str| p.start[k].as_str().unwrap_or_default().to_owned();
-                    Call {
-                        id: text("call_id"),
-                        name: text("name"),
-                        arguments: serde_json::from_str(&text("arguments"))
-                            .unwrap_or_else(|_| json!({})),
-                        raw: p.start.clone(),
-                    }
-                })
-                .collect();
-        }
-        self.parts
+    fn assistant(&self, st: &State) -> Vec<Value> {
+        let content: Vec<Value> = st
+            .parts
             .values()
-            .filter(|p| self.api == Api::ChatCompletions || p.start["type"] == "tool_use")
             .map(|p| {
-                let arguments = serde_json::from_str(&p.json).unwrap_or_else(|_| json!({}));
-                let id = p.start["id"].as_str().unwrap_or_default().to_owned();
-                let name = p.start["name"].as_str().unwrap_or_default().to_owned();
-                let raw = match self.api {
-                    Api::Messages => {
-                        json!({"type": "tool_use", "id": id, "name": name, "input": arguments})
+                let mut block = p.start.clone();
+                match block["type"].as_str() {
+                    Some("text") => block["text"] = json!(p.text),
+                    Some("thinking") => {
+                        block["thinking"] = json!(p.text);
+                        block["signature"] = json!(p.signature);
                     }
-                    Api::ChatCompletions | Api::Responses => json!({"id": id, "type": "function", "function": {"name": name, "arguments": p.json}}),
-                };
-                Call {
-                    id,
-                    name,
-                    arguments,
-                    raw,
+                    Some("tool_use" | "server_tool_use") => {
+                        block["input"] = serde_json::from_str(&p.json)
+                            .unwrap_or_else(|_| block["input"].clone());
+                    }
+                    _ => {}
                 }
+                if let Some(map) = block.as_object_mut() {
+                    map.remove("citations");
+                }
+                block
             })
-            .collect()
-    }
-
-    fn assistant(&self) -> Vec<Value> {
-        match self.api {
-            Api::Responses => self.parts.values().map(|p| p.start.clone()).collect(),
-            Api::Messages => {
-                let content: Vec<Value> = self
-                    .parts
-                    .values()
-                    .map(|p| {
-                        let mut block = p.start.clone();
-                        match block["type"].as_str() {
-                            Some("text") => block["text"] = json!(p.text),
-                            Some("thinking") => {
-                                block["thinking"] = json!(p.text);
-                                block["signature"] = json!(p.signature);
-                            }
-                            Some("tool_use" | "server_tool_use") => {
-                                block["input"] = serde_json::from_str(&p.json)
-                                    .unwrap_or_else(|_| block["input"].clone());
-                            }
-                            _ => {}
-                        }
-                        if let Some(map) = block.as_object_mut() {
-                            map.remove("citations");
-                        }
-                        block
-                    })
-                    .collect();
-                vec![json!({"role": "assistant", "content": content})]
-            }
-            _ => {
-                let calls: Vec<Value> = self.calls().into_iter().map(|c| c.raw).collect();
-                let content = if self.text.is_empty() {
-                    Value::Null
-                } else {
-                    json!(self.text)
-                };
-                let mut m = json!({"role": "assistant", "content": content});
-                if !calls.is_empty() {
-                    m["tool_calls"] = json!(calls);
-                }
-                vec![m]
-            }
-        }
+            .collect();
+        vec![json!({"role": "assistant", "content": content})]
     }
 }
 
