@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Added latency and throughput of `ctxgc serve` in front of a fast local fake upstream, measured
 # with wrk against the upstream directly and through the proxy, for 10K- and 100K-token requests.
-# Usage: scripts/bench-proxy.sh [SECONDS]   (wrk comes from Debian: apt-get install wrk)
+# Usage: [SERVE_FLAGS=--no-compact] scripts/bench-proxy.sh [SECONDS]   (wrk: apt-get install wrk)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -12,7 +12,7 @@ cargo build --release -q -p ctxgc-cli --bin ctxgc -p ctxgc-proxy --example fake_
 for n in 10000 100000; do target/release/examples/gen_request $n > "$out/body-$n.json"; done
 rm -f "$out"/store.sqlite*
 target/release/examples/fake_upstream 18080 & up=$!
-target/release/ctxgc serve --listen 127.0.0.1:18787 --openai-upstream http://127.0.0.1:18080 --store "sqlite:$out/store.sqlite" 2>"$out/serve.log" & px=$!
+target/release/ctxgc serve --listen 127.0.0.1:18787 --openai-upstream http://127.0.0.1:18080 --store "sqlite:$out/store.sqlite" ${SERVE_FLAGS:-} 2>"$out/serve.log" & px=$!
 trap 'kill $up $px 2>/dev/null || true' EXIT
 sleep 1
 cat > "$out/post.lua" <<'LUA'
@@ -35,6 +35,9 @@ PY
 printf '%-22s %10s %10s %10s %10s %12s %12s %10s\n' request "direct p50" "proxy p50" "added p50" "added p99" "direct rps" "proxy rps" "ratio"
 for n in 10000 100000; do
   body="$out/body-$n.json"
+  # One request first: a session's first request counts its whole history (later ones count
+  # only what is new), which is not the steady state measured here.
+  curl -s -o /dev/null -H 'content-type: application/json' --data-binary @"$body" http://127.0.0.1:18787/v1/chat/completions
   read -r d50 d99 _ <<<"$(run http://127.0.0.1:18080/v1/chat/completions "$body" 1)"
   read -r p50 p99 _ <<<"$(run http://127.0.0.1:18787/v1/chat/completions "$body" 1)"
   read -r _ _ drps <<<"$(run http://127.0.0.1:18080/v1/chat/completions "$body" 8)"

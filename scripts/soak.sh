@@ -16,7 +16,7 @@ target/release/examples/fake_upstream "$up_port" & up=$!
 # A 32K window: the outputs are trimmed and their originals stored, so the trim memo, the
 # committed-originals set and the store all work under the load.
 target/release/ctxgc serve --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
-  --store "sqlite:$out/store.sqlite" --window 32000 2>"$out/serve.log" & px=$!
+  --store "sqlite:$out/store.sqlite" --window 32000 ${SERVE_FLAGS:-} 2>"$out/serve.log" & px=$!
 trap 'kill $up $px 2>/dev/null || true; rm -f "$out"/store.sqlite*' EXIT
 for _ in $(seq 100); do
   curl -sf "http://127.0.0.1:$px_port/ctxgc/stats" >/dev/null && break

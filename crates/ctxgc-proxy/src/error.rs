@@ -56,6 +56,12 @@ pub enum ProxyError {
     /// The blocking task running the request's work failed (a panic in ctxgc).
     #[error("the rewrite task failed: {0}")]
     Task(String),
+    /// Every rewrite slot stayed taken past the deadline.
+    #[error("no rewrite slot free within {} ms", waited.as_millis())]
+    Busy {
+        /// How long the request waited.
+        waited: std::time::Duration,
+    },
     /// The server could not start.
     #[error("{0}")]
     Setup(String),

@@ -243,6 +243,9 @@ fn claude_code_session(body: &Value) -> Option<String> {
     (!session.is_empty()).then(|| session.to_owned())
 }
 
+/// Items after the first request still searched for a stated working directory.
+const DIRECTORY_LOOKAHEAD: usize = 4;
+
 /// What distinguishes one conversation's start from another's of the same client: the system
 /// prompt, the first real user request (reminders and instruction blocks skipped), and the
 /// working directory where the client states one.
@@ -260,7 +263,16 @@ fn conversation_start(body: &Value) -> String {
         .and_then(Value::as_array);
     let mut request: Option<String> = None;
     let mut directory: Option<String> = None;
+    // Clients state their directory beside the first request, not later: the scan stops a
+    // few items after it (the rest of a long history is never read for identity).
+    let mut after_request = 0;
     for item in items.into_iter().flatten() {
+        if request.is_some() {
+            after_request += 1;
+            if after_request > DIRECTORY_LOOKAHEAD {
+                break;
+            }
+        }
         let texts = texts_of(item);
         for text in &texts {
             if directory.is_none() {
@@ -271,7 +283,7 @@ fn conversation_start(body: &Value) -> String {
         if role == Some("user") && request.is_none() {
             let real: Vec<&str> = texts
                 .iter()
-                .map(String::as_str)
+                .copied()
                 .filter(|t| !is_boilerplate(t))
                 .collect();
             if !real.is_empty() {
@@ -292,12 +304,12 @@ fn conversation_start(body: &Value) -> String {
 }
 
 /// The texts of a message or item: a string content, or its text parts.
-fn texts_of(item: &Value) -> Vec<String> {
+fn texts_of(item: &Value) -> Vec<&str> {
     match item.get("content") {
-        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::String(s)) => vec![s.as_str()],
         Some(Value::Array(parts)) => parts
             .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str).map(str::to_owned))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
             .collect(),
         _ => Vec::new(),
     }

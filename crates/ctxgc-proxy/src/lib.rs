@@ -144,6 +144,9 @@ pub struct AppState {
     /// with `previous_response_id` stays in that session.
     responses: Mutex<(HashMap<String, String>, VecDeque<String>)>,
     log: LogSink,
+    /// Requests being rewritten at once, at most: each holds its parsed body and views, so
+    /// this bounds the memory a burst can take (the rest wait, then fail open).
+    rewrite_slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// Response ids remembered for `previous_response_id`, at most.
@@ -155,6 +158,14 @@ const MAX_COMMITTED_BYTES: usize = 4 << 20;
 const MAX_COUNT_BYTES: usize = 8 << 20;
 /// Sessions whose usage `/ctxgc/stats` keeps, at most (the least recently active go first).
 const MAX_SESSIONS: usize = 10_000;
+/// How long a request waits for a rewrite slot before it is forwarded unchanged.
+pub(crate) const REWRITE_QUEUE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Rewrite slots: twice the cores (at least 4), so a slow LLM summary holding one leaves
+/// others free while memory stays bounded under any number of connections.
+fn rewrite_slots() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get()) * 2
+}
 
 /// Where the tenant secret is kept in the store (no session id can spell it).
 const TENANT_SECRET_KEY: StateKey<'static> = StateKey::Server("tenant-secret");
@@ -198,6 +209,8 @@ impl AppState {
         let client = reqwest::Client::builder()
             .connect_timeout(settings.timeouts.connect)
             .read_timeout(settings.timeouts.upstream_idle)
+            // A request body written in pieces must not wait on the upstream's delayed ACK.
+            .tcp_nodelay(true)
             .build()
             .map_err(|e| ProxyError::Setup(format!("cannot build the HTTP client: {e}")))?;
         Ok(Arc::new(AppState {
@@ -215,6 +228,7 @@ impl AppState {
             tenant_secret,
             responses: Mutex::new(Default::default()),
             log,
+            rewrite_slots: Arc::new(tokio::sync::Semaphore::new(rewrite_slots().max(4))),
         }))
     }
 

@@ -170,35 +170,39 @@ fn step_unchecked(
             view.and_then(|v| integrity::check(&v.messages).err()),
         )
     };
-    let unchanged = |counter: &mut TokenCounter,
-                     applied: Option<Vec<Value>>,
-                     lineage: Option<Lineage>| {
-        let (estimated_tokens, integrity) = estimate(counter, applied.as_deref().unwrap_or(client));
-        Outcome {
-            estimated_tokens,
-            // Only what ctxgc changed is ctxgc's to answer for.
-            integrity: integrity.filter(|_| applied.is_some()),
+    // One view of the prompt serves its token estimate, its integrity check and the plan.
+    let Some(view) = api.wire().view(input.system, current) else {
+        return Ok(Outcome {
+            estimated_tokens: fixed,
+            integrity: None,
             messages: applied,
             lineage,
             event: None,
             originals: Vec::new(),
             summarizer_failed: None,
-        }
+        });
+    };
+    let messages = &view.messages;
+    let counts: Vec<usize> = messages.iter().map(|m| counter.count_message(m)).collect();
+    let unchanged = |applied: Option<Vec<Value>>, lineage: Option<Lineage>| Outcome {
+        estimated_tokens: counts.iter().sum::<usize>() + fixed,
+        // Only what ctxgc changed is ctxgc's to answer for.
+        integrity: applied
+            .as_ref()
+            .and_then(|_| integrity::check(messages).err()),
+        messages: applied,
+        lineage,
+        event: None,
+        originals: Vec::new(),
+        summarizer_failed: None,
     };
     let stopped = lineage.as_ref().is_some_and(|l| l.stopped.is_some());
     if !input.events || stopped {
-        return Ok(unchanged(&mut counter, applied, lineage));
+        return Ok(unchanged(applied, lineage));
     }
     // 2. Is an event due? Plan on the prompt as the upstream would see it, in its tokens.
-    let Some(view) = api.wire().view(input.system, current) else {
-        return Ok(unchanged(&mut counter, applied, lineage));
-    };
-    let messages = &view.messages;
     let scale = |n: usize| (n as f64 * calibration).ceil() as usize;
-    let tokens: Vec<usize> = messages
-        .iter()
-        .map(|m| scale(counter.count_message(m)))
-        .collect();
+    let tokens: Vec<usize> = counts.iter().map(|&n| scale(n)).collect();
     // What the lineage in force replaced stays: an event's tail may not start inside it.
     let kept = lineage.as_ref().map_or(0, |l| l.prefix.len());
     let frozen = view
@@ -216,7 +220,7 @@ fn step_unchecked(
         cache_cold: policy.is_cache_cold(input.idle_secs),
     };
     let Some(plan) = plan::plan(&plan_input, policy, &counter) else {
-        return Ok(unchanged(&mut counter, applied, lineage));
+        return Ok(unchanged(applied, lineage));
     };
     // The engine cuts between turns only, which are whole wire messages in every API.
     let boundary = |n: usize| {

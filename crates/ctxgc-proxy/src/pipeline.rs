@@ -26,6 +26,8 @@ pub(crate) fn prepare(
 ) -> Result<Prepared, ProxyError> {
     let settings = &state.settings.rewrite;
     let mut agent_changed = false;
+    let mut lineage_changed = false;
+    let mut lineage_edit: Option<(usize, Vec<u8>)> = None;
     let mut injected = None;
     if settings.inject_tools {
         let agent_state = agent::load(&*state.store, session)?;
@@ -112,11 +114,26 @@ pub(crate) fn prepare(
         if outcome.event.is_some() {
             state.counters.events.fetch_add(1, Ordering::Relaxed);
         }
-        agent_changed |= outcome.messages.is_some();
+        // The lineage replaces the client's first `covered` items with its prefix: spliced
+        // into the bytes about to be sent, the rest of the history is not serialised again.
+        if let (Some(messages), Some(l)) = (&outcome.messages, &outcome.lineage) {
+            lineage_edit = match serde_json::to_vec(&messages[..l.prefix.len()]) {
+                Ok(array) if array.len() > 2 => Some((l.covered, array)),
+                _ => None,
+            };
+            lineage_changed = true;
+        }
         request.body[items_key] = serde_json::Value::Array(outcome.messages.unwrap_or(client));
     }
     if agent_changed {
         out.body = Some(request.to_bytes());
+    } else if lineage_changed {
+        let items_key = request.api.wire().items_key();
+        let spliced = lineage_edit.and_then(|(covered, array)| {
+            let base = out.body.as_deref().unwrap_or(raw);
+            splice_json::splice_elements(base, items_key, covered, &array[1..array.len() - 1])
+        });
+        out.body = Some(spliced.unwrap_or_else(|| request.to_bytes()));
     }
     let stored = commit_originals(state, session, &out.originals)?;
     Ok(Prepared {

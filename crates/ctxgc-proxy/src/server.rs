@@ -235,18 +235,30 @@ pub(crate) async fn handle(s: Arc<AppState>, api: Api, req: Request) -> Response
     let session_for_task = session.clone();
     let counting = parts.uri.path().ends_with("/count_tokens");
     let raw_for_task = bytes.clone();
-    let outcome = tokio::task::spawn_blocking(move || {
-        prepare(
-            &state,
-            &mut request,
-            &raw_for_task,
-            &session_for_task,
-            counting,
-        )
-    })
-    .await
-    .map_err(|e| ProxyError::Task(e.to_string()))
-    .and_then(|r| r);
+    let slot = tokio::time::timeout(
+        crate::REWRITE_QUEUE_DEADLINE,
+        s.rewrite_slots.clone().acquire_owned(),
+    )
+    .await;
+    let outcome = match slot {
+        Ok(Ok(slot)) => tokio::task::spawn_blocking(move || {
+            let prepared = prepare(
+                &state,
+                &mut request,
+                &raw_for_task,
+                &session_for_task,
+                counting,
+            );
+            drop(slot);
+            prepared
+        })
+        .await
+        .map_err(|e| ProxyError::Task(e.to_string()))
+        .and_then(|r| r),
+        _ => Err(ProxyError::Busy {
+            waited: crate::REWRITE_QUEUE_DEADLINE,
+        }),
+    };
     let mut agentic = None;
     let raw = bytes.clone();
     let forward_bytes = match outcome {

@@ -58,6 +58,39 @@ pub fn splice(
     Some(out)
 }
 
+/// Replaces the first `count` elements of the top-level array `key` with `elements` (JSON
+/// values, comma-separated, already encoded): what a lineage in force sends instead of the
+/// client's first messages, spliced in without re-serialising the rest. `None` when the array
+/// or its elements are not found.
+pub fn splice_elements(raw: &[u8], key: &str, count: usize, elements: &[u8]) -> Option<Vec<u8>> {
+    let last = count.checked_sub(1)?;
+    let first_target = format!("/{key}/0");
+    let last_target = format!("/{key}/{last}");
+    let targets: Vec<&str> = if last == 0 {
+        vec![&first_target]
+    } else {
+        vec![&first_target, &last_target]
+    };
+    let mut spans: Vec<(usize, usize, usize)> = Vec::with_capacity(2);
+    let mut scanner = Scanner {
+        raw,
+        targets: &targets,
+        found: &mut spans,
+    };
+    let start = scanner.ws(0);
+    let end = scanner.value(start, "")?;
+    if scanner.ws(end) != raw.len() || spans.len() != targets.len() {
+        return None;
+    }
+    spans.sort_unstable();
+    let (from, to) = (spans.first()?.0, spans.last()?.1);
+    let mut out = Vec::with_capacity(raw.len() + elements.len());
+    out.extend_from_slice(&raw[..from]);
+    out.extend_from_slice(elements);
+    out.extend_from_slice(&raw[to..]);
+    Some(out)
+}
+
 struct Scanner<'a, 'b> {
     raw: &'a [u8],
     targets: &'b [&'b str],
@@ -352,5 +385,23 @@ mod tests {
             let parsed: Value = serde_json::from_slice(&out).unwrap();
             prop_assert_eq!(parsed, apply(&value, &reps, Some(("zz_key", "v"))));
         }
+    }
+
+    #[test]
+    fn the_first_elements_of_an_array_are_replaced_by_others() {
+        let raw = br#"{"model": "m", "messages": [ {"role":"user","content":"a"}, {"role":"tool","content":"b"} ,{"x":[1,2]}], "tail": 1}"#;
+        let out = splice_elements(raw, "messages", 2, br#"{"s":1},{"s":2},{"s":3}"#).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"model": "m", "messages": [{"s":1},{"s":2},{"s":3},{"x":[1,2]}], "tail": 1})
+        );
+        let one = splice_elements(raw, "messages", 1, br#"{"s":0}"#).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&one).unwrap();
+        assert_eq!(v["messages"][0], serde_json::json!({"s": 0}));
+        assert_eq!(v["messages"].as_array().unwrap().len(), 3);
+        assert!(splice_elements(raw, "messages", 4, b"{}").is_none());
+        assert!(splice_elements(raw, "input", 1, b"{}").is_none());
+        assert!(splice_elements(raw, "messages", 0, b"{}").is_none());
     }
 }

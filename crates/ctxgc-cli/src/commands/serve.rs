@@ -44,11 +44,11 @@ pub struct ServeArgs {
     /// Do not set OpenAI's prompt_cache_key when absent.
     #[arg(long)]
     pub no_prompt_cache_key: bool,
-    /// Run the engine's events (prune first, then compaction) across requests: the default
-    /// (`[proxy] compact`, true unless the configuration says otherwise).
+    /// Run the engine's events (prune first, then compaction) across requests (also
+    /// `[proxy] compact = true`).
     #[arg(long)]
     pub compact: bool,
-    /// Leave histories whole: no events across requests (overrides `[proxy] compact`).
+    /// Leave histories whole: no events across requests (overrides `[proxy] compact = true`).
     #[arg(long, conflicts_with = "compact")]
     pub no_compact: bool,
     /// Add trim_tool_result and recall_tool_result to requests that carry tools and run the

@@ -15,6 +15,9 @@ pub const MIN_RUN_LINES: usize = 12;
 pub const MIN_RUN_BYTES: usize = 600;
 /// New outputs smaller than this are not worth checking.
 const MIN_OUTPUT_BYTES: usize = 1_200;
+/// Earlier results searched for runs, newest first, up to this many bytes: the search costs
+/// what it reads, and a request whose memo was evicted re-enters every turn.
+const MAX_EARLIER_BYTES: usize = 256 * 1024;
 /// Candidate positions followed per line (repetitive lines such as `}` would explode otherwise).
 const MAX_CANDIDATES: usize = 8;
 
@@ -47,6 +50,17 @@ pub fn point_to_repeats(new: &str, new_id: ContentId, earlier: &[Earlier<'_>]) -
     if new.len() < MIN_OUTPUT_BYTES || earlier.is_empty() {
         return None;
     }
+    // The newest earlier results, up to the byte budget.
+    let mut budget = MAX_EARLIER_BYTES;
+    let from = earlier
+        .iter()
+        .rposition(|e| {
+            let over = e.text.len() > budget;
+            budget = budget.saturating_sub(e.text.len());
+            over
+        })
+        .map_or(0, |i| i + 1);
+    let earlier = &earlier[from..];
     let olds: Vec<Vec<&str>> = earlier.iter().map(|e| e.text.lines().collect()).collect();
     let mut index: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
     for (e, lines) in olds.iter().enumerate().rev() {
