@@ -10,6 +10,7 @@ mkdir -p "$out"
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install -y wrk" >&2; exit 1; }
 cargo build --release -q -p ctxgc-cli --bin ctxgc -p ctxgc-proxy --example fake_upstream --example gen_request
 for n in 10000 100000; do target/release/examples/gen_request $n > "$out/body-$n.json"; done
+target/release/examples/gen_request 100000 stream > "$out/body-100000-sse.json"
 rm -f "$out"/store.sqlite*
 target/release/examples/fake_upstream 18080 & up=$!
 target/release/ctxgc serve --listen 127.0.0.1:18787 --openai-upstream http://127.0.0.1:18080 --store "sqlite:$out/store.sqlite" ${SERVE_FLAGS:-} 2>"$out/serve.log" & px=$!
@@ -33,7 +34,7 @@ print(f"{ms('50%'):.3f} {ms('99%'):.3f} {rps:.0f}")
 PY
 }
 printf '%-22s %10s %10s %10s %10s %12s %12s %10s\n' request "direct p50" "proxy p50" "added p50" "added p99" "direct rps" "proxy rps" "ratio"
-for n in 10000 100000; do
+for n in 10000 100000 100000-sse; do
   body="$out/body-$n.json"
   # One request first: a session's first request counts its whole history (later ones count
   # only what is new), which is not the steady state measured here.
@@ -42,7 +43,7 @@ for n in 10000 100000; do
   read -r p50 p99 _ <<<"$(run http://127.0.0.1:18787/v1/chat/completions "$body" 1)"
   read -r _ _ drps <<<"$(run http://127.0.0.1:18080/v1/chat/completions "$body" 8)"
   read -r _ _ prps <<<"$(run http://127.0.0.1:18787/v1/chat/completions "$body" 8)"
-  printf '%-22s %9.3fms %9.3fms %9.3fms %9.3fms %12s %12s %10s\n' "$n tokens ($(( $(stat -c %s "$body") / 1024 )) KB)" "$d50" "$p50" \
+  printf '%-22s %9.3fms %9.3fms %9.3fms %9.3fms %12s %12s %10s\n' "${n%-sse} tokens$([ "$n" != "${n%-sse}" ] && echo ' SSE') ($(( $(stat -c %s "$body") / 1024 )) KB)" "$d50" "$p50" \
     "$(python3 -c "print($p50-$d50)")" "$(python3 -c "print($p99-$d99)")" "$drps" "$prps" "$(python3 -c "print(f'{$prps/$drps:.2f}')")"
 done
 curl -s http://127.0.0.1:18787/ctxgc/stats | python3 -c "import json,sys; d=json.load(sys.stdin); print('proxy stats:', {k: d[k] for k in ('requests','rewritten','passed_through','fail_open','bytes_saved','originals_stored')})"

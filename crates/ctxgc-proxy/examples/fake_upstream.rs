@@ -1,5 +1,5 @@
 //! A fast local fake upstream for load tests: answers every request at once with a small
-//! Chat Completions JSON body. `cargo run --release -p ctxgc-proxy --example fake_upstream -- 18080`
+//! Chat Completions JSON body, or its SSE stream when the request asks for one. `cargo run --release -p ctxgc-proxy --example fake_upstream -- 18080`
 
 // A measuring tool, not library code: a failure here should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -16,7 +16,24 @@ async fn main() {
         .unwrap_or(18080);
     let app = Router::new().fallback(|req: axum::extract::Request| async move {
         // Read the whole body, as a real upstream would, before answering.
-        let _ = axum::body::to_bytes(req.into_body(), usize::MAX).await;
+        let body = axum::body::to_bytes(req.into_body(), usize::MAX)
+            .await
+            .unwrap_or_default();
+        // The flag sits at the body's end (see gen_request): no need to parse 500 KB.
+        let tail = &body[body.len().saturating_sub(64)..];
+        if tail.windows(13).any(|w| w == br#""stream":true"#) {
+            let usage = r#"{"prompt_tokens":100000,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":99968}}"#;
+            let sse = format!(
+                "data: {{\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{\"role\":\"assistant\",\"content\":\"ok\"}}}}]}}\n\n\
+                 data: {{\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[{{\"index\":0,\"delta\":{{}},\"finish_reason\":\"stop\"}}]}}\n\n\
+                 data: {{\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"choices\":[],\"usage\":{usage}}}\n\n\
+                 data: [DONE]\n\n"
+            );
+            return Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from(sse))
+                .unwrap();
+        }
         Response::builder()
             .header("content-type", "application/json")
             .body(Body::from(r#"{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":100000,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":99968}}}"#))
