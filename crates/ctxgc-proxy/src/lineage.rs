@@ -1,5 +1,9 @@
-//! Compaction across requests (Chat Completions, Anthropic Messages, Responses): the engine's events, applied to clients that
-//! resend their whole history every time.
+//! Compaction across requests (Chat Completions, Anthropic Messages, Responses): the engine's
+//! events, applied to clients that resend their whole history every time.
+//!
+//! The event itself is the engine's: planned by `plan::plan` and decided by `apply::apply` on the
+//! neutral view of the prompt, exactly as the replay lab's `Session` does; this module renders
+//! those edits on the client's wire items and remembers them.
 //!
 //! After an event the proxy remembers, per session, that the client's first `covered` messages
 //! (as trimmed at insertion, a pure function) are replaced by `prefix`: the head, then the summary
@@ -94,8 +98,8 @@ pub struct StepInput<'a> {
 /// Applies the session's lineage to the client's (insertion-trimmed) messages, then runs an
 /// event if one is due. `calibration` scales ctxgc's token counts to the upstream's (reported
 /// usage / estimate, per session).
-/// `summarize` writes a compaction's summary (an LLM); `None` summarises extractively. Its
-/// failure is returned: the caller forwards the request without the event.
+/// `summarize` writes a compaction's summary (an LLM); `None` summarises extractively. When it
+/// fails, the extractive summary stands in and the failure is reported in the outcome.
 pub fn step(
     input: &StepInput<'_>,
     state: Option<&Lineage>,
