@@ -114,6 +114,18 @@ fn n(v: &Value, key: &str) -> u64 {
     v.pointer(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
+/// OpenAI's usage: the input count (`input`, with its `{input}_details`) includes the cached
+/// tokens, and no cache write is billed.
+fn openai_usage(u: &Value, input: &str, output: &str) -> Usage {
+    let cached = n(u, &format!("/{input}_details/cached_tokens"));
+    Usage {
+        input: n(u, &format!("/{input}")).saturating_sub(cached),
+        cache_read: cached,
+        cache_write: 0,
+        output: n(u, &format!("/{output}")),
+    }
+}
+
 /// A tool call in a complete response.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResponseCall {
@@ -278,14 +290,7 @@ struct Messages;
 
 impl WireApi for ChatCompletions {
     fn usage_of(&self, u: &Value) -> Usage {
-        // prompt_tokens includes the cached ones.
-        let cached = n(u, "/prompt_tokens_details/cached_tokens");
-        Usage {
-            input: n(u, "/prompt_tokens").saturating_sub(cached),
-            cache_read: cached,
-            cache_write: 0,
-            output: n(u, "/completion_tokens"),
-        }
+        openai_usage(u, "prompt_tokens", "completion_tokens")
     }
     fn response_event(&self, event: &Value) -> ResponseEvent {
         // The last chunk carries the usage (with `stream_options.include_usage`).
@@ -469,14 +474,7 @@ impl WireApi for ChatCompletions {
 
 impl WireApi for Responses {
     fn usage_of(&self, u: &Value) -> Usage {
-        // input_tokens includes the cached ones.
-        let cached = n(u, "/input_tokens_details/cached_tokens");
-        Usage {
-            input: n(u, "/input_tokens").saturating_sub(cached),
-            cache_read: cached,
-            cache_write: 0,
-            output: n(u, "/output_tokens"),
-        }
+        openai_usage(u, "input_tokens", "output_tokens")
     }
     fn response_event(&self, event: &Value) -> ResponseEvent {
         let id = || event["response"]["id"].as_str().map(str::to_owned);

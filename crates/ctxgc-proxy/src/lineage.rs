@@ -349,6 +349,22 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// A Chat request of `client` with events on, no system prompt, tools or pause.
+    fn chat_input<'a>(
+        client: &'a [Value],
+        metas: &'a BTreeMap<String, ResultMeta>,
+    ) -> StepInput<'a> {
+        StepInput {
+            api: Api::ChatCompletions,
+            client,
+            system: None,
+            tools: &[],
+            events: true,
+            metas,
+            idle_secs: None,
+        }
+    }
+
     /// Defect guarded: the proxy forwarded what its lineage produced without the integrity
     /// check the replay lab runs, so a broken prefix (a result whose call it had dropped) went
     /// upstream and the API answered 400. A prompt that fails the check is refused (the caller
@@ -371,15 +387,8 @@ mod tests {
             ineffective: 0,
             stopped: None,
         };
-        let input = StepInput {
-            api: Api::ChatCompletions,
-            client: &client,
-            system: None,
-            tools: &[],
-            events: true,
-            metas: &BTreeMap::new(),
-            idle_secs: None,
-        };
+        let no_metas = BTreeMap::new();
+        let input = chat_input(&client, &no_metas);
         let run = |state: &Lineage, input: &StepInput<'_>| {
             step(
                 input,
@@ -426,14 +435,10 @@ mod tests {
                 let id = format!("c{turn}");
                 client.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}));
                 client.push(json!({"role": "tool", "tool_call_id": id, "content": format!("output {turn} ").repeat(700)}));
+                let no_metas = BTreeMap::new();
                 let input = StepInput {
-                    api: Api::ChatCompletions,
-                    client: &client,
                     system: Some(&system),
-                    tools: &[],
-                    events: true,
-                    metas: &BTreeMap::new(),
-                    idle_secs: None,
+                    ..chat_input(&client, &no_metas)
                 };
                 let outcome = step(
                     &input,
@@ -474,14 +479,10 @@ mod tests {
             client.push(json!({"role": "tool", "tool_call_id": id, "content": format!("line {turn} of the build log\n").repeat(120)}));
         }
         let run = |idle_secs| {
+            let no_metas = BTreeMap::new();
             let input = StepInput {
-                api: Api::ChatCompletions,
-                client: &client,
-                system: None,
-                tools: &[],
-                events: true,
-                metas: &BTreeMap::new(),
                 idle_secs,
+                ..chat_input(&client, &no_metas)
             };
             let policy = Policy::default();
             step(

@@ -15,19 +15,8 @@ pub fn splice(
     replacements: &[(&str, &[u8])],
     append: Option<(&str, &str)>,
 ) -> Option<Vec<u8>> {
-    let mut spans: Vec<(usize, usize, usize)> = Vec::with_capacity(replacements.len());
     let targets: Vec<&str> = replacements.iter().map(|(p, _)| *p).collect();
-    let mut scanner = Scanner {
-        raw,
-        targets: &targets,
-        found: &mut spans,
-    };
-    let start = scanner.ws(0);
-    let end = scanner.value(start, "")?;
-    if scanner.ws(end) != raw.len() || spans.len() != replacements.len() {
-        return None;
-    }
-    spans.sort_unstable();
+    let (start, end, spans) = find(raw, &targets)?;
     let extra: usize = replacements.iter().map(|(_, t)| t.len() + 2).sum();
     let mut out = Vec::with_capacity(raw.len() + extra + 64);
     let mut at = 0;
@@ -71,18 +60,7 @@ pub fn splice_elements(raw: &[u8], key: &str, count: usize, elements: &[u8]) -> 
     } else {
         vec![&first_target, &last_target]
     };
-    let mut spans: Vec<(usize, usize, usize)> = Vec::with_capacity(2);
-    let mut scanner = Scanner {
-        raw,
-        targets: &targets,
-        found: &mut spans,
-    };
-    let start = scanner.ws(0);
-    let end = scanner.value(start, "")?;
-    if scanner.ws(end) != raw.len() || spans.len() != targets.len() {
-        return None;
-    }
-    spans.sort_unstable();
+    let (_, _, spans) = find(raw, &targets)?;
     let (from, to) = (spans.first()?.0, spans.last()?.1);
     let mut out = Vec::with_capacity(raw.len() + elements.len());
     out.extend_from_slice(&raw[..from]);
@@ -91,10 +69,32 @@ pub fn splice_elements(raw: &[u8], key: &str, count: usize, elements: &[u8]) -> 
     Some(out)
 }
 
+/// A target's value: its start and end in the bytes, and which target it is.
+type Span = (usize, usize, usize);
+
+/// Where each target's value is in `raw` (start, end, target index), in byte order, and where
+/// the document starts and ends; `None` unless the whole of `raw` is one JSON value holding
+/// every target once.
+fn find(raw: &[u8], targets: &[&str]) -> Option<(usize, usize, Vec<Span>)> {
+    let mut spans: Vec<Span> = Vec::with_capacity(targets.len());
+    let mut scanner = Scanner {
+        raw,
+        targets,
+        found: &mut spans,
+    };
+    let start = scanner.ws(0);
+    let end = scanner.value(start, "")?;
+    if scanner.ws(end) != raw.len() || spans.len() != targets.len() {
+        return None;
+    }
+    spans.sort_unstable();
+    Some((start, end, spans))
+}
+
 struct Scanner<'a, 'b> {
     raw: &'a [u8],
     targets: &'b [&'b str],
-    found: &'b mut Vec<(usize, usize, usize)>,
+    found: &'b mut Vec<Span>,
 }
 
 impl Scanner<'_, '_> {

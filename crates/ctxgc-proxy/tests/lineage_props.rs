@@ -134,6 +134,28 @@ fn user_text(u: u32) -> String {
     }
 }
 
+/// Insertion trimming as `serve` does it at `window`, without breakpoints or cache keys.
+fn settings(window: u64) -> ctxgc_proxy::RewriteSettings {
+    ctxgc_proxy::RewriteSettings {
+        trim: Default::default(),
+        window,
+        model_windows: false,
+        cache_breakpoints: false,
+        prompt_cache_key: false,
+        engine: None,
+        inject_tools: false,
+    }
+}
+
+/// The request the client sends after its first `end` items.
+fn request(api: Api, items: &[Value], end: usize) -> ctxgc_formats::ApiRequest {
+    let key = api.wire().items_key();
+    ctxgc_formats::ApiRequest {
+        api,
+        body: json!({"model": "m", key: items[..end].to_vec()}),
+    }
+}
+
 fn counter(api: Api) -> TokenCounter {
     TokenCounter::new(api.wire().family(), Default::default())
 }
@@ -155,22 +177,11 @@ proptest! {
         let mut stored: BTreeSet<ContentId> = BTreeSet::new();
         let mut events = 0usize;
         let mut last_event: Option<usize> = None;
-        let settings = ctxgc_proxy::RewriteSettings {
-            trim: Default::default(),
-            window,
-            model_windows: false,
-            cache_breakpoints: false,
-            prompt_cache_key: false,
-            engine: None,
-            inject_tools: false,
-        };
+        let settings = settings(window);
         for (t, &end) in ends.iter().enumerate() {
             // Insertion trimming first, as the proxy does.
             let key = api.wire().items_key();
-            let mut request = ctxgc_formats::ApiRequest {
-                api,
-                body: json!({"model": "m", key: items[..end].to_vec()}),
-            };
+            let mut request = request(api, &items, end);
             let trimmed = ctxgc_proxy::rewrite::rewrite(&mut request, "s", &settings);
             stored.extend(trimmed.originals.iter().map(|(id, _)| *id));
             let client_items = request.body[key].as_array().unwrap().clone();
@@ -294,23 +305,12 @@ proptest! {
         let system = json!("You are a careful coding agent.");
         let (items, ends, _) = wire(api, &turns);
         let replayed = replay_path(api, &system, &items, window);
-        let settings = ctxgc_proxy::RewriteSettings {
-            trim: Default::default(),
-            window,
-            model_windows: false,
-            cache_breakpoints: false,
-            prompt_cache_key: false,
-            engine: None,
-            inject_tools: false,
-        };
+        let settings = settings(window);
         let memo = ctxgc_proxy::rewrite::TrimMemo::default();
         let mut state: Option<Lineage> = None;
         for (t, &end) in ends.iter().enumerate() {
             let key = api.wire().items_key();
-            let mut request = ctxgc_formats::ApiRequest {
-                api,
-                body: json!({"model": "m", key: items[..end].to_vec()}),
-            };
+            let mut request = request(api, &items, end);
             let rewritten = ctxgc_proxy::rewrite::rewrite_with(&mut request, None, "s", &settings, &memo, &|_| false);
             let client = request.body[key].as_array().unwrap().clone();
             let input = StepInput { api, client: &client, system: Some(&system), tools: &[], events: true, metas: &rewritten.metas, idle_secs: None };
