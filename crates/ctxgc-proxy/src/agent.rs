@@ -126,24 +126,12 @@ impl Merge {
     }
 }
 
-/// A tool call the model made.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Call {
-    /// Call id.
-    pub id: String,
-    /// Tool name.
-    pub name: String,
-    /// Arguments (parsed when they were a JSON string).
-    pub arguments: Value,
-    /// The call as the response carried it.
-    pub raw: Value,
-}
+/// A tool call the model made (the wire layer's, streamed or complete).
+pub use ctxgc_formats::wire_api::ResponseCall as Call;
 
-impl Call {
-    /// Whether the proxy runs this call.
-    pub fn internal(&self) -> bool {
-        is_internal(&self.name)
-    }
+/// Whether the proxy runs this call (one of its own tools).
+pub fn is_internal_call(call: &Call) -> bool {
+    is_internal(&call.name)
 }
 
 fn items_key(api: Api) -> &'static str {
@@ -264,16 +252,7 @@ fn apply_merge(items: &mut Vec<Value>, api: Api, merge: &Merge) -> bool {
 
 /// The tool calls in a complete (non-streamed) response.
 pub fn calls_in_response(api: Api, response: &Value) -> Vec<Call> {
-    api.wire()
-        .response_calls(response)
-        .into_iter()
-        .map(|c| Call {
-            id: c.id,
-            name: c.name,
-            arguments: c.arguments,
-            raw: c.raw,
-        })
-        .collect()
+    api.wire().response_calls(response)
 }
 
 /// The history items for the model's turn in a complete response.

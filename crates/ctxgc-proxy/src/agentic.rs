@@ -121,7 +121,7 @@ impl Context {
                 let (mut state, read) = agent::load_versioned(&*s.store, &session)?;
                 let mut internal_calls = Vec::new();
                 let mut results = Vec::new();
-                for call in calls.iter().filter(|c| c.internal()) {
+                for call in calls.iter().filter(|c| agent::is_internal_call(c)) {
                     let text = agent::execute(
                         call, api, &client, &session, &*s.store, &mut state, max_bytes,
                     )?;
@@ -139,7 +139,8 @@ impl Context {
                         anchor,
                         items,
                     });
-                } else if let Some(client_call) = calls.iter().find(|c| !c.internal()) {
+                } else if let Some(client_call) = calls.iter().find(|c| !agent::is_internal_call(c))
+                {
                     state.merges.push(Merge {
                         with_call: client_call.id.clone(),
                         calls: internal_calls,
@@ -147,7 +148,7 @@ impl Context {
                         positions: calls
                             .iter()
                             .enumerate()
-                            .filter(|(_, c)| c.internal())
+                            .filter(|(_, c)| agent::is_internal_call(c))
                             .map(|(k, _)| k)
                             .collect(),
                     });
@@ -163,7 +164,7 @@ impl Context {
                     attempts: AGENT_STATE_ATTEMPTS,
                 });
             }
-            let internal = calls.iter().filter(|c| c.internal()).count() as u64;
+            let internal = calls.iter().filter(|c| agent::is_internal_call(c)).count() as u64;
             s.counters
                 .agent_tool_calls
                 .fetch_add(internal, Ordering::Relaxed);
@@ -241,10 +242,10 @@ async fn buffered(cx: Context, mut response: reqwest::Response) -> Response {
             return reply(body);
         };
         let calls = agent::calls_in_response(cx.api, &value);
-        if !calls.iter().any(Call::internal) {
+        if !calls.iter().any(agent::is_internal_call) {
             return reply(body);
         }
-        let follow_up = calls.iter().all(Call::internal) && round + 1 < MAX_ROUNDS;
+        let follow_up = calls.iter().all(agent::is_internal_call) && round + 1 < MAX_ROUNDS;
         let assistant = agent::assistant_items(cx.api, &value);
         match cx
             .execute(calls, assistant, follow_up, round + 2 == MAX_ROUNDS)
@@ -306,7 +307,7 @@ fn streamed(cx: Context, first: reqwest::Response) -> Response {
             if !rest.is_empty() && tx.send(Ok(Bytes::from(rest))).await.is_err() {
                 return;
             }
-            if !done.calls.iter().any(Call::internal) {
+            if !done.calls.iter().any(agent::is_internal_call) {
                 return;
             }
             let follow_up = done.follow_up;

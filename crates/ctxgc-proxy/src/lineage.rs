@@ -220,7 +220,7 @@ fn step_unchecked(
         fixed_tokens: scale(fixed),
         metas: input.metas,
         window,
-        frozen: if kept == 0 { 0 } else { frozen },
+        frozen,
         cache_cold: policy.is_cache_cold(input.idle_secs),
     };
     let Some(plan) = plan::plan(&plan_input, policy, &counter) else {
