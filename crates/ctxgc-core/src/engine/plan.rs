@@ -146,18 +146,27 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
     // below that a prune that reclaims a real amount.
     let due = total >= threshold;
     let due_soon = input.cache_cold && total + policy.runway(input.window, growth) >= threshold;
-    if !due && !due_soon && !input.cache_cold {
+    // Before any event is due: a prune of what is older than the newest outputs, at a cold
+    // cache when it reclaims a real amount, at a warm one when it pays for the cache write.
+    let early = !due && !due_soon;
+    let turns = crate::transcript::assistant_turns(input.messages).len();
+    // Events stay rare: a warm prune waits twice the runway's turns after the last event (what
+    // it rewrote ends at `frozen`; before any event only the system prompt can stand there).
+    let frozen = input.frozen.min(input.messages.len());
+    let since_event = turns - crate::transcript::assistant_turns(&input.messages[..frozen]).len();
+    let quiet = since_event == turns || since_event >= 2 * policy.runway_turns;
+    if early && !input.cache_cold && !(quiet && early_prune_may_pay(input, policy, turns)) {
         return None;
     }
     let messages = input.messages;
     let head_end = segments::head_end(messages, policy.head_exchanges);
-    // A prune at a cold cache keeps a shorter tail: only the newest outputs stay whole.
-    let tail_budget = if due || due_soon {
-        policy.tail_budget(input.window)
-    } else {
+    // An early prune keeps a shorter tail: only the newest outputs stay whole.
+    let tail_budget = if early {
         policy
             .tail_budget(input.window)
             .min(policy.cold_protected_tokens)
+    } else {
+        policy.tail_budget(input.window)
     };
     let tail_start = segments::tail_start(
         messages,
@@ -177,14 +186,30 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
             .map(|e| e.tokens_before.saturating_sub(e.tokens_after))
             .sum()
     };
-    if !due && !due_soon {
-        // Cold, nothing due: a prune alone, of what is older than the newest outputs, or
-        // nothing.
+    if early {
         let protected = policy.cold_protected_tokens;
-        let edits = prune_edits(input, policy, counter, (head_end, tail_start), protected);
+        let edits = prune_edits(
+            input,
+            policy,
+            counter,
+            (head_end, tail_start),
+            protected,
+            true,
+        );
         let reclaimed = reclaimed_by(&edits);
         if reclaimed < policy.cold_min_reclaim_tokens {
             return None;
+        }
+        if !input.cache_cold {
+            // What the next request writes: everything from the first changed message on.
+            let first = edits.iter().map(|e| e.index).min().unwrap_or(tail_start);
+            let kept: usize = input.tokens[..first].iter().sum::<usize>() + input.fixed_tokens;
+            let rewritten = total.saturating_sub(reclaimed).saturating_sub(kept);
+            // Events stay rare: a warm prune must also halve the prompt, so the next one waits
+            // until it has doubled again.
+            if reclaimed * 2 < total || !policy.prune_pays(reclaimed, rewritten, turns) {
+                return None;
+            }
         }
         return Some(Plan {
             kind: PlanKind::PruneOnly,
@@ -197,7 +222,14 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         });
     }
     let protected = policy.protected_tool_tokens(input.window);
-    let edits = prune_edits(input, policy, counter, (head_end, tail_start), protected);
+    let edits = prune_edits(
+        input,
+        policy,
+        counter,
+        (head_end, tail_start),
+        protected,
+        false,
+    );
     let reclaimed = reclaimed_by(&edits);
     let target = threshold.saturating_sub(policy.runway(input.window, growth));
     let worth_pruning = reclaimed >= policy.min_reclaim(input.window);
@@ -236,12 +268,45 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
     })
 }
 
+/// A cheap bound checked on every request before planning an early prune at a warm cache: even
+/// if every tool output older than the newest protected ones became nothing, and nothing before
+/// the oldest of them changed, would the prune pay?
+fn early_prune_may_pay(input: &PlanInput<'_>, policy: &Policy, turns: usize) -> bool {
+    if policy.economic_margin <= 0.0 {
+        return false;
+    }
+    let mut protected = 0usize;
+    let mut old = 0usize;
+    let mut oldest = None;
+    for (i, m) in input.messages.iter().enumerate().rev() {
+        if m.role != Role::Tool {
+            continue;
+        }
+        if protected < policy.cold_protected_tokens {
+            protected += input.tokens[i];
+        } else {
+            old += input.tokens[i];
+            oldest = Some(i);
+        }
+    }
+    let Some(oldest) = oldest else {
+        return false;
+    };
+    if old < policy.cold_min_reclaim_tokens || old * 2 < input.total() {
+        return false;
+    }
+    let kept: usize = input.tokens[..oldest].iter().sum::<usize>() + input.fixed_tokens;
+    let rewritten = input.total().saturating_sub(old).saturating_sub(kept);
+    policy.prune_pays(old, rewritten, turns)
+}
+
 fn prune_edits(
     input: &PlanInput<'_>,
     policy: &Policy,
     counter: &TokenCounter,
     (head_end, tail_start): (usize, usize),
     budget: usize,
+    early: bool,
 ) -> Vec<PruneEdit> {
     let messages = input.messages;
     let calls: BTreeMap<&str, (usize, &ToolCall)> = messages
@@ -332,7 +397,9 @@ fn prune_edits(
                 PruneReason::Superseded,
                 format!("{abstract_text} (stale: the file was edited or read again later)"),
             )
-        } else if !protected[index] {
+        } else if !(protected[index] || early && read_path.is_some()) {
+            // An early prune leaves file reads that are still current: the agent edits from
+            // them (on the GPT-5-mini sessions, pruning them too cost 3 points of recall).
             (PruneReason::Old, abstract_line(tool, call, &meta))
         } else {
             continue;

@@ -70,6 +70,21 @@ pub struct Policy {
     pub cold_protected_tokens: usize,
     /// Tokens a prune at a cold cache must reclaim to run.
     pub cold_min_reclaim_tokens: usize,
+    /// Price of a cached input token read, relative to an uncached one (0.1 at Anthropic and
+    /// on GPT-5.x). With `cache_write_cost`, what an event is worth: see `economic_margin`.
+    pub cache_read_cost: f64,
+    /// Price of an input token written to the cache, relative to an uncached one (1.25 at
+    /// Anthropic's 5-minute cache; 1.0 at OpenAI, which bills a write as plain input). The
+    /// default is the dearer one, so an event is never judged cheaper than it is.
+    pub cache_write_cost: f64,
+    /// A prune runs before any event is due when what it saves, reclaimed tokens × read cost ×
+    /// the requests the session is expected to make still, is at least this multiple of what
+    /// it costs, the tokens after its first change written instead of read. The requests still
+    /// to come are taken to be as many as the session has made (half of sessions that reached
+    /// a turn go on at least that long again), at most `economic_horizon`. 0 turns this off.
+    pub economic_margin: f64,
+    /// See `economic_margin`.
+    pub economic_horizon: usize,
 }
 
 /// Defaults tuned with the replay lab on the shared transcripts (README, "Replay"): an event at
@@ -109,6 +124,10 @@ impl Default for Policy {
             cold_cache_secs: 300,
             cold_protected_tokens: 8_000,
             cold_min_reclaim_tokens: 2_000,
+            cache_read_cost: 0.1,
+            cache_write_cost: 1.25,
+            economic_margin: 3.0,
+            economic_horizon: 100,
         }
     }
 }
@@ -126,6 +145,19 @@ impl Policy {
     /// Whether a pause of `idle_secs` outlived the provider's prompt cache.
     pub fn is_cache_cold(&self, idle_secs: Option<u64>) -> bool {
         self.cold_cache_secs > 0 && idle_secs.is_some_and(|s| s > self.cold_cache_secs)
+    }
+
+    /// Whether a prune that reclaims `reclaimed` tokens and makes the next request write
+    /// `rewritten` tokens instead of reading them pays for itself `economic_margin` times over
+    /// within the requests a session `turns` turns old is expected to make still.
+    pub fn prune_pays(&self, reclaimed: usize, rewritten: usize, turns: usize) -> bool {
+        if self.economic_margin <= 0.0 {
+            return false;
+        }
+        let remaining = turns.min(self.economic_horizon) as f64;
+        let saved = reclaimed as f64 * self.cache_read_cost * remaining;
+        let cost = rewritten as f64 * (self.cache_write_cost - self.cache_read_cost).max(0.0);
+        saved >= self.economic_margin * cost
     }
 
     /// Prompt tokens at which an event is due.

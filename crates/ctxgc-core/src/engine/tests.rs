@@ -780,7 +780,9 @@ fn summaries_list_every_hidden_output_and_real_exit_codes_without_recorded_facts
 /// pause, the same prompt runs none. Outputs newer than `cold_protected_tokens` stay whole.
 #[test]
 fn a_cold_cache_prunes_old_outputs_though_no_event_is_due() {
-    let config = Config::default();
+    let mut config = Config::default();
+    // Warm prunes that pay for themselves are the next test's; here only the cold rule runs.
+    config.engine.economic_margin = 0.0;
     // 20 turns of 3 KB outputs: about 16K tokens, far under a 200K window's threshold.
     let source = shell_session(20, 3_000);
     let mut session = Session::new("s", 200_000, &config, ProviderFamily::Openai);
@@ -814,4 +816,47 @@ fn a_cold_cache_prunes_old_outputs_though_no_event_is_due() {
     drive_through(&source, &mut session);
     session.set_idle(Some(3_600));
     assert!(session.plan().is_none());
+}
+
+/// A prune before any event is due, at a warm cache, runs only when it pays for its cache
+/// write: reclaimed tokens x read price x the requests still expected (as many as so far) at
+/// least `economic_margin` times the tokens it makes the next request write.
+#[test]
+fn a_warm_prune_runs_only_when_it_pays_for_its_cache_write() {
+    let config = Config::default();
+    let prunes = |session: &Session| -> Vec<(usize, usize)> {
+        session
+            .events()
+            .iter()
+            .filter(|e| e.kind.rewrites_history())
+            .inspect(|e| assert_eq!(e.kind, EventKind::PruneOnly, "{e:?}"))
+            .map(|e| (e.tokens_before, e.tokens_after))
+            .collect()
+    };
+    // 40 turns of 6 KB outputs: far under a 200K window's threshold, most of it old output.
+    let source = shell_session(40, 6_000);
+    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Openai);
+    drive_through(&source, &mut session);
+    let events = prunes(&session);
+    assert!(
+        !events.is_empty(),
+        "old outputs cost more to keep than to rewrite"
+    );
+    assert!(events.len() <= 3, "each prune buys many turns: {events:?}");
+    for (before, after) in &events {
+        assert!(after * 2 < *before, "{events:?}");
+    }
+
+    // A young session is not expected to go on long enough to repay the write.
+    let young = shell_session(6, 6_000);
+    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Openai);
+    drive_through(&young, &mut session);
+    assert!(prunes(&session).is_empty());
+
+    // Off with a margin of 0.
+    let mut off = config.clone();
+    off.engine.economic_margin = 0.0;
+    let mut session = Session::new("s", 200_000, &off, ProviderFamily::Openai);
+    drive_through(&source, &mut session);
+    assert!(prunes(&session).is_empty());
 }
