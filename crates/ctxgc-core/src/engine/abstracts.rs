@@ -31,6 +31,10 @@ pub struct ResultMeta {
     pub first_error: Option<String>,
     /// Matches and files, for grep-like output.
     pub search: Option<(u64, u64)>,
+    /// Where the client saved the whole output, when what it sent is its own preview (Claude
+    /// Code's `<persisted-output>`): the agent can read it there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_to: Option<String>,
 }
 
 impl ResultMeta {
@@ -43,8 +47,23 @@ impl ResultMeta {
             exit_code: facts::exit_code(original),
             first_error: facts::first_error(original, 120),
             search: looks_like_search(original).then(|| search_counts(original)),
+            saved_to: client_saved_path(original),
         }
     }
+}
+
+/// Claude Code sends an output over about 30 KB as a preview inside `<persisted-output>`, with
+/// the path of the file that holds it whole.
+fn client_saved_path(original: &str) -> Option<String> {
+    const SAVED: &str = "Full output saved to: ";
+    let start = original.trim_start();
+    if !start.starts_with("<persisted-output>") {
+        return None;
+    }
+    let head = &start[..start.len().min(1_024)];
+    let at = head.find(SAVED)? + SAVED.len();
+    let path = head[at..].lines().next()?.trim();
+    (!path.is_empty() && path.len() <= 512).then(|| path.to_owned())
 }
 
 fn search_counts(text: &str) -> (u64, u64) {
@@ -76,6 +95,14 @@ pub fn clip_one_line(text: &str, max: usize) -> String {
 
 /// The abstract of a pruned output.
 pub fn abstract_line(tool: &str, call: Option<&ToolCall>, meta: &ResultMeta) -> String {
+    let line = abstract_of_call(tool, call, meta);
+    match &meta.saved_to {
+        Some(path) => format!("{line}; the client saved it whole to {path}"),
+        None => line,
+    }
+}
+
+fn abstract_of_call(tool: &str, call: Option<&ToolCall>, meta: &ResultMeta) -> String {
     let name = if tool.is_empty() { "tool" } else { tool };
     let id = meta.id;
     let size = format!("{} chars", group(meta.chars));
@@ -156,6 +183,31 @@ mod tests {
 
     fn call(name: &str, args: serde_json::Value) -> ToolCall {
         ToolCall::for_test(name, args)
+    }
+
+    /// A pruned Claude Code preview says where the client keeps the whole output, so the
+    /// agent can read it there; an ordinary output that mentions the phrase does not.
+    #[test]
+    fn an_abstract_of_a_client_preview_names_the_file_that_holds_it_whole() {
+        let preview = "<persisted-output>\nOutput too large (48.2KB). Full output saved to: \
+                       /home/dev/.claude/projects/p/tool-results/b1.txt\n\nPreview (first 2KB):\n\
+                       running 812 tests\n</persisted-output>";
+        let meta = ResultMeta::of(preview);
+        assert_eq!(
+            meta.saved_to.as_deref(),
+            Some("/home/dev/.claude/projects/p/tool-results/b1.txt")
+        );
+        let c = call("Bash", json!({"command": "cargo test"}));
+        let line = abstract_line("Bash", Some(&c), &meta);
+        assert!(line.starts_with("[Bash] ran `cargo test` ->"), "{line}");
+        assert!(
+            line.ends_with(
+                "; the client saved it whole to /home/dev/.claude/projects/p/tool-results/b1.txt"
+            ),
+            "{line}"
+        );
+        let echoed = ResultMeta::of("grep says: Full output saved to: /tmp/x\n");
+        assert_eq!(echoed.saved_to, None);
     }
 
     #[test]

@@ -10,12 +10,15 @@
 use crate::transcript::{Message, Role};
 
 /// Openings of the instruction blocks clients put in user turns (Codex's environment context
-/// and AGENTS.md, user instructions).
+/// and AGENTS.md, user instructions), and of the summaries their own compactions leave (Claude
+/// Code's and Codex's): an event never summarises a client's summary again.
 const INSTRUCTION_OPENINGS: &[&str] = &[
     "<environment_context>",
     "<user_instructions>",
     "# AGENTS.md instructions",
     "<permissions instructions>",
+    "This session is being continued from a previous conversation",
+    "Another language model started to solve this problem",
 ];
 
 /// Whether the client pins this message: system and developer messages wherever they stand
@@ -138,6 +141,29 @@ mod tests {
                 _ => Message::tool_result("c", None, "t", false),
             })
             .collect()
+    }
+
+    /// A client's own compaction summary (Claude Code's, Codex's) is kept verbatim like its
+    /// instructions: summarising it again would lose what the client kept.
+    #[test]
+    fn the_clients_own_compaction_summaries_are_pinned() {
+        for text in [
+            "This session is being continued from a previous conversation that ran out of \
+             context. The conversation is summarized below:\nAnalysis: ...",
+            "Another language model started to solve this problem and produced a summary of \
+             its thinking process. ...",
+            "<environment_context>\n  <cwd>/w</cwd>\n</environment_context>",
+        ] {
+            assert!(is_pinned(&Message::text(Role::User, text)), "{text}");
+        }
+        assert!(!is_pinned(&Message::text(
+            Role::User,
+            "Please continue from a previous conversation"
+        )));
+        assert!(!is_pinned(&Message::text(
+            Role::Assistant,
+            "This session is being continued from a previous conversation"
+        )));
     }
 
     #[test]

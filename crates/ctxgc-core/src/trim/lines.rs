@@ -630,6 +630,19 @@ mod tests {
         assert!(text.contains(&format!("[line {line_no}] error[E0308]")));
     }
 
+    /// Codex cuts outputs itself and marks the cut (`…N tokens truncated…`); when ctxgc cuts
+    /// such an output again, the marker stays, so the agent knows both cuts happened.
+    #[test]
+    fn a_clients_own_truncation_marker_survives_a_second_cut() {
+        let mut input = numbered(2000);
+        let at = input.len() / 2;
+        let at = at + input[at..].find('\n').unwrap() + 1;
+        input.insert_str(at, "…48213 tokens truncated…\n");
+        let (out, _) = LineTrimmer::trim_all(budget(3000), "terminal", input.as_bytes());
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("] …48213 tokens truncated…\n"), "{text}");
+    }
+
     #[test]
     fn a_single_huge_line_is_cut_at_char_boundaries() {
         let input = "é".repeat(10_000);

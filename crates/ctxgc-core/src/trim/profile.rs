@@ -107,7 +107,8 @@ fn profile(name: &str, tools: &[&str], mode: Mode, share: f64, split: [f64; 3]) 
 /// (see README): terminal 10%, file reads 12% and other tools 6% keep 99%+ of what agents later
 /// use in view at a 32K window; 4%/5%/3% saved 4% more but lost 6 points of recall. Names cover the common agents: Claude Code (`Bash`, `Read`, `Grep`),
 /// Codex (`exec_command`, `shell`), SWE-agent (`open`, `search_dir`), mini-swe-agent (`bash`),
-/// MCP servers (`read_file`, `search_files`), opencode and Hermes (`terminal`, `web_extract`).
+/// MCP servers (`read_file`, `search_files`, also as `mcp__server__tool`), opencode and Hermes
+/// (`terminal`, `web_extract`); sub-agent reports (Claude Code's `Task`/`Agent`) are never cut.
 pub fn default_profiles() -> Vec<Profile> {
     vec![
         profile(
@@ -126,6 +127,10 @@ pub fn default_profiles() -> Vec<Profile> {
                 "*_goal",
                 "recall_tool_result",
                 "trim_tool_result",
+                // A sub-agent's report is the distilled answer the agent asked for.
+                "Task",
+                "Agent",
+                "spawn_agent",
             ],
             Mode::Never,
             1.0,
@@ -306,6 +311,12 @@ impl TrimConfig {
 
     /// The profile for a tool name (the last profile when none matches, or a built-in default).
     pub fn profile_for(&self, tool: &str) -> &Profile {
+        // An MCP tool is named `mcp__<server>__<tool>` by Claude Code and Codex: the tool's
+        // own name says what it returns.
+        let tool = tool
+            .strip_prefix("mcp__")
+            .and_then(|rest| rest.split_once("__"))
+            .map_or(tool, |(_, name)| name);
         self.profiles
             .iter()
             .find(|p| p.tools.iter().any(|g| glob_matches(g, tool)))
@@ -388,6 +399,14 @@ mod tests {
             ("TodoWrite", "never"),
             ("memory", "never"),
             ("frobnicate", "tool"),
+            ("Glob", "search"),
+            ("Task", "never"),
+            ("Agent", "never"),
+            ("shell", "terminal"),
+            ("mcp__filesystem__read_text_file", "file read"),
+            ("mcp__github__search_code", "search"),
+            ("mcp__fetch__fetch", "web"),
+            ("mcp__db__query", "tool"),
         ] {
             assert_eq!(c.profile_for(tool).name, profile, "{tool}");
         }

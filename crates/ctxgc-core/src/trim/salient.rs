@@ -45,8 +45,16 @@ const ERROR_PATTERNS: &[&str] = &[
     "undefined reference",
     "No such file",
 ];
+/// Warnings, and the marker Codex leaves where it already cut an output (`…N tokens
+/// truncated…`): a second cut keeps the sign that the first one happened.
 const WARNING_PATTERNS: &[&str] = &[
-    "warning", "Warning", "WARNING", "WARN", "deprecat", "Deprecat",
+    "warning",
+    "Warning",
+    "WARNING",
+    "WARN",
+    "deprecat",
+    "Deprecat",
+    "tokens truncated",
 ];
 
 // Constant literal patterns: building them cannot fail at run time (every trim test runs it).
