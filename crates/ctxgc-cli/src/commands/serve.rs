@@ -82,10 +82,6 @@ fn survive_file_size_limits() {
 /// - glibc gives each thread that allocates its own arena (up to 8 per core), and each keeps
 ///   its own free fragments: with the blocking pool's threads, two arenas cut the steady
 ///   resident memory from 118 MB to 82 MB (peak 142 -> 104 MB) at the same throughput.
-/// Threads that rewrite requests, store originals and run the agent tools, at most: the
-/// rewrite slots (twice the cores, at least 4) bound the rewrites; the rest wait briefly.
-const BLOCKING_THREADS: usize = 32;
-
 fn tune_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator settings; it is called once, before the server
@@ -163,10 +159,6 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
     let state = AppState::new(settings, store, log).map_err(anyhow::Error::msg)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        // A small, long-lived blocking pool: the tokenizer keeps a regex (and its lazily grown
-        // caches) per thread id it meets, so threads that come and go would each grow another.
-        .max_blocking_threads(BLOCKING_THREADS)
-        .thread_keep_alive(Duration::from_secs(24 * 3_600))
         .build()
         .context("cannot start the runtime")?;
     // What outlives the retention goes every hour too, off the request path.
