@@ -416,7 +416,47 @@ fn prune_edits(
             });
         }
     }
+    keep_what_is_pointed_to(messages, &mut edits);
     edits
+}
+
+/// A result that a result still in view points to (a re-read or a re-run entered as "[lines
+/// 1-80 same as the result of call_7 ...]") stays whole: the pointer shows its lines by naming
+/// it. Keeping one may keep the results its own pointers name, hence the loop.
+fn keep_what_is_pointed_to(messages: &[Message], edits: &mut Vec<PruneEdit>) {
+    loop {
+        let pruned: std::collections::BTreeSet<usize> = edits
+            .iter()
+            .filter(|e| matches!(e.replacement, Replacement::Result(_)))
+            .map(|e| e.index)
+            .collect();
+        let mut named: Vec<&str> = Vec::new();
+        for (i, m) in messages.iter().enumerate() {
+            if pruned.contains(&i) {
+                continue;
+            }
+            for result in m.tool_results() {
+                for block in &result.content {
+                    if let Block::Text { text } = block {
+                        named.extend(crate::engine::repeats::pointed_call_ids(text));
+                    }
+                }
+            }
+        }
+        if named.is_empty() {
+            return;
+        }
+        let before = edits.len();
+        edits.retain(|e| {
+            !matches!(e.replacement, Replacement::Result(_))
+                || !messages[e.index]
+                    .tool_results()
+                    .any(|r| named.contains(&r.call_id.as_str()))
+        });
+        if edits.len() == before {
+            return;
+        }
+    }
 }
 
 fn huge_argument_edits(

@@ -37,6 +37,20 @@ pub fn can_be_pointed_to(entered: &str) -> bool {
     !entered.starts_with('[') || entered.len() > 200
 }
 
+/// The call ids the pointers in an entered result name (`... the result of CALL_ID (id ...)]`
+/// on a line of its own).
+pub fn pointed_call_ids(entered: &str) -> impl Iterator<Item = &str> {
+    const NAMES: &str = "the result of ";
+    entered
+        .lines()
+        .filter(|line| line.starts_with('[') && line.ends_with(")]"))
+        .filter_map(|line| {
+            let at = line.find(NAMES)? + NAMES.len();
+            let rest = &line[at..];
+            Some(&rest[..rest.find(" (id ")?])
+        })
+}
+
 /// The new output with repeated parts replaced by pointers, or `None` when nothing repeats.
 pub fn point_to_repeats(new: &str, new_id: ContentId, earlier: &[Earlier<'_>]) -> Option<String> {
     if let Some(same) = earlier.iter().rev().find(|e| e.id == new_id) {

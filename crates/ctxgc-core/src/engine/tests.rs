@@ -860,3 +860,90 @@ fn a_warm_prune_runs_only_when_it_pays_for_its_cache_write() {
     drive_through(&source, &mut session);
     assert!(prunes(&session).is_empty());
 }
+
+/// Defect guarded: a re-read enters as a pointer to the earlier read ("[same output as the
+/// result of call_1 ...]"); an event then pruned the earlier read as superseded, so neither
+/// copy of the file was in view any more. A result that a result in view points to stays whole.
+#[test]
+fn an_event_keeps_what_a_visible_pointer_names() {
+    let mut counter = TokenCounter::openai();
+    let file: String = (1..=300)
+        .map(|i| format!("    let value_{i} = compute_{i}(input, {i});\n"))
+        .collect();
+    let read = |id: &str| Message {
+        role: Role::Assistant,
+        content: vec![Block::ToolCall(ToolCall {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: json!({"path": "src/lib.rs"}).to_string(),
+            implicit: false,
+        })],
+        usage: None,
+    };
+    let mut messages = vec![
+        Message::text(Role::System, "You are a coding agent."),
+        Message::text(Role::User, "Fix the bug in src/lib.rs."),
+        read("call_0"),
+        Message::tool_result("call_0", Some("read_file".into()), "small", false),
+        read("call_1"),
+        Message::tool_result("call_1", Some("read_file".into()), file.as_str(), false),
+    ];
+    for n in 2..8 {
+        let id = format!("call_{n}");
+        messages.push(Message {
+            role: Role::Assistant,
+            content: vec![Block::ToolCall(ToolCall {
+                id: id.clone(),
+                name: "bash".into(),
+                arguments: json!({"command": format!("cargo test -p m{n}")}).to_string(),
+                implicit: false,
+            })],
+            usage: None,
+        });
+        let log: String = (0..200)
+            .map(|i| format!("test case_{n}_{i} ... ok\n"))
+            .collect();
+        messages.push(Message::tool_result(
+            &id,
+            Some("bash".into()),
+            log.as_str(),
+            false,
+        ));
+    }
+    messages.push(read("call_8"));
+    messages.push(Message::tool_result(
+        "call_8",
+        Some("read_file".into()),
+        "[same output as the result of call_1 (id r-0123456789abcdef)]",
+        false,
+    ));
+    let tokens: Vec<usize> = messages.iter().map(|m| counter.count_message(m)).collect();
+    let metas = BTreeMap::new();
+    let total: usize = tokens.iter().sum();
+    let input = plan::PlanInput {
+        messages: &messages,
+        tokens: &tokens,
+        fixed_tokens: 0,
+        metas: &metas,
+        // Due now.
+        window: (total as f64 / 0.9) as u64 - 10,
+        frozen: 0,
+        cache_cold: false,
+    };
+    // Pruning alone is enough here (no runway asked), so the plan says what it prunes.
+    let policy = Policy {
+        runway_share: 0.0,
+        runway_min_tokens: 0,
+        runway_turns: 0,
+        min_reclaim_tokens: 0,
+        ..Policy::default()
+    };
+    let plan = plan::plan(&input, &policy, &counter).expect("an event is due");
+    assert_eq!(plan.kind, PlanKind::PruneOnly, "{plan:?}");
+    let pruned: Vec<usize> = plan.edits.iter().map(|e| e.index).collect();
+    assert!(pruned.contains(&7), "old test logs go: {pruned:?}");
+    assert!(
+        !pruned.contains(&5),
+        "the read call_8 points to stays: {pruned:?}"
+    );
+}
