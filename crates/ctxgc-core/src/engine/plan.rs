@@ -194,7 +194,7 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
             counter,
             (head_end, tail_start),
             protected,
-            true,
+            !input.cache_cold,
         );
         let reclaimed = reclaimed_by(&edits);
         if reclaimed < policy.cold_min_reclaim_tokens {
@@ -306,7 +306,7 @@ fn prune_edits(
     counter: &TokenCounter,
     (head_end, tail_start): (usize, usize),
     budget: usize,
-    early: bool,
+    keep_current_reads: bool,
 ) -> Vec<PruneEdit> {
     let messages = input.messages;
     let calls: BTreeMap<&str, (usize, &ToolCall)> = messages
@@ -397,9 +397,10 @@ fn prune_edits(
                 PruneReason::Superseded,
                 format!("{abstract_text} (stale: the file was edited or read again later)"),
             )
-        } else if !(protected[index] || early && read_path.is_some()) {
-            // An early prune leaves file reads that are still current: the agent edits from
-            // them (on the GPT-5-mini sessions, pruning them too cost 3 points of recall).
+        } else if !(protected[index] || keep_current_reads && read_path.is_some()) {
+            // A prune at a warm cache leaves file reads that are still current: the agent
+            // edits from them (on the GPT-5-mini sessions, pruning them too cost 3 points of
+            // recall). At a cold cache they go like other old outputs.
             (PruneReason::Old, abstract_line(tool, call, &meta))
         } else {
             continue;
