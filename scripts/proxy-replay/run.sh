@@ -4,15 +4,16 @@
 # replay lab: cost against sending directly, recall, requests whose prompt only grew (the cache
 # survives), and the time each proxy added.
 #
-# Usage: scripts/proxy-replay/run.sh [SESSIONS_DIR]
-#   SESSIONS_DIR   default ../shared/data/transcripts/mini-swe-agent-gpt5mini
+# Usage: scripts/proxy-replay/run.sh [SESSIONS...]
+#   SESSIONS       files or folders, default ../shared/data/transcripts/mini-swe-agent-gpt5mini
 #   MODEL          the request's `model` (default gpt-5-mini: ctxgc serve takes the window from it)
 #   CONFIGS        extra `ctxgc serve` flag sets, separated by `;` (default "--compact")
 #   HEADROOM=1     also headroom-ai's proxy (installs headroom-ai[proxy] 0.42.0, about 1 GB)
 #   OUT            where logs and stats go (default target/proxy-replay)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-sessions=${1:-../shared/data/transcripts/mini-swe-agent-gpt5mini}
+sessions=("$@")
+[ ${#sessions[@]} -gt 0 ] || sessions=(../shared/data/transcripts/mini-swe-agent-gpt5mini)
 model=${MODEL:-gpt-5-mini}
 out=${OUT:-target/proxy-replay}
 configs=${CONFIGS:---compact}
@@ -65,8 +66,13 @@ if [ "${HEADROOM:-0}" = 1 ]; then
 fi
 
 # One request at a time: the upstream's /last is the body of the request in flight.
-RAYON_NUM_THREADS=1 target/release/ctxgc replay "$sessions" --window 272000 --cache openai,anthropic \
-  --policy "$policies" | tee "$out/replay.txt"
+RAYON_NUM_THREADS=1 target/release/ctxgc replay "${sessions[@]}" --window 272000 --cache openai,anthropic \
+  --policy "$policies" 2>"$out/replay.err" | tee "$out/replay.txt"
+# A request a proxy failed was priced as sent unchanged: that is no measurement of the proxy.
+if grep -q "external policy" "$out/replay.err"; then
+  cat "$out/replay.err" >&2
+  exit 1
+fi
 
 python3 - "$out" <<'PY'
 import json, pathlib, statistics, sys

@@ -149,11 +149,17 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
     // Before any event is due: a prune of what is older than the newest outputs, at a cold
     // cache when it reclaims a real amount, at a warm one when it pays for the cache write.
     let early = !due && !due_soon;
-    let turns = crate::transcript::assistant_turns(input.messages).len();
+    let assistant_turns = |messages: &[Message]| {
+        messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .count()
+    };
+    let turns = assistant_turns(input.messages);
     // Events stay rare: a warm prune waits twice the runway's turns after the last event (what
     // it rewrote ends at `frozen`; before any event only the system prompt can stand there).
     let frozen = input.frozen.min(input.messages.len());
-    let since_event = turns - crate::transcript::assistant_turns(&input.messages[..frozen]).len();
+    let since_event = turns - assistant_turns(&input.messages[..frozen]);
     let quiet = since_event == turns || since_event >= 2 * policy.runway_turns;
     if early && !input.cache_cold && !(quiet && early_prune_may_pay(input, policy, turns)) {
         return None;
