@@ -192,17 +192,22 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
             .map(|e| e.tokens_before.saturating_sub(e.tokens_after))
             .sum()
     };
+    // An early prune protects only the newest outputs (and, at a warm cache, current reads).
+    let (protected, keep_current_reads) = if early {
+        (policy.cold_protected_tokens, !input.cache_cold)
+    } else {
+        (policy.protected_tool_tokens(input.window), false)
+    };
+    let edits = prune_edits(
+        input,
+        policy,
+        counter,
+        (head_end, tail_start),
+        protected,
+        keep_current_reads,
+    );
+    let reclaimed = reclaimed_by(&edits);
     if early {
-        let protected = policy.cold_protected_tokens;
-        let edits = prune_edits(
-            input,
-            policy,
-            counter,
-            (head_end, tail_start),
-            protected,
-            !input.cache_cold,
-        );
-        let reclaimed = reclaimed_by(&edits);
         if reclaimed < policy.cold_min_reclaim_tokens {
             return None;
         }
@@ -227,16 +232,6 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
             summary_budget: 0,
         });
     }
-    let protected = policy.protected_tool_tokens(input.window);
-    let edits = prune_edits(
-        input,
-        policy,
-        counter,
-        (head_end, tail_start),
-        protected,
-        false,
-    );
-    let reclaimed = reclaimed_by(&edits);
     let target = threshold.saturating_sub(policy.runway(input.window, growth));
     let worth_pruning = reclaimed >= policy.min_reclaim(input.window);
     // What the client pins stays through a compaction: it is not reclaimed.
