@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Added latency and throughput of `ctxgc serve` in front of a fast local fake upstream, measured
 # with wrk against the upstream directly and through the proxy, for 10K- and 100K-token requests.
-# Usage: [SERVE_FLAGS=--no-compact] scripts/bench-proxy.sh [SECONDS]   (wrk: apt-get install wrk)
+# Usage: [SERVE_FLAGS=--compact] scripts/bench-proxy.sh [SECONDS]   (wrk: apt-get install wrk)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}

@@ -34,16 +34,13 @@ fn main() {
         messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
         turn += 1;
     }
-    let mut body =
-        json!({"model": "gpt-5", "prompt_cache_key": "bench-session", "messages": messages});
-    // `gen_request N stream`: a streamed request (the flag last, where fake_upstream looks).
+    let body = json!({"model": "gpt-5", "prompt_cache_key": "bench-session", "messages": messages})
+        .to_string();
+    // `gen_request N stream`: a streamed request, its flag written last, where fake_upstream
+    // looks for it (a JSON map would sort it into the middle).
     if std::env::args().nth(2).as_deref() == Some("stream") {
-        body["stream"] = json!(true);
-        body["stream_options"] = json!({"include_usage": true});
-        let text = body.to_string();
-        let text = text.replacen(",\"stream\":true", "", 1);
-        let text = format!("{},\"stream\":true}}", &text[..text.len() - 1]);
-        println!("{text}");
+        let open = &body[..body.len() - 1];
+        println!("{open},\"stream_options\":{{\"include_usage\":true}},\"stream\":true}}");
         return;
     }
     println!("{body}");

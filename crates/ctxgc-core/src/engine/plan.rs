@@ -158,10 +158,12 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
     let turns = assistant_turns(input.messages);
     // Events stay rare: a warm prune waits twice the runway's turns after the last event (what
     // it rewrote ends at `frozen`; before any event only the system prompt can stand there).
-    let frozen = input.frozen.min(input.messages.len());
-    let since_event = turns - assistant_turns(&input.messages[..frozen]);
-    let quiet = since_event == turns || since_event >= 2 * policy.runway_turns;
-    if early && !input.cache_cold && !(quiet && early_prune_may_pay(input, policy, turns)) {
+    let quiet = || {
+        let frozen = input.frozen.min(input.messages.len());
+        let since_event = turns - assistant_turns(&input.messages[..frozen]);
+        since_event == turns || since_event >= 2 * policy.runway_turns
+    };
+    if early && !input.cache_cold && !(quiet() && early_prune_may_pay(input, policy, turns)) {
         return None;
     }
     let messages = input.messages;
@@ -211,16 +213,9 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         if reclaimed < policy.cold_min_reclaim_tokens {
             return None;
         }
-        if !input.cache_cold {
-            // What the next request writes: everything from the first changed message on.
-            let first = edits.iter().map(|e| e.index).min().unwrap_or(tail_start);
-            let kept: usize = input.tokens[..first].iter().sum::<usize>() + input.fixed_tokens;
-            let rewritten = total.saturating_sub(reclaimed).saturating_sub(kept);
-            // Events stay rare: a warm prune must also halve the prompt, so the next one waits
-            // until it has doubled again.
-            if reclaimed * 2 < total || !policy.prune_pays(reclaimed, rewritten, turns) {
-                return None;
-            }
+        let first = edits.iter().map(|e| e.index).min().unwrap_or(tail_start);
+        if !input.cache_cold && !warm_prune_pays(input, policy, reclaimed, first, turns) {
+            return None;
         }
         return Some(Plan {
             kind: PlanKind::PruneOnly,
@@ -290,15 +285,26 @@ fn early_prune_may_pay(input: &PlanInput<'_>, policy: &Policy, turns: usize) -> 
             oldest = Some(i);
         }
     }
-    let Some(oldest) = oldest else {
-        return false;
-    };
-    if old < policy.cold_min_reclaim_tokens || old * 2 < input.total() {
-        return false;
-    }
-    let kept: usize = input.tokens[..oldest].iter().sum::<usize>() + input.fixed_tokens;
-    let rewritten = input.total().saturating_sub(old).saturating_sub(kept);
-    policy.prune_pays(old, rewritten, turns)
+    oldest.is_some_and(|oldest| {
+        old >= policy.cold_min_reclaim_tokens && warm_prune_pays(input, policy, old, oldest, turns)
+    })
+}
+
+/// Whether a prune at a warm cache that reclaims `reclaimed` tokens, first changing message
+/// `first`, pays for its cache write ([`Policy::prune_pays`]): the next request writes
+/// everything from `first` on. Events stay rare, too: it must halve the prompt, so the next one
+/// waits until the prompt has doubled again.
+fn warm_prune_pays(
+    input: &PlanInput<'_>,
+    policy: &Policy,
+    reclaimed: usize,
+    first: usize,
+    turns: usize,
+) -> bool {
+    let total = input.total();
+    let kept: usize = input.tokens[..first].iter().sum::<usize>() + input.fixed_tokens;
+    let rewritten = total.saturating_sub(reclaimed).saturating_sub(kept);
+    reclaimed * 2 >= total && policy.prune_pays(reclaimed, rewritten, turns)
 }
 
 fn prune_edits(
