@@ -585,16 +585,17 @@ mod tests {
                 "messages": [
                     {"role": "user", "content": "go"},
                     {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
-                    {"role": "tool", "tool_call_id": "c1", "content": log(2500)}
+                    {"role": "tool", "tool_call_id": "c1", "content": log(1200)}
                 ]
             });
             let mut request =
                 ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
             rewrite(&mut request, "s", &settings).bytes_saved
         };
-        // 45 KB: under Claude's limit at 200K, over an unknown model's at 32K.
+        // 19 KB: under the terminal's limit at Claude's 200K (24 KB), over an unknown model's
+        // at 32K (12.8 KB).
         assert_eq!(run("claude-sonnet-4-5"), 0);
-        assert!(run("my-local-finetune") > 20_000);
+        assert!(run("my-local-finetune") > 4_000);
         assert_eq!(settings.window_for(Some("gpt-5-mini")), 272_000);
         let fixed = RewriteSettings {
             model_windows: false,
