@@ -61,6 +61,11 @@ impl StoreSettings {
 pub struct ProxySettings {
     /// Run the engine's events (prune first, then compaction) across requests.
     pub compact: bool,
+    /// With `compact` off, still run an event on a request that comes after the session was
+    /// idle past the cache's lifetime (`[engine] cold_cache_secs`): that request rewrites the
+    /// whole cached prefix anyway, so the event is free, and it is rare. Between such requests
+    /// the proxy does no more than without events.
+    pub cold_events: bool,
     /// Add `trim_tool_result` and `recall_tool_result` to requests that carry tools and run the
     /// model's calls to them inside the proxy.
     pub inject_tools: bool,
@@ -95,6 +100,7 @@ impl Default for ProxySettings {
     fn default() -> Self {
         ProxySettings {
             compact: false,
+            cold_events: true,
             inject_tools: false,
             cache_breakpoints: true,
             prompt_cache_key: true,

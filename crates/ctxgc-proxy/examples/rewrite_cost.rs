@@ -20,6 +20,7 @@ fn main() {
         cache_breakpoints: true,
         prompt_cache_key: true,
         engine: None,
+        events_only_when_cold: false,
         inject_tools: false,
     };
     let memo = TrimMemo::default();

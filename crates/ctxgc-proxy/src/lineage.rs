@@ -89,6 +89,9 @@ pub struct StepInput<'a> {
     pub tools: &'a [Value],
     /// Whether an event may run (not for a token count).
     pub events: bool,
+    /// When no event may run and no lineage is in force, do nothing at all: no view of the
+    /// prompt, no token count (the estimate is then 0, which calibrates nothing).
+    pub lazy: bool,
     /// Facts of the tool outputs' originals, by call id (from insertion).
     pub metas: &'a BTreeMap<String, ResultMeta>,
     /// Seconds since the session's previous request, when known.
@@ -157,6 +160,17 @@ fn step_unchecked(
         }
         _ => (None, None),
     };
+    if input.lazy && !input.events && applied.is_none() {
+        return Ok(Outcome {
+            messages: None,
+            lineage: None,
+            event: None,
+            estimated_tokens: 0,
+            originals: Vec::new(),
+            summarizer_failed: None,
+            integrity: None,
+        });
+    }
     let current: &[Value] = applied.as_deref().unwrap_or(client);
     let fixed = counter.count_tools(input.tools) + 3;
     // Tokens of a prompt, tool definitions included, and why it fails the integrity check,
@@ -360,6 +374,7 @@ mod tests {
             system: None,
             tools: &[],
             events: true,
+            lazy: false,
             metas,
             idle_secs: None,
         }

@@ -79,13 +79,15 @@ pub(crate) fn prepare(
                 idle
             })
         };
+        let when = !settings.events_only_when_cold || policy.is_cache_cold(idle_secs);
         let step = lineage::StepInput {
             api: request.api,
             client: &client,
             system: system_key.and_then(|key| request.body.get(key)),
             tools: &tools,
             // A token count sees the lineage in force but never runs or records an event.
-            events: !counting,
+            events: !counting && when,
+            lazy: settings.events_only_when_cold,
             metas: &out.metas,
             idle_secs,
         };

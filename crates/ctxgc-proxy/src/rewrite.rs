@@ -36,6 +36,11 @@ pub struct RewriteSettings {
     /// Run the engine's events (prune, compaction) across requests, with
     /// this policy; `None` leaves histories whole.
     pub engine: Option<ctxgc_core::engine::Policy>,
+    /// With `engine`, run an event only on a request that comes after the session was idle past
+    /// the cache's lifetime (`cold_cache_secs`): that request rewrites the whole cached prefix
+    /// anyway, so the event costs no cache write of its own, and the requests in between cost
+    /// no more than with no engine (no view of the prompt, no token count).
+    pub events_only_when_cold: bool,
     /// Add `trim_tool_result` and `recall_tool_result` to requests that carry tools, and run
     /// the model's calls to them inside the proxy.
     pub inject_tools: bool,
@@ -482,6 +487,7 @@ mod tests {
             cache_breakpoints: true,
             prompt_cache_key: true,
             engine: None,
+            events_only_when_cold: false,
             inject_tools: false,
         }
     }

@@ -350,6 +350,7 @@ async fn start(name: &str) -> Harness {
             cache_breakpoints: true,
             prompt_cache_key: true,
             engine: None,
+            events_only_when_cold: false,
             inject_tools: true,
         },
         summarizer: None,

@@ -15,6 +15,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use ctxgc_core::ContentId;
+use ctxgc_core::engine::Policy;
 use ctxgc_core::store::{
     MemoryStore, OriginalStore, SessionId, StateKey, StateStore, Store, StoreError,
 };
@@ -144,16 +145,22 @@ async fn start(store: Box<dyn Store>) -> Harness {
 }
 
 async fn start_with(store: Box<dyn Store>, window: u64, engine: bool) -> Harness {
-    start_full(store, window, engine, None).await
+    start_full(store, window, engine.then(always), None).await
+}
+
+/// The engine's default policy, its events on any request (`--compact`).
+fn always() -> (Policy, bool) {
+    (Policy::default(), false)
 }
 
 /// `summarizer`: the LLM summarizer's base URL; a path is taken to be on the fake upstream.
 async fn start_full(
     store: Box<dyn Store>,
     window: u64,
-    engine: bool,
+    engine: Option<(Policy, bool)>,
     summarizer: Option<&str>,
 ) -> Harness {
+    let (engine, events_only_when_cold) = engine.unzip();
     let upstream = FakeUpstream::start(upstream_reply).await;
     let up = upstream.url.clone();
     let logs = Arc::new(Mutex::new(Vec::new()));
@@ -185,7 +192,8 @@ async fn start_full(
             model_windows: false,
             cache_breakpoints: true,
             prompt_cache_key: true,
-            engine: engine.then(Default::default),
+            engine,
+            events_only_when_cold: events_only_when_cold.unwrap_or(false),
             inject_tools: false,
         },
         summarizer,
@@ -611,6 +619,7 @@ async fn proxy_at(upstream: &str, timeouts: ctxgc_proxy::Timeouts, sink: LogSink
             cache_breakpoints: true,
             prompt_cache_key: true,
             engine: None,
+            events_only_when_cold: false,
             inject_tools: false,
         },
         summarizer: None,
@@ -929,6 +938,76 @@ async fn compaction_across_requests_is_prefix_stable_between_events() {
     }));
 }
 
+/// What `ctxgc serve` does by default (`[proxy] cold_events`): while the cache is warm no
+/// event runs, however long the history, and the prompt only grows; the first request after the
+/// session was idle past the cache's lifetime prunes old outputs (it rewrites the cached prefix
+/// anyway), and the requests after it extend that new prefix.
+#[tokio::test]
+async fn by_default_an_event_runs_only_after_the_cache_went_cold() {
+    let policy = Policy {
+        cold_cache_secs: 1,
+        ..Policy::default()
+    };
+    let h = start_full(
+        Box::new(MemoryStore::default()),
+        200_000,
+        Some((policy, true)),
+        None,
+    )
+    .await;
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a coding agent."}),
+        json!({"role": "user", "content": "Fix the flaky test."}),
+    ];
+    let mut sent: Vec<Vec<Value>> = Vec::new();
+    let turn_once = async |messages: &mut Vec<Value>, turn: usize| {
+        let id = format!("call_{turn}");
+        messages.push(json!({"role": "assistant", "content": format!("Step {turn}."), "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"command\":\"pytest -k case_{turn}\"}}")}}]}));
+        let output = format!("{}\nexit status: {}\n", words(900, turn), turn % 2);
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
+        let seen = h
+            .chat(&json!({"model": "gpt-5", "messages": messages}))
+            .await;
+        let upstream: Value = serde_json::from_slice(&seen.2).unwrap();
+        upstream["messages"].as_array().unwrap().clone()
+    };
+    for turn in 0..30 {
+        sent.push(turn_once(&mut messages, turn).await);
+    }
+    assert_eq!(
+        h.state.stats().events,
+        0,
+        "no event while the cache is warm"
+    );
+    assert_eq!(
+        sent.last().unwrap(),
+        &messages,
+        "a warm request passes whole"
+    );
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let cold = turn_once(&mut messages, 30).await;
+    assert_eq!(
+        h.state.stats().events,
+        1,
+        "the request after the pause pruned"
+    );
+    let size = |m: &[Value]| serde_json::to_vec(m).unwrap().len();
+    assert!(
+        size(&cold) * 2 < size(&messages),
+        "old outputs pruned: {} of {} bytes sent",
+        size(&cold),
+        size(&messages)
+    );
+    assert_eq!(cold[..2], messages[..2], "the system prompt and task stay");
+    let next = turn_once(&mut messages, 31).await;
+    assert_eq!(h.state.stats().events, 1);
+    assert_eq!(
+        next[..cold.len()],
+        cold[..],
+        "the next request extends the pruned prefix"
+    );
+}
+
 #[tokio::test]
 async fn a_second_replica_continues_the_lineage_from_the_shared_store() {
     // Two replicas on one SQLite file.
@@ -1239,7 +1318,7 @@ async fn a_slow_summary_in_one_session_adds_nothing_to_another() {
     let h = start_full(
         Box::new(ctxgc_store::SqliteStore::in_memory().unwrap()),
         12_000,
-        true,
+        Some(always()),
         Some("/slow-summarizer/v1"),
     )
     .await;
@@ -1295,7 +1374,7 @@ async fn an_llm_summarizer_writes_compactions_and_the_extractive_summary_stands_
     let h = start_full(
         Box::new(MemoryStore::default()),
         12_000,
-        true,
+        Some(always()),
         Some("/summarizer/v1"),
     )
     .await;
@@ -1319,7 +1398,7 @@ async fn an_llm_summarizer_writes_compactions_and_the_extractive_summary_stands_
     let h = start_full(
         Box::new(MemoryStore::default()),
         12_000,
-        true,
+        Some(always()),
         Some("http://127.0.0.1:9/v1"),
     )
     .await;

@@ -48,7 +48,8 @@ pub struct ServeArgs {
     /// `[proxy] compact = true`).
     #[arg(long)]
     pub compact: bool,
-    /// Leave histories whole: no events across requests (overrides `[proxy] compact = true`).
+    /// Leave histories whole: no events across requests, not even after the cache went cold
+    /// (overrides `[proxy] compact = true` and `cold_events = true`).
     #[arg(long, conflicts_with = "compact")]
     pub no_compact: bool,
     /// Add trim_tool_result and recall_tool_result to requests that carry tools and run the
@@ -122,6 +123,8 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             bail!("--store must be sqlite:PATH, redis://HOST:PORT or memory, not `{spec}`")
         }
     };
+    let compact = (config.proxy.compact || args.compact) && !args.no_compact;
+    let cold_events = config.proxy.cold_events && !args.no_compact;
     let settings = ProxySettings {
         openai_upstream: args.openai_upstream,
         anthropic_upstream: args.anthropic_upstream,
@@ -132,8 +135,8 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             model_windows: config.proxy.model_windows && args.window.is_none(),
             cache_breakpoints: config.proxy.cache_breakpoints && !args.no_cache_breakpoints,
             prompt_cache_key: config.proxy.prompt_cache_key && !args.no_prompt_cache_key,
-            engine: ((config.proxy.compact || args.compact) && !args.no_compact)
-                .then(|| config.engine.clone()),
+            engine: (compact || cold_events).then(|| config.engine.clone()),
+            events_only_when_cold: !compact,
             inject_tools: config.proxy.inject_tools || args.inject_tools,
         },
         summarizer: args.summarizer.llm()?.map(Arc::new),

@@ -14,8 +14,21 @@ pub struct Ctxgc {
     name: String,
     session: Session,
     store: MemoryStore,
-    events: bool,
+    events: Events,
     last_sent_ms: Option<i64>,
+    idle_secs: Option<u64>,
+    policy: ctxgc_core::engine::Policy,
+}
+
+/// Which requests may carry an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Events {
+    /// Any (the session engine; `ctxgc serve` with `[proxy] compact`).
+    Any,
+    /// Only a request after the cache went cold (`ctxgc serve` with `[proxy] cold_events`).
+    WhenCold,
+    /// None.
+    Never,
 }
 
 impl Ctxgc {
@@ -28,15 +41,22 @@ impl Ctxgc {
             session,
             store: MemoryStore::default(),
             name,
-            events: true,
+            events: Events::Any,
             last_sent_ms: None,
+            idle_secs: None,
+            policy: config.engine.clone(),
         }
     }
 
     /// What `ctxgc serve` does in front of a client with `config` at `window`: insertion-time
-    /// trimming, and the engine's events only when the proxy runs them (`[proxy] compact`).
+    /// trimming, and the engine's events where the proxy runs them: on any request with
+    /// `[proxy] compact`, after the cache went cold with `[proxy] cold_events`.
     pub fn as_served(window: u64, config: Config, name: String) -> Ctxgc {
-        let events = config.proxy.compact;
+        let events = match (config.proxy.compact, config.proxy.cold_events) {
+            (true, _) => Events::Any,
+            (false, true) => Events::WhenCold,
+            (false, false) => Events::Never,
+        };
         Ctxgc {
             events,
             ..Ctxgc::new(window, config, name)
@@ -73,6 +93,7 @@ impl ReplayPolicy for Ctxgc {
             _ => None,
         };
         self.session.set_idle(idle);
+        self.idle_secs = idle;
         if sent_ms.is_some() {
             self.last_sent_ms = sent_ms;
         }
@@ -80,7 +101,12 @@ impl ReplayPolicy for Ctxgc {
 
     fn request(&mut self) -> Request<'_> {
         let mut event = None;
-        if let Some(plan) = self.session.plan().filter(|_| self.events) {
+        let may_run = match self.events {
+            Events::Any => true,
+            Events::WhenCold => self.policy.is_cache_cold(self.idle_secs),
+            Events::Never => false,
+        };
+        if let Some(plan) = may_run.then(|| self.session.plan()).flatten() {
             let summarizer_request = (plan.kind == PlanKind::Compaction)
                 .then(|| self.session.summary_request(&plan).messages);
             if let Ok(record) = self.session.apply(&plan, None) {
@@ -107,5 +133,62 @@ impl ReplayPolicy for Ctxgc {
             breakpoints,
             event,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctxgc_core::{Block, Role, ToolCall};
+
+    /// A served session of 30 turns of 1.5K-token outputs; the request of turn 20 comes
+    /// `pause_secs` after the one before. The events, by turn.
+    fn served(config: Config, pause_secs: i64) -> Vec<Option<String>> {
+        let mut policy = Ctxgc::as_served(200_000, config, "ctxgc".into());
+        policy.push(Message::text(Role::System, "sys"));
+        policy.push(Message::text(Role::User, "task"));
+        let mut now_ms = 0;
+        let mut events = Vec::new();
+        for turn in 0..30 {
+            now_ms += if turn == 20 { pause_secs * 1000 } else { 5_000 };
+            policy.clock(Some(now_ms));
+            events.push(policy.request().event.map(|e| e.kind));
+            let id = format!("c{turn}");
+            // Each output its own: a repeat would enter as a pointer to the earlier one.
+            let output: String = (0..300)
+                .map(|i| format!("line {i}: value_{} ok\n", i * 7 + turn * 10_007))
+                .collect();
+            policy.push(Message {
+                role: Role::Assistant,
+                content: vec![Block::ToolCall(ToolCall {
+                    id: id.clone(),
+                    name: "bash".into(),
+                    arguments: "{}".into(),
+                    implicit: false,
+                })],
+                usage: None,
+            });
+            policy.insert_tool_results(vec![Message::tool_result(
+                id,
+                Some("bash".into()),
+                &output,
+                false,
+            )]);
+        }
+        events
+    }
+
+    #[test]
+    fn served_by_default_an_event_runs_only_after_the_cache_went_cold() {
+        let at = |events: &[Option<String>]| -> Vec<usize> {
+            (0..events.len()).filter(|&i| events[i].is_some()).collect()
+        };
+        let events = served(Config::default(), 600);
+        assert_eq!(at(&events), [20], "{events:?}");
+        assert_eq!(events[20].as_deref(), Some("prune"));
+        assert!(at(&served(Config::default(), 60)).is_empty());
+        let mut off = Config::default();
+        off.proxy.cold_events = false;
+        assert!(at(&served(off, 600)).is_empty());
     }
 }
