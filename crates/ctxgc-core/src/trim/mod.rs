@@ -133,6 +133,10 @@ pub fn trim_with_limit(
         .then(|| terminal::render(text))
         .flatten();
     let shown = rendered.as_deref().unwrap_or(text);
+    let limit = match config.search_limit(profile) {
+        Some(cap) if shown.len() > cap && search::looks_like_search(shown) => limit.min(cap),
+        _ => limit,
+    };
     if shown.len() <= limit {
         return Trimmed {
             text: shown.to_owned(),

@@ -166,6 +166,38 @@ fn search_results_are_spread_across_files() {
 }
 
 #[test]
+fn a_search_run_in_a_shell_gets_the_search_limit_and_a_log_its_own() {
+    let mut grep = String::new();
+    for f in 0..40 {
+        for m in 0..12 {
+            grep.push_str(&format!("src/m{f}.py:{}:    def parse_{m}(self):\n", m + 1));
+        }
+    }
+    let log: String = (0..grep.len() / 40)
+        .map(|i| format!("[{i:05}] compiling module_{i:05} .... ok\n"))
+        .collect();
+    assert!((14_000..24_000).contains(&grep.len()) && (14_000..24_000).contains(&log.len()));
+    let c = config();
+    let searched = trim_output(&c, "bash", 200_000, &grep);
+    assert_eq!(searched.shape, Shape::Search);
+    assert_eq!(searched.limit, 6_000, "1,500 tokens");
+    assert!(searched.text.len() <= 6_000);
+    for f in 0..40 {
+        assert!(
+            searched.text.contains(&format!("src/m{f}.py:1:")),
+            "file {f}"
+        );
+    }
+    let logged = trim_output(&c, "bash", 200_000, &log);
+    assert!(
+        !logged.trimmed,
+        "a log this size is under the terminal's 24 KB"
+    );
+    // A grep tool has its own profile and limit.
+    assert!(!trim_output(&c, "grep", 200_000, &grep).trimmed);
+}
+
+#[test]
 fn parallel_results_share_a_turn_budget_largest_first() {
     let c = config();
     let big = "x\n".repeat(40_000);
