@@ -96,6 +96,9 @@ pub struct StepInput<'a> {
     pub metas: &'a BTreeMap<String, ResultMeta>,
     /// Seconds since the session's previous request, when known.
     pub idle_secs: Option<u64>,
+    /// How long the client asked the provider to keep its prompt cache, when longer than the
+    /// default (see [`Policy::is_cache_cold`]).
+    pub requested_ttl_secs: Option<u64>,
 }
 
 /// Applies the session's lineage to the client's (insertion-trimmed) messages, then runs an
@@ -235,7 +238,7 @@ fn step_unchecked(
         metas: input.metas,
         window,
         frozen,
-        cache_cold: policy.is_cache_cold(input.idle_secs),
+        cache_cold: policy.is_cache_cold(input.idle_secs, input.requested_ttl_secs),
     };
     let Some(plan) = plan::plan(&plan_input, policy, &counter) else {
         return Ok(unchanged(applied, lineage));
@@ -377,6 +380,7 @@ mod tests {
             lazy: false,
             metas,
             idle_secs: None,
+            requested_ttl_secs: None,
         }
     }
 

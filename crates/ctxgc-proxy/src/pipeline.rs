@@ -79,7 +79,10 @@ pub(crate) fn prepare(
                 idle
             })
         };
-        let when = !settings.events_only_when_cold || policy.is_cache_cold(idle_secs);
+        // A client that asked the provider to keep its cache longer keeps it warm longer.
+        let requested_ttl_secs = requested_cache_secs(raw);
+        let when =
+            !settings.events_only_when_cold || policy.is_cache_cold(idle_secs, requested_ttl_secs);
         let step = lineage::StepInput {
             api: request.api,
             client: &client,
@@ -90,6 +93,7 @@ pub(crate) fn prepare(
             lazy: settings.events_only_when_cold,
             metas: &out.metas,
             idle_secs,
+            requested_ttl_secs,
         };
         let window = settings.window_for(request.body["model"].as_str());
         let mut outcome = advance_lineage(state, session, &step, policy, window, counting)?;
@@ -143,6 +147,31 @@ pub(crate) fn prepare(
         stored,
         injected,
     })
+}
+
+/// How long the provider keeps this request's prompt cache, when the client asked for longer
+/// than the default few minutes: Anthropic's one-hour breakpoints (`"ttl": "1h"`), OpenAI's
+/// extended retention (`"prompt_cache_retention": "24h"`). Read from the body's bytes: the same
+/// text inside a message only makes ctxgc wait longer before an event, never break a warm cache.
+fn requested_cache_secs(raw: &[u8]) -> Option<u64> {
+    [
+        (
+            &b"\"prompt_cache_retention\""[..],
+            &b"\"24h\""[..],
+            24 * 3600,
+        ),
+        (&b"\"ttl\""[..], &b"\"1h\""[..], 3600),
+    ]
+    .into_iter()
+    .find(|(key, value, _)| {
+        memchr::memmem::find_iter(raw, key).any(|at| {
+            let rest = &raw[at + key.len()..];
+            let rest = rest.trim_ascii_start();
+            rest.strip_prefix(b":")
+                .is_some_and(|r| r.trim_ascii_start().starts_with(value))
+        })
+    })
+    .map(|(_, _, secs)| secs)
 }
 
 /// Times a request of a session may find its lineage moved on by a concurrent request of the
@@ -245,4 +274,23 @@ pub(crate) fn commit_originals(
         }
     }
     Ok(fresh.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::requested_cache_secs;
+
+    #[test]
+    fn a_longer_cache_the_client_asked_for_is_read_from_the_body() {
+        let anthropic = br#"{"system":[{"type":"text","text":"x","cache_control":{"type":"ephemeral","ttl": "1h"}}]}"#;
+        assert_eq!(requested_cache_secs(anthropic), Some(3600));
+        let openai = br#"{"model":"gpt-5.1","prompt_cache_retention":"24h","input":[]}"#;
+        assert_eq!(requested_cache_secs(openai), Some(86_400));
+        let default = br#"{"system":[{"type":"text","text":"x","cache_control":{"type":"ephemeral"}}],"ttl":5}"#;
+        assert_eq!(requested_cache_secs(default), None);
+        assert_eq!(
+            requested_cache_secs(br#"{"prompt_cache_retention":"in-memory"}"#),
+            None
+        );
+    }
 }

@@ -413,7 +413,7 @@ pub fn replay(
                     .is_some_and(|u| u.cache_write_1h_tokens * 2 > u.cache_write_tokens),
             });
             let output = counter.count_message(message);
-            policy.clock(sent_ms);
+            policy.clock(at);
             let request = policy.request();
             let event: Option<ReplayEvent> = request.event;
             if let Some(summarizer) = event.as_ref().and_then(|e| e.summarizer_request.as_ref()) {

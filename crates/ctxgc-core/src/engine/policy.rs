@@ -142,9 +142,13 @@ pub struct EventVerdict {
 }
 
 impl Policy {
-    /// Whether a pause of `idle_secs` outlived the provider's prompt cache.
-    pub fn is_cache_cold(&self, idle_secs: Option<u64>) -> bool {
-        self.cold_cache_secs > 0 && idle_secs.is_some_and(|s| s > self.cold_cache_secs)
+    /// Whether a pause of `idle_secs` outlived the provider's prompt cache. `requested_ttl_secs`
+    /// is how long the client asked the provider to keep it (Anthropic's one-hour breakpoints,
+    /// OpenAI's extended retention): a longer one keeps the cache warm longer, and an event
+    /// then would break it, not ride a rewrite that happens anyway.
+    pub fn is_cache_cold(&self, idle_secs: Option<u64>, requested_ttl_secs: Option<u64>) -> bool {
+        let ttl = self.cold_cache_secs.max(requested_ttl_secs.unwrap_or(0));
+        self.cold_cache_secs > 0 && idle_secs.is_some_and(|s| s > ttl)
     }
 
     /// Whether a prune that reclaims `reclaimed` tokens and makes the next request write

@@ -387,9 +387,11 @@ impl Session {
 
     /// Tells the session how long the agent was silent before the request about to be
     /// planned: past [`Policy::cold_cache_secs`] the provider's cache has expired, and the
-    /// next plan may use that free rewrite.
-    pub fn set_idle(&mut self, idle_secs: Option<u64>) {
-        self.cache_cold = self.policy.is_cache_cold(idle_secs);
+    /// next plan may use that free rewrite. `requested_ttl_secs` is how long the client asked
+    /// the provider to keep its cache, when longer than the default (see
+    /// [`Policy::is_cache_cold`]).
+    pub fn set_idle(&mut self, idle_secs: Option<u64>, requested_ttl_secs: Option<u64>) {
+        self.cache_cold = self.policy.is_cache_cold(idle_secs, requested_ttl_secs);
     }
 
     /// The event that is due, if any (none once automatic events have stopped).

@@ -8,6 +8,7 @@ use ctxgc_core::store::MemoryStore;
 use ctxgc_core::tokens::ProviderFamily;
 
 use super::{ReplayEvent, ReplayPolicy, Request};
+use crate::cache::SentAt;
 
 /// The engine with a configuration.
 pub struct Ctxgc {
@@ -16,9 +17,13 @@ pub struct Ctxgc {
     store: MemoryStore,
     events: Events,
     last_sent_ms: Option<i64>,
-    idle_secs: Option<u64>,
+    /// Whether the request about to be planned follows a pause past the cache's TTL.
+    cold: bool,
     policy: ctxgc_core::engine::Policy,
 }
+
+/// Anthropic's longer cache TTL.
+const ONE_HOUR_SECS: u64 = 3_600;
 
 /// Which requests may carry an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +48,7 @@ impl Ctxgc {
             name,
             events: Events::Any,
             last_sent_ms: None,
-            idle_secs: None,
+            cold: false,
             policy: config.engine.clone(),
         }
     }
@@ -87,13 +92,16 @@ impl ReplayPolicy for Ctxgc {
         let _ = self.session.insert_tool_results(&self.store, results);
     }
 
-    fn clock(&mut self, sent_ms: Option<i64>) {
+    fn clock(&mut self, at: Option<SentAt>) {
+        let sent_ms = at.map(|at| at.ms);
         let idle = match (self.last_sent_ms, sent_ms) {
             (Some(last), Some(now)) => u64::try_from((now - last) / 1000).ok(),
             _ => None,
         };
-        self.session.set_idle(idle);
-        self.idle_secs = idle;
+        // The proxy reads the same from the request's `cache_control`.
+        let requested_ttl = at.is_some_and(|at| at.ttl_1h).then_some(ONE_HOUR_SECS);
+        self.session.set_idle(idle, requested_ttl);
+        self.cold = self.policy.is_cache_cold(idle, requested_ttl);
         if sent_ms.is_some() {
             self.last_sent_ms = sent_ms;
         }
@@ -103,7 +111,7 @@ impl ReplayPolicy for Ctxgc {
         let mut event = None;
         let may_run = match self.events {
             Events::Any => true,
-            Events::WhenCold => self.policy.is_cache_cold(self.idle_secs),
+            Events::WhenCold => self.cold,
             Events::Never => false,
         };
         if let Some(plan) = may_run.then(|| self.session.plan()).flatten() {
@@ -142,8 +150,9 @@ mod tests {
     use ctxgc_core::{Block, Role, ToolCall};
 
     /// A served session of 30 turns of 1.5K-token outputs; the request of turn 20 comes
-    /// `pause_secs` after the one before. The events, by turn.
-    fn served(config: Config, pause_secs: i64) -> Vec<Option<String>> {
+    /// `pause_secs` after the one before; every request asks for the one-hour cache TTL when
+    /// `ttl_1h`. The events, by turn.
+    fn served(config: Config, pause_secs: i64, ttl_1h: bool) -> Vec<Option<String>> {
         let mut policy = Ctxgc::as_served(200_000, config, "ctxgc".into());
         policy.push(Message::text(Role::System, "sys"));
         policy.push(Message::text(Role::User, "task"));
@@ -151,7 +160,7 @@ mod tests {
         let mut events = Vec::new();
         for turn in 0..30 {
             now_ms += if turn == 20 { pause_secs * 1000 } else { 5_000 };
-            policy.clock(Some(now_ms));
+            policy.clock(Some(SentAt { ms: now_ms, ttl_1h }));
             events.push(policy.request().event.map(|e| e.kind));
             let id = format!("c{turn}");
             // Each output its own: a repeat would enter as a pointer to the earlier one.
@@ -183,12 +192,16 @@ mod tests {
         let at = |events: &[Option<String>]| -> Vec<usize> {
             (0..events.len()).filter(|&i| events[i].is_some()).collect()
         };
-        let events = served(Config::default(), 600);
+        let events = served(Config::default(), 600, false);
         assert_eq!(at(&events), [20], "{events:?}");
         assert_eq!(events[20].as_deref(), Some("prune"));
-        assert!(at(&served(Config::default(), 60)).is_empty());
+        assert!(at(&served(Config::default(), 60, false)).is_empty());
         let mut off = Config::default();
         off.proxy.cold_events = false;
-        assert!(at(&served(off, 600)).is_empty());
+        assert!(at(&served(off, 600, false)).is_empty());
+        // A client that asked for the one-hour TTL still has a warm cache after ten minutes:
+        // an event then would break it.
+        assert!(at(&served(Config::default(), 600, true)).is_empty());
+        assert_eq!(at(&served(Config::default(), 3_700, true)), [20]);
     }
 }

@@ -50,9 +50,10 @@ pub trait ReplayPolicy: Send {
     fn push(&mut self, message: Message);
     /// The tool results of one assistant turn enter.
     fn insert_tool_results(&mut self, results: Vec<Message>);
-    /// When the next request is sent (client logs record it): called before [`Self::request`].
-    fn clock(&mut self, sent_ms: Option<i64>) {
-        let _ = sent_ms;
+    /// When the next request is sent (client logs record it), and whether it asked for the
+    /// one-hour cache TTL: called before [`Self::request`].
+    fn clock(&mut self, at: Option<crate::cache::SentAt>) {
+        let _ = at;
     }
     /// The request sent before the next assistant message.
     fn request(&mut self) -> Request<'_>;
