@@ -9,10 +9,13 @@ use std::collections::HashMap;
 
 use crate::content_id::ContentId;
 
-/// A run shorter than this many lines is left as is.
-pub const MIN_RUN_LINES: usize = 12;
-/// A run shorter than this many bytes is left as is.
-pub const MIN_RUN_BYTES: usize = 600;
+/// A run shorter than this many lines is left as is. Re-views of overlapping ranges repeat in
+/// short runs between edited lines: 4 lines and 200 bytes (a pointer line is about 90) saved
+/// 0.6 to 1.4% more than 12 lines and 600 bytes on the SWE-agent and Gemini 3 sessions, at the
+/// same recall (the pointed-to result stays in view: events keep what a pointer names).
+pub const MIN_RUN_LINES: usize = 4;
+/// A run shorter than this many bytes is left as is (see [`MIN_RUN_LINES`]).
+pub const MIN_RUN_BYTES: usize = 200;
 /// New outputs smaller than this are not worth checking.
 const MIN_OUTPUT_BYTES: usize = 1_200;
 /// Earlier results searched for runs, newest first, up to this many bytes: the search costs

@@ -303,3 +303,35 @@ fn terminal_output_enters_as_a_terminal_shows_it_and_the_original_stays_recallab
     let never = trim_output(&config(), "TodoWrite", 200_000, "a\rb");
     assert!(!never.trimmed && never.text == "a\rb");
 }
+
+#[test]
+fn a_numbered_file_view_in_a_shell_is_cut_like_code_not_like_a_log() {
+    // `nl -ba src/engine.py | sed -n '1,900p'` at a 32K window: the terminal's limit applies,
+    // but a word like "error" in code is no event, and the range's end counts as its start.
+    let view: String = (1..=900)
+        .map(|i| {
+            let body = if i == 450 {
+                "raise ValueError(\"error: bad input\")".to_owned()
+            } else {
+                format!("value_{i} = compute(value_{})", i - 1)
+            };
+            format!("{i:>6}\t    {body}\n")
+        })
+        .collect();
+    assert!(looks_like_numbered_view(&view));
+    let out = trim_output(&config(), "bash", 32_000, &view);
+    assert!(out.trimmed);
+    assert!(!out.text.contains("bad input"), "no salient lines in code");
+    let kept = |range: std::ops::RangeInclusive<usize>| {
+        range
+            .filter(|i| out.text.contains(&format!("{i:>6}\t")))
+            .count()
+    };
+    let (head, tail) = (kept(1..=450), kept(451..=900));
+    // Head and tail in the split's proportion (0.6 / 0.4), not the log's (0.3 / 0.55).
+    assert!(head > tail && tail * 2 > head, "head {head}, tail {tail}");
+    // A log is not a view: its numbers are not followed by a tab.
+    assert!(!looks_like_numbered_view(
+        &"12 passed, 0 failed\n".repeat(40)
+    ));
+}
