@@ -238,7 +238,11 @@ fn step_unchecked(
         metas: input.metas,
         window,
         frozen,
-        cache_cold: policy.is_cache_cold(input.idle_secs, input.requested_ttl_secs),
+        cache_cold: policy.is_cache_cold(
+            input.idle_secs,
+            input.api.wire().family(),
+            input.requested_ttl_secs,
+        ),
     };
     let Some(plan) = plan::plan(&plan_input, policy, &counter) else {
         return Ok(unchanged(applied, lineage));
@@ -518,6 +522,8 @@ mod tests {
         };
         assert_eq!(run(None), None);
         assert_eq!(run(Some(60)), None);
-        assert_eq!(run(Some(301)), Some("prune"));
+        // Chat Completions: OpenAI keeps a prefix up to 10 minutes.
+        assert_eq!(run(Some(301)), None);
+        assert_eq!(run(Some(601)), Some("prune"));
     }
 }

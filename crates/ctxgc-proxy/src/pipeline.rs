@@ -81,8 +81,8 @@ pub(crate) fn prepare(
         };
         // A client that asked the provider to keep its cache longer keeps it warm longer.
         let requested_ttl_secs = requested_cache_secs(raw);
-        let when =
-            !settings.events_only_when_cold || policy.is_cache_cold(idle_secs, requested_ttl_secs);
+        let when = !settings.events_only_when_cold
+            || policy.is_cache_cold(idle_secs, wire.family(), requested_ttl_secs);
         let step = lineage::StepInput {
             api: request.api,
             client: &client,

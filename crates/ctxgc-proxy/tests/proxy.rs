@@ -944,8 +944,10 @@ async fn compaction_across_requests_is_prefix_stable_between_events() {
 /// anyway), and the requests after it extend that new prefix.
 #[tokio::test]
 async fn by_default_an_event_runs_only_after_the_cache_went_cold() {
+    // Chat Completions: OpenAI's cache lifetime applies.
     let policy = Policy {
         cold_cache_secs: 1,
+        openai_cold_cache_secs: 1,
         ..Policy::default()
     };
     let h = start_full(

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::tokens::ProviderFamily;
+
 /// When events happen and how much each may rewrite.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -63,8 +65,12 @@ pub struct Policy {
     /// (Anthropic's default TTL is 5 minutes; OpenAI keeps prefixes 5 to 10 minutes): the next
     /// request writes its whole prefix anyway, so an event then breaks nothing. An event due
     /// within the runway runs then, and a prune that reclaims a real amount runs even when
-    /// none is due. 0 turns this off.
+    /// none is due. 0 turns this off. This is the TTL of Anthropic's default cache; see
+    /// `openai_cold_cache_secs` for OpenAI's.
     pub cold_cache_secs: u64,
+    /// The same for OpenAI and OpenAI-compatible APIs, which keep a cached prefix "5 to 10
+    /// minutes" after its last use: an event after 6 minutes could break a cache still warm.
+    pub openai_cold_cache_secs: u64,
     /// Tokens of the newest tool outputs a prune at a cold cache keeps whole (what is older
     /// costs its reads on every later request, and rewriting it costs nothing then).
     pub cold_protected_tokens: usize,
@@ -122,6 +128,7 @@ impl Default for Policy {
             max_ineffective_events: 2,
             llm_cooldown_secs: 300,
             cold_cache_secs: 300,
+            openai_cold_cache_secs: 600,
             cold_protected_tokens: 8_000,
             cold_min_reclaim_tokens: 2_000,
             cache_read_cost: 0.1,
@@ -142,12 +149,21 @@ pub struct EventVerdict {
 }
 
 impl Policy {
-    /// Whether a pause of `idle_secs` outlived the provider's prompt cache. `requested_ttl_secs`
-    /// is how long the client asked the provider to keep it (Anthropic's one-hour breakpoints,
-    /// OpenAI's extended retention): a longer one keeps the cache warm longer, and an event
-    /// then would break it, not ride a rewrite that happens anyway.
-    pub fn is_cache_cold(&self, idle_secs: Option<u64>, requested_ttl_secs: Option<u64>) -> bool {
-        let ttl = self.cold_cache_secs.max(requested_ttl_secs.unwrap_or(0));
+    /// Whether a pause of `idle_secs` outlived the prompt cache of a provider of `family`.
+    /// `requested_ttl_secs` is how long the client asked the provider to keep it (Anthropic's
+    /// one-hour breakpoints, OpenAI's extended retention): a longer one keeps the cache warm
+    /// longer, and an event then would break it, not ride a rewrite that happens anyway.
+    pub fn is_cache_cold(
+        &self,
+        idle_secs: Option<u64>,
+        family: ProviderFamily,
+        requested_ttl_secs: Option<u64>,
+    ) -> bool {
+        let default = match family {
+            ProviderFamily::Anthropic => self.cold_cache_secs,
+            ProviderFamily::Openai => self.openai_cold_cache_secs.max(self.cold_cache_secs),
+        };
+        let ttl = default.max(requested_ttl_secs.unwrap_or(0));
         self.cold_cache_secs > 0 && idle_secs.is_some_and(|s| s > ttl)
     }
 

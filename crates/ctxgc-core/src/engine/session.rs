@@ -387,11 +387,18 @@ impl Session {
 
     /// Tells the session how long the agent was silent before the request about to be
     /// planned: past [`Policy::cold_cache_secs`] the provider's cache has expired, and the
-    /// next plan may use that free rewrite. `requested_ttl_secs` is how long the client asked
-    /// the provider to keep its cache, when longer than the default (see
+    /// next plan may use that free rewrite. `family` is the provider's (its cache's TTL) and
+    /// `requested_ttl_secs` how long the client asked it to keep the cache (see
     /// [`Policy::is_cache_cold`]).
-    pub fn set_idle(&mut self, idle_secs: Option<u64>, requested_ttl_secs: Option<u64>) {
-        self.cache_cold = self.policy.is_cache_cold(idle_secs, requested_ttl_secs);
+    pub fn set_idle(
+        &mut self,
+        idle_secs: Option<u64>,
+        family: ProviderFamily,
+        requested_ttl_secs: Option<u64>,
+    ) {
+        self.cache_cold = self
+            .policy
+            .is_cache_cold(idle_secs, family, requested_ttl_secs);
     }
 
     /// The event that is due, if any (none once automatic events have stopped).

@@ -791,12 +791,20 @@ fn a_cold_cache_prunes_old_outputs_though_no_event_is_due() {
         session.plan().is_none(),
         "nothing is due while the cache is warm"
     );
-    session.set_idle(Some(config.engine.cold_cache_secs), None);
+    session.set_idle(
+        Some(config.engine.cold_cache_secs),
+        ProviderFamily::Anthropic,
+        None,
+    );
     assert!(
         session.plan().is_none(),
         "a pause within the TTL changes nothing"
     );
-    session.set_idle(Some(config.engine.cold_cache_secs + 1), None);
+    session.set_idle(
+        Some(config.engine.cold_cache_secs + 1),
+        ProviderFamily::Anthropic,
+        None,
+    );
     let plan = session.plan().expect("a prune at the cold cache");
     assert_eq!(plan.kind, PlanKind::PruneOnly);
     let before = session.prompt_tokens();
@@ -814,7 +822,7 @@ fn a_cold_cache_prunes_old_outputs_though_no_event_is_due() {
     off.engine.cold_cache_secs = 0;
     let mut session = Session::new("s", 200_000, &off, ProviderFamily::Openai);
     drive_through(&source, &mut session);
-    session.set_idle(Some(3_600), None);
+    session.set_idle(Some(3_600), ProviderFamily::Anthropic, None);
     assert!(session.plan().is_none());
 }
 
@@ -966,7 +974,11 @@ fn current_reads_stay_at_a_warm_prune_and_go_at_a_cold_one() {
         session.events().iter().all(|e| !e.kind.rewrites_history()),
         "a warm prune leaves current reads whole"
     );
-    session.set_idle(Some(config.engine.cold_cache_secs + 1), None);
+    session.set_idle(
+        Some(config.engine.cold_cache_secs + 1),
+        ProviderFamily::Anthropic,
+        None,
+    );
     let plan = session
         .plan()
         .expect("at a cold cache old reads are pruned");

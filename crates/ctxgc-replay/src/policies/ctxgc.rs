@@ -19,6 +19,9 @@ pub struct Ctxgc {
     last_sent_ms: Option<i64>,
     /// Whether the request about to be planned follows a pause past the cache's TTL.
     cold: bool,
+    /// The provider the client talks to, whose cache TTL applies (a client log's; OpenAI's
+    /// for a transcript).
+    provider: ProviderFamily,
     policy: ctxgc_core::engine::Policy,
 }
 
@@ -49,6 +52,7 @@ impl Ctxgc {
             events: Events::Any,
             last_sent_ms: None,
             cold: false,
+            provider: ProviderFamily::Openai,
             policy: config.engine.clone(),
         }
     }
@@ -70,8 +74,15 @@ impl Ctxgc {
 
     /// `as_served` on a client's log (the proxy's view), `new` on any other transcript.
     pub fn for_session(c: &super::SessionContext, config: Config, name: String) -> Ctxgc {
-        if c.transcript.recording.is_some() {
-            Ctxgc::as_served(c.window, config, name)
+        if let Some(recording) = &c.transcript.recording {
+            Ctxgc {
+                provider: if recording.client.starts_with("claude") {
+                    ProviderFamily::Anthropic
+                } else {
+                    ProviderFamily::Openai
+                },
+                ..Ctxgc::as_served(c.window, config, name)
+            }
         } else {
             Ctxgc::new(c.window, config, name)
         }
@@ -100,8 +111,10 @@ impl ReplayPolicy for Ctxgc {
         };
         // The proxy reads the same from the request's `cache_control`.
         let requested_ttl = at.is_some_and(|at| at.ttl_1h).then_some(ONE_HOUR_SECS);
-        self.session.set_idle(idle, requested_ttl);
-        self.cold = self.policy.is_cache_cold(idle, requested_ttl);
+        self.session.set_idle(idle, self.provider, requested_ttl);
+        self.cold = self
+            .policy
+            .is_cache_cold(idle, self.provider, requested_ttl);
         if sent_ms.is_some() {
             self.last_sent_ms = sent_ms;
         }
@@ -149,11 +162,23 @@ mod tests {
     use super::*;
     use ctxgc_core::{Block, Role, ToolCall};
 
-    /// A served session of 30 turns of 1.5K-token outputs; the request of turn 20 comes
-    /// `pause_secs` after the one before; every request asks for the one-hour cache TTL when
-    /// `ttl_1h`. The events, by turn.
+    /// A served session of 30 turns of 1.5K-token outputs to an Anthropic model; the request
+    /// of turn 20 comes `pause_secs` after the one before; every request asks for the one-hour
+    /// cache TTL when `ttl_1h`. The events, by turn.
     fn served(config: Config, pause_secs: i64, ttl_1h: bool) -> Vec<Option<String>> {
-        let mut policy = Ctxgc::as_served(200_000, config, "ctxgc".into());
+        served_by(ProviderFamily::Anthropic, config, pause_secs, ttl_1h)
+    }
+
+    fn served_by(
+        provider: ProviderFamily,
+        config: Config,
+        pause_secs: i64,
+        ttl_1h: bool,
+    ) -> Vec<Option<String>> {
+        let mut policy = Ctxgc {
+            provider,
+            ..Ctxgc::as_served(200_000, config, "ctxgc".into())
+        };
         policy.push(Message::text(Role::System, "sys"));
         policy.push(Message::text(Role::User, "task"));
         let mut now_ms = 0;
@@ -203,5 +228,9 @@ mod tests {
         // an event then would break it.
         assert!(at(&served(Config::default(), 600, true)).is_empty());
         assert_eq!(at(&served(Config::default(), 3_700, true)), [20]);
+        // OpenAI keeps a prefix up to 10 minutes: a 6-minute pause may find it warm.
+        let openai = |pause| served_by(ProviderFamily::Openai, Config::default(), pause, false);
+        assert!(at(&openai(360)).is_empty());
+        assert_eq!(at(&openai(660)), [20]);
     }
 }
