@@ -21,6 +21,7 @@ pub mod config;
 pub mod content_id;
 pub mod engine;
 pub mod models;
+pub mod provider_cache;
 pub mod recall;
 pub mod store;
 pub mod tokens;

@@ -3,6 +3,7 @@
 //! that order; any failure is a [`ProxyError`] and the caller forwards the client's request.
 
 use super::*;
+use ctxgc_core::provider_cache;
 
 /// A request ready to forward.
 pub(crate) struct Prepared {
@@ -158,9 +159,13 @@ fn requested_cache_secs(raw: &[u8]) -> Option<u64> {
         (
             &b"\"prompt_cache_retention\""[..],
             &b"\"24h\""[..],
-            24 * 3600,
+            provider_cache::OPENAI_EXTENDED_RETENTION_SECS,
         ),
-        (&b"\"ttl\""[..], &b"\"1h\""[..], 3600),
+        (
+            &b"\"ttl\""[..],
+            &b"\"1h\""[..],
+            provider_cache::ANTHROPIC_LONG_TTL_SECS,
+        ),
     ]
     .into_iter()
     .find(|(key, value, _)| {

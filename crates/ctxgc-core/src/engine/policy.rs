@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::provider_cache;
 use crate::tokens::ProviderFamily;
 
 /// When events happen and how much each may rewrite.
@@ -127,12 +128,12 @@ impl Default for Policy {
             summary_window_share: 0.05,
             max_ineffective_events: 2,
             llm_cooldown_secs: 300,
-            cold_cache_secs: 300,
-            openai_cold_cache_secs: 600,
+            cold_cache_secs: provider_cache::ANTHROPIC_TTL_SECS,
+            openai_cold_cache_secs: provider_cache::OPENAI_RETENTION_SECS,
             cold_protected_tokens: 8_000,
             cold_min_reclaim_tokens: 2_000,
-            cache_read_cost: 0.1,
-            cache_write_cost: 1.25,
+            cache_read_cost: provider_cache::CACHE_READ_COST,
+            cache_write_cost: provider_cache::ANTHROPIC_WRITE_COST,
             economic_margin: 3.0,
             economic_horizon: 100,
         }

@@ -15,15 +15,16 @@
 use std::collections::HashMap;
 
 use super::{Block, CacheModel, SentAt, Served};
+use ctxgc_core::provider_cache;
 
 /// Most breakpoints per request.
 pub const MAX_BREAKPOINTS: usize = 4;
 /// How far a lookup walks back from a breakpoint, in blocks.
 pub const LOOKBACK_BLOCKS: usize = 20;
 /// The default cache lifetime.
-pub const TTL_MS: i64 = 5 * 60 * 1_000;
+pub const TTL_MS: i64 = provider_cache::ANTHROPIC_TTL_SECS as i64 * 1_000;
 /// The extended lifetime (`cache_control: {"type": "ephemeral", "ttl": "1h"}`).
-pub const TTL_1H_MS: i64 = 60 * 60 * 1_000;
+pub const TTL_1H_MS: i64 = provider_cache::ANTHROPIC_LONG_TTL_SECS as i64 * 1_000;
 
 /// The cache of one session.
 #[derive(Debug)]

@@ -4,6 +4,7 @@ use ctxgc_core::Message;
 use ctxgc_core::config::Config;
 use ctxgc_core::engine::summary::SUMMARY_HEADER;
 use ctxgc_core::engine::{EventKind, PlanKind, Session};
+use ctxgc_core::provider_cache;
 use ctxgc_core::store::MemoryStore;
 use ctxgc_core::tokens::ProviderFamily;
 
@@ -24,9 +25,6 @@ pub struct Ctxgc {
     provider: ProviderFamily,
     policy: ctxgc_core::engine::Policy,
 }
-
-/// Anthropic's longer cache TTL.
-const ONE_HOUR_SECS: u64 = 3_600;
 
 /// Which requests may carry an event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +108,9 @@ impl ReplayPolicy for Ctxgc {
             _ => None,
         };
         // The proxy reads the same from the request's `cache_control`.
-        let requested_ttl = at.is_some_and(|at| at.ttl_1h).then_some(ONE_HOUR_SECS);
+        let requested_ttl = at
+            .is_some_and(|at| at.ttl_1h)
+            .then_some(provider_cache::ANTHROPIC_LONG_TTL_SECS);
         self.session.set_idle(idle, self.provider, requested_ttl);
         self.cold = self
             .policy
