@@ -64,14 +64,15 @@ def text_of(message):
     return content
 
 
-def recall(messages, shown):
-    """(found, probes): strings each assistant message uses that only a tool output told it."""
+def recall(messages, prompt_before):
+    """(found, probes): strings each assistant message uses that only a tool output told it,
+    and how many of them `prompt_before(i)`, the request text before message i, shows."""
     found = probes = 0
     tool_text = other = ""
     for i, m in enumerate(messages):
         t = text_of(m)
         if m["role"] == "assistant":
-            prompt = "\n".join(shown[:i])
+            prompt = prompt_before(i)
             for s in salient(t):
                 if s in tool_text and s not in other:
                     probes += 1
@@ -113,27 +114,14 @@ def relevance(messages, width):
 
 def recency(messages, newest):
     tools = [i for i, m in enumerate(messages) if m["role"] == "tool"]
-    found = probes = 0
-    tool_text = other = ""
-    for i, m in enumerate(messages):
-        t = text_of(m)
-        if m["role"] == "assistant":
-            recent = set([j for j in tools if j < i][-newest:])
-            prompt = "\n".join(
-                text_of(messages[j])
-                for j in range(i)
-                if messages[j]["role"] != "tool" or j in recent
-            )
-            for s in salient(t):
-                if s in tool_text and s not in other:
-                    probes += 1
-                    found += s in prompt
-            other += t
-        elif m["role"] == "tool":
-            tool_text += t
-        else:
-            other += t
-    return found, probes
+
+    def prompt_before(i):
+        recent = set([j for j in tools if j < i][-newest:])
+        return "\n".join(
+            text_of(messages[j]) for j in range(i) if messages[j]["role"] != "tool" or j in recent
+        )
+
+    return recall(messages, prompt_before)
 
 
 def main():
@@ -149,7 +137,7 @@ def main():
         found = probes = kept = cost = 0
         for messages in sessions:
             shown, k, c = relevance(messages, width)
-            f, p = recall(messages, shown)
+            f, p = recall(messages, lambda i, shown=shown: "\n".join(shown[:i]))
             found, probes, kept, cost = found + f, probes + p, kept + k, cost + c
         print(f"  +-{width:2} lines: file-view cost kept {kept / cost:.3f}, recall {found / probes:.4f} ({probes} probes)")
     print("recency (only the newest K outputs shown):")
