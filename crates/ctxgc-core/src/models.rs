@@ -1,9 +1,12 @@
-//! Known models and their context windows (`data/models.toml`, built in), so a request's
-//! `model` decides the window its limits and events scale with.
+//! Known models, their context windows and cache prices (`data/models.toml`, built in), so a
+//! request's `model` decides the window its limits and events scale with and what an event's
+//! cache write is judged to cost.
 
 use std::sync::OnceLock;
 
 use serde::Deserialize;
+
+use crate::provider_cache::CachePrices;
 
 /// The built-in table.
 const MODELS_TOML: &str = include_str!("../data/models.toml");
@@ -18,6 +21,10 @@ struct Table {
 struct Entry {
     prefix: String,
     window: u64,
+    /// A cached token read, relative to an uncached input token (unknown for self-hosted models).
+    cache_read: Option<f64>,
+    /// A token written to the cache, likewise.
+    cache_write: Option<f64>,
 }
 
 /// Used if the built-in table were unreadable (a test guards that it is not).
@@ -33,6 +40,19 @@ fn table() -> Option<&'static Table> {
 /// The context window of a known model, by the longest matching name prefix (case and a
 /// provider prefix such as `anthropic/` ignored); `None` for a model the table does not know.
 pub fn known_window(model: &str) -> Option<u64> {
+    entry(model).map(|e| e.window)
+}
+
+/// The cache prices of a known model, when its provider publishes them.
+pub fn cache_prices(model: &str) -> Option<CachePrices> {
+    let e = entry(model)?;
+    Some(CachePrices {
+        read: e.cache_read?,
+        write: e.cache_write?,
+    })
+}
+
+fn entry(model: &str) -> Option<&'static Entry> {
     let name = model
         .rsplit('/')
         .next()
@@ -43,7 +63,6 @@ pub fn known_window(model: &str) -> Option<u64> {
         .iter()
         .filter(|e| name.starts_with(&e.prefix))
         .max_by_key(|e| e.prefix.len())
-        .map(|e| e.window)
 }
 
 /// The window to assume for `model`: its known window, else the table's conservative default.
@@ -76,5 +95,17 @@ mod tests {
             unknown_window() <= 64_000,
             "unknown models get a small window"
         );
+    }
+
+    #[test]
+    fn cache_prices_follow_the_provider() {
+        let prices = |model| cache_prices(model).map(|p| (p.read, p.write));
+        assert_eq!(prices("claude-sonnet-4-5"), Some((0.1, 1.25)));
+        assert_eq!(prices("openai/gpt-5-mini"), Some((0.1, 1.0)));
+        assert_eq!(prices("gpt-4o-2024-08-06"), Some((0.5, 1.0)));
+        assert_eq!(prices("gpt-4.1-mini"), Some((0.25, 1.0)));
+        // Self-hosted: the policy's own prices apply.
+        assert_eq!(prices("qwen2.5-7b"), None);
+        assert_eq!(prices("my-finetune"), None);
     }
 }

@@ -16,3 +16,12 @@ pub const CACHE_READ_COST: f64 = 0.1;
 /// Price of an input token written to Anthropic's 5-minute cache, relative to an uncached one
 /// (OpenAI bills a write as plain input, 1.0).
 pub const ANTHROPIC_WRITE_COST: f64 = 1.25;
+
+/// What a model's prompt cache charges, relative to an uncached input token.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CachePrices {
+    /// A cached token read.
+    pub read: f64,
+    /// A token written to the cache.
+    pub write: f64,
+}

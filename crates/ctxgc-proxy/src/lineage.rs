@@ -99,6 +99,8 @@ pub struct StepInput<'a> {
     /// How long the client asked the provider to keep its prompt cache, when longer than the
     /// default (see [`Policy::is_cache_cold`]).
     pub requested_ttl_secs: Option<u64>,
+    /// The request's model's cache prices, when known: what an event's cache write costs.
+    pub cache_prices: Option<ctxgc_core::provider_cache::CachePrices>,
 }
 
 /// Applies the session's lineage to the client's (insertion-trimmed) messages, then runs an
@@ -243,6 +245,7 @@ fn step_unchecked(
             input.api.wire().family(),
             input.requested_ttl_secs,
         ),
+        cache_prices: input.cache_prices,
     };
     let Some(plan) = plan::plan(&plan_input, policy, &counter) else {
         return Ok(unchanged(applied, lineage));
@@ -385,6 +388,7 @@ mod tests {
             metas,
             idle_secs: None,
             requested_ttl_secs: None,
+            cache_prices: None,
         }
     }
 

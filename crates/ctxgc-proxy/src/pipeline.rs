@@ -95,6 +95,9 @@ pub(crate) fn prepare(
             metas: &out.metas,
             idle_secs,
             requested_ttl_secs,
+            cache_prices: request.body["model"]
+                .as_str()
+                .and_then(ctxgc_core::models::cache_prices),
         };
         let window = settings.window_for(request.body["model"].as_str());
         let mut outcome = advance_lineage(state, session, &step, policy, window, counting)?;

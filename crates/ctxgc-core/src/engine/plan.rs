@@ -41,6 +41,9 @@ pub struct PlanInput<'a> {
     /// The provider's prompt cache has expired (a pause past its TTL): the request rewrites
     /// its whole prefix anyway ([`Policy::cold_cache_secs`]).
     pub cache_cold: bool,
+    /// The model's cache prices, when known ([`crate::models::cache_prices`]); else the
+    /// policy's.
+    pub cache_prices: Option<crate::provider_cache::CachePrices>,
 }
 
 /// Assistant turns over which growth per turn is measured.
@@ -304,7 +307,7 @@ fn warm_prune_pays(
     let total = input.total();
     let kept: usize = input.tokens[..first].iter().sum::<usize>() + input.fixed_tokens;
     let rewritten = total.saturating_sub(reclaimed).saturating_sub(kept);
-    reclaimed * 2 >= total && policy.prune_pays(reclaimed, rewritten, turns)
+    reclaimed * 2 >= total && policy.prune_pays(reclaimed, rewritten, turns, input.cache_prices)
 }
 
 fn prune_edits(

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::provider_cache;
+use crate::provider_cache::{self, CachePrices};
 use crate::tokens::ProviderFamily;
 
 /// When events happen and how much each may rewrite.
@@ -170,14 +170,25 @@ impl Policy {
 
     /// Whether a prune that reclaims `reclaimed` tokens and makes the next request write
     /// `rewritten` tokens instead of reading them pays for itself `economic_margin` times over
-    /// within the requests a session `turns` turns old is expected to make still.
-    pub fn prune_pays(&self, reclaimed: usize, rewritten: usize, turns: usize) -> bool {
+    /// within the requests a session `turns` turns old is expected to make still, at the
+    /// model's cache `prices` (the policy's own when the model's are not known).
+    pub fn prune_pays(
+        &self,
+        reclaimed: usize,
+        rewritten: usize,
+        turns: usize,
+        prices: Option<CachePrices>,
+    ) -> bool {
         if self.economic_margin <= 0.0 {
             return false;
         }
+        let CachePrices { read, write } = prices.unwrap_or(CachePrices {
+            read: self.cache_read_cost,
+            write: self.cache_write_cost,
+        });
         let remaining = turns.min(self.economic_horizon) as f64;
-        let saved = reclaimed as f64 * self.cache_read_cost * remaining;
-        let cost = rewritten as f64 * (self.cache_write_cost - self.cache_read_cost).max(0.0);
+        let saved = reclaimed as f64 * read * remaining;
+        let cost = rewritten as f64 * (write - read).max(0.0);
         saved >= self.economic_margin * cost
     }
 
@@ -321,5 +332,24 @@ mod tests {
             p.judge_event(window, low + 10, low, 0).ineffective_in_a_row,
             1
         );
+    }
+
+    #[test]
+    fn a_prune_is_weighed_at_the_models_cache_prices() {
+        let p = Policy::default();
+        // 20K reclaimed, 30K rewritten, 20 requests still expected.
+        let (reclaimed, rewritten, turns) = (20_000, 30_000, 20);
+        let at = |read, write| Some(CachePrices { read, write });
+        // Anthropic's write premium: 40K saved < 3 x 34.5K.
+        assert!(!p.prune_pays(reclaimed, rewritten, turns, None));
+        assert!(!p.prune_pays(reclaimed, rewritten, turns, at(0.1, 1.25)));
+        // GPT-4o reads at half price: 200K saved >= 3 x 15K.
+        assert!(p.prune_pays(reclaimed, rewritten, turns, at(0.5, 1.0)));
+        // A margin of 0 turns warm prunes off whatever the prices.
+        let off = Policy {
+            economic_margin: 0.0,
+            ..Policy::default()
+        };
+        assert!(!off.prune_pays(reclaimed, rewritten, turns, at(0.5, 1.0)));
     }
 }

@@ -418,6 +418,8 @@ impl Session {
             window: self.window,
             frozen: self.frozen,
             cache_cold: self.cache_cold,
+            // The session does not know the model: the policy's prices, the dearer default.
+            cache_prices: None,
         }
     }
 

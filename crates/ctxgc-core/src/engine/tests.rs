@@ -937,6 +937,7 @@ fn an_event_keeps_what_a_visible_pointer_names() {
         window: (total as f64 / 0.9) as u64 - 10,
         frozen: 0,
         cache_cold: false,
+        cache_prices: None,
     };
     // Pruning alone is enough here (no runway asked), so the plan says what it prunes.
     let policy = Policy {
