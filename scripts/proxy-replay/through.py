@@ -102,12 +102,29 @@ def post(url, path, body=None, timeout=120):
     return response.status, data
 
 
+def as_sent(messages):
+    """The messages as the agent sent them. A text-protocol agent's commands (the replay lab's
+    implicit calls) were text in its reply, and their outputs came back as user messages."""
+    implicit = set()
+    sent = []
+    for m in messages:
+        calls = m.get("tool_calls") or []
+        if m.get("role") == "assistant" and calls and all(c.get("implicit") for c in calls):
+            implicit.update(c["id"] for c in calls)
+            sent.append({"role": "assistant", "content": m.get("content") or ""})
+        elif m.get("role") == "tool" and m.get("tool_call_id") in implicit:
+            sent.append({"role": "user", "content": m.get("content") or ""})
+        else:
+            sent.append(m)
+    return sent
+
+
 def policy(via, upstream_url, stats_path, model):
     previous = {}
     stats = open(stats_path, "a")
     for line in sys.stdin:
         request = json.loads(line)
-        session, messages = request["session"], request["messages"]
+        session, messages = request["session"], as_sent(request["messages"])
         sent = time.time()
         status, data = post(via, "/chat/completions", {"model": model, "messages": messages})
         back = time.time()

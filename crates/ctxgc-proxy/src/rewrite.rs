@@ -99,6 +99,21 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
     for (i, item) in items.iter().enumerate() {
         let results = wire.results_in(item);
         if results.is_empty() {
+            if let Some(content) = i
+                .checked_sub(1)
+                .and_then(|before| observation(&items[before], item))
+            {
+                group += 1;
+                previous = Some(i);
+                let call = format!("the command in message {i}");
+                content_slots(
+                    &mut out,
+                    format!("/{key}/{i}/content"),
+                    content,
+                    (Some(&call), TEXT_PROTOCOL_TOOL),
+                    group,
+                );
+            }
             continue;
         }
         if previous.is_none_or(|p| p + 1 < i) {
@@ -121,6 +136,40 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
     }
     out.retain(|s| !crate::agent::is_internal(&s.tool));
     out
+}
+
+/// The tool a text-protocol agent's commands run in: the terminal's profile trims their output.
+const TEXT_PROTOCOL_TOOL: &str = "bash";
+
+/// The content of `item` when it is a text-protocol agent's command output (mini-swe-agent's
+/// protocol: the assistant writes exactly one fenced `bash` block, the harness runs it and
+/// answers in the next user message, `<returncode>N</returncode>` first), as the replay lab's
+/// importer reads such transcripts. A user message in any other shape is the user's own words
+/// and is never touched.
+fn observation<'a>(before: &Value, item: &'a Value) -> Option<&'a Value> {
+    if before["role"] != "assistant" || item["role"] != "user" {
+        return None;
+    }
+    let content = item.get("content")?;
+    let text_of = |content: &'a Value| -> Option<&'a str> {
+        match content {
+            Value::String(text) => Some(text),
+            Value::Array(parts) => parts.first()?.get("text")?.as_str(),
+            _ => None,
+        }
+    };
+    let answer = text_of(content)?;
+    ctxgc_formats::import::mini_swe::returncode(answer)?;
+    let asked = match &before["content"] {
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        other => other.as_str()?.to_owned(),
+    };
+    ctxgc_formats::import::mini_swe::single_bash_block(&asked)?;
+    Some(content)
 }
 
 fn content_slots<'a>(

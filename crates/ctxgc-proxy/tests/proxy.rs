@@ -337,6 +337,63 @@ async fn tool_results_are_trimmed_and_originals_stored_before_forwarding() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A text-protocol agent (mini-swe-agent's first protocol: one fenced `bash` block per reply,
+/// the harness's answer in the next user message) gets its command outputs trimmed as the
+/// replay lab's importer reads them, on Chat Completions and Anthropic Messages; a user message
+/// in any other shape is the user's own and passes whole.
+#[tokio::test]
+async fn a_text_protocol_agents_command_output_is_trimmed_and_the_users_words_are_not() {
+    let h = start(Box::new(MemoryStore::default())).await;
+    let output = format!(
+        "<returncode>2</returncode>\n<output>\n{}</output>",
+        log_text(4000)
+    );
+    let asked = "THOUGHT: build it.\n\n```bash\nmake -j4\n```";
+    let pasted = format!("Here is my log, keep all of it:\n{}", log_text(4000));
+    for (path, items_key) in [
+        ("/v1/chat/completions", "messages"),
+        ("/v1/messages", "messages"),
+    ] {
+        let body = json!({"model": "gpt-5", "max_tokens": 100, items_key: [
+            {"role": "user", "content": "Fix the build."},
+            {"role": "assistant", "content": asked},
+            {"role": "user", "content": output},
+            {"role": "assistant", "content": "Which log?"},
+            {"role": "user", "content": pasted},
+            {"role": "assistant", "content": [{"type": "text", "text": asked}]},
+            {"role": "user", "content": [{"type": "text", "text": output}]},
+        ]});
+        let seen = h.post(path, &body).await;
+        let forwarded: Value = serde_json::from_slice(&seen.2).unwrap();
+        let items = forwarded[items_key].as_array().unwrap();
+        let trimmed = items[2]["content"].as_str().unwrap();
+        assert!(
+            trimmed.len() < output.len() / 5 && trimmed.contains("trimmed from terminal output"),
+            "{path}: {}",
+            trimmed.len()
+        );
+        assert!(trimmed.starts_with("<returncode>2</returncode>"), "{path}");
+        let id = ContentId::of(output.as_bytes());
+        assert!(
+            trimmed.contains(&id.to_string()),
+            "{path}: recallable by its id"
+        );
+        assert_eq!(
+            items[4]["content"],
+            json!(pasted),
+            "{path}: the user's paste is whole"
+        );
+        // The same output again points to the first, as a repeated tool result does.
+        assert_eq!(
+            items[6]["content"][0]["text"],
+            json!(format!(
+                "[same output as the result of the command in message 2 (id {id})]"
+            )),
+            "{path}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn sse_streams_through_byte_for_byte_and_usage_is_recorded() {
     let h = start(Box::new(MemoryStore::default())).await;
