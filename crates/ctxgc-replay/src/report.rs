@@ -1,5 +1,7 @@
 //! Aggregating runs into one row per policy, per window and cache model.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use ctxgc_core::{Role, Transcript};
@@ -35,6 +37,11 @@ pub struct Row {
     pub overflows: usize,
     /// Reference recall (found / asked).
     pub recall: Option<f64>,
+    /// On the requests a client sent: the share of the references `none` found (what the
+    /// client itself kept in view) that the policy still shows. Recall under 100% on a
+    /// client's path is mostly the client's own compactions; this is what the policy adds to
+    /// that loss. `None` off client paths.
+    pub recall_of_client: Option<f64>,
     /// Share of the gap between `none` and `foresight` that the policy closes:
     /// (cost of none - cost) / (cost of none - cost of foresight).
     pub gap_closed: Option<f64>,
@@ -90,6 +97,7 @@ pub fn rows(
             peak_prompt: agent().map(|r| r.tokens).max().unwrap_or(0),
             overflows: agent().filter(|r| r.tokens as u64 > window).count(),
             recall: (asked > 0).then(|| found as f64 / asked as f64),
+            recall_of_client: recall_of_client(runs, &mine),
             gap_closed: None,
             path: path_of(&mine),
         }
@@ -107,6 +115,35 @@ pub fn rows(
         }
     }
     rows
+}
+
+/// Over a policy's runs on client paths: references found, per request at most as many as
+/// `none` found in the same request, over those `none` found.
+fn recall_of_client(runs: &[SessionRun], mine: &[&SessionRun]) -> Option<f64> {
+    let client: Vec<&&SessionRun> = mine.iter().filter(|r| r.client_path).collect();
+    if client.is_empty() {
+        return None;
+    }
+    let (mut kept, mut of) = (0usize, 0usize);
+    for run in client {
+        let Some(none) = runs.iter().find(|r| {
+            r.policy == "none" && r.source == run.source && r.window == run.window && r.client_path
+        }) else {
+            continue;
+        };
+        let found_by_none: BTreeMap<usize, usize> = none
+            .requests
+            .iter()
+            .filter(|r| !r.summarizer)
+            .map(|r| (r.source_index, r.recall.0))
+            .collect();
+        for r in run.requests.iter().filter(|r| !r.summarizer) {
+            let base = found_by_none.get(&r.source_index).copied().unwrap_or(0);
+            kept += r.recall.0.min(base);
+            of += base;
+        }
+    }
+    (of > 0).then(|| kept as f64 / of as f64)
 }
 
 fn path_of(runs: &[&SessionRun]) -> Option<&'static str> {
@@ -157,7 +194,58 @@ pub fn recorded_row(transcripts: &[Transcript], price: &ModelPrice) -> Option<Ro
         peak_prompt: peak,
         overflows: 0,
         recall: None,
+        recall_of_client: None,
         gap_closed: None,
         path: Some("client"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::RequestRecord;
+
+    fn run(policy: &str, client_path: bool, found: &[(usize, usize)]) -> SessionRun {
+        SessionRun {
+            source: 0,
+            session: "s".into(),
+            policy: policy.into(),
+            window: 200_000,
+            requests: found
+                .iter()
+                .enumerate()
+                .map(|(i, &recall)| RequestRecord {
+                    source_index: i * 2 + 1,
+                    tokens: 0,
+                    output: 0,
+                    served: BTreeMap::new(),
+                    summarizer: false,
+                    event: None,
+                    earliest_changed: None,
+                    recall,
+                    sent_ms: None,
+                })
+                .collect(),
+            client_path,
+            on_client_log: true,
+            by_kind: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn recall_of_the_client_counts_only_what_the_client_itself_kept_in_view() {
+        // The client's own compaction hid 2 of 10 references; the policy lost 1 of the other 8.
+        let runs = vec![
+            run("none", true, &[(4, 4), (4, 6)]),
+            run("p", true, &[(3, 4), (4, 6)]),
+            run("underlying", false, &[(6, 6), (4, 4)]),
+        ];
+        let of = |policy: &str| {
+            let mine: Vec<&SessionRun> = runs.iter().filter(|r| r.policy == policy).collect();
+            recall_of_client(&runs, &mine)
+        };
+        assert_eq!(of("none"), Some(1.0));
+        assert_eq!(of("p"), Some(7.0 / 8.0));
+        assert_eq!(of("underlying"), None, "only on the client's path");
+    }
 }

@@ -526,7 +526,7 @@ pub fn policy_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "recall",
     ]);
     if with_path {
-        header.push("path");
+        header.extend(["of client's", "path"]);
     }
     let cells = rows
         .iter()
@@ -556,6 +556,10 @@ pub fn policy_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
                     .map_or("-".into(), |x| format!("{:.1}%", x * 100.0)),
             ]);
             if with_path {
+                row.push(
+                    r.recall_of_client
+                        .map_or("-".into(), |x| format!("{:.1}%", x * 100.0)),
+                );
                 row.push(r.path.unwrap_or("-").to_owned());
             }
             row
