@@ -54,6 +54,13 @@ pub fn pointed_call_ids(entered: &str) -> impl Iterator<Item = &str> {
         })
 }
 
+/// Ids (call ids, content ids) take about twice the tokens per byte of prose or code, so a
+/// pointer saves tokens only where what it replaces is at least twice its length: Claude Code's
+/// one-sentence `TodoWrite` answer, replaced by a pointer naming two ids, cost 30% more tokens.
+fn saves_tokens(pointer: &str, replaced_bytes: usize) -> bool {
+    pointer.len() * 2 <= replaced_bytes
+}
+
 /// The new output with repeated parts replaced by pointers, or `None` when nothing repeats.
 pub fn point_to_repeats(new: &str, new_id: ContentId, earlier: &[Earlier<'_>]) -> Option<String> {
     if let Some(same) = earlier.iter().rev().find(|e| e.id == new_id) {
@@ -61,8 +68,8 @@ pub fn point_to_repeats(new: &str, new_id: ContentId, earlier: &[Earlier<'_>]) -
             "[same output as the result of {} (id {})]",
             same.call_id, same.id
         );
-        // A pointer must save something: short outputs repeat as they are.
-        return (pointer.len() < new.len()).then_some(pointer);
+        // A pointer must save tokens: short outputs repeat as they are.
+        return saves_tokens(&pointer, new.len()).then_some(pointer);
     }
     if new.len() < MIN_OUTPUT_BYTES || earlier.is_empty() {
         return None;
@@ -110,26 +117,29 @@ pub fn point_to_repeats(new: &str, new_id: ContentId, earlier: &[Earlier<'_>]) -
                 }
             }
         }
-        match best {
-            Some((e, j, len))
-                if len >= MIN_RUN_LINES
-                    && lines[i..i + len].iter().map(|l| l.len() + 1).sum::<usize>()
-                        >= MIN_RUN_BYTES =>
-            {
+        let pointer = best
+            .filter(|&(_, _, len)| len >= MIN_RUN_LINES)
+            .and_then(|(e, j, len)| {
+                let run_bytes = lines[i..i + len].iter().map(|l| l.len() + 1).sum::<usize>();
                 let source = &earlier[e];
-                let same_numbers = i == j;
-                out.push_str(&format!(
+                let pointer = format!(
                     "[lines {}-{} same as {}the result of {} (id {})]\n",
                     i + 1,
                     i + len,
-                    if same_numbers {
+                    if i == j {
                         String::new()
                     } else {
                         format!("lines {}-{} of ", j + 1, j + len)
                     },
                     source.call_id,
                     source.id
-                ));
+                );
+                (run_bytes >= MIN_RUN_BYTES && saves_tokens(&pointer, run_bytes))
+                    .then_some((pointer, len))
+            });
+        match pointer {
+            Some((pointer, len)) => {
+                out.push_str(&pointer);
                 i += len;
                 changed = true;
             }
@@ -169,6 +179,21 @@ mod tests {
             point_to_repeats(&old, id, &earlier).unwrap(),
             format!("[same output as the result of call_3 (id {id})]")
         );
+    }
+
+    #[test]
+    fn a_short_answer_repeats_as_it_is_where_a_pointer_would_cost_more_tokens() {
+        // Claude Code's TodoWrite answer: 160 bytes of prose; a pointer naming a call id and a
+        // content id is about 90 bytes, and ids take twice the tokens per byte of prose.
+        let answer = "Todos have been modified successfully. Ensure that you continue to use the \
+                      todo list to track your progress. Please proceed with the current tasks.";
+        let id = ContentId::of(answer.as_bytes());
+        let earlier = [Earlier {
+            call_id: "toolu_01XyZaBcDeFgHiJkLmNoPqRs",
+            id,
+            text: answer,
+        }];
+        assert_eq!(point_to_repeats(answer, id, &earlier), None);
     }
 
     #[test]
