@@ -80,8 +80,13 @@ pub(crate) fn prepare(
                 idle
             })
         };
-        // A client that asked the provider to keep its cache longer keeps it warm longer.
-        let requested_ttl_secs = requested_cache_secs(raw);
+        // A client that asked the provider to keep its cache longer keeps it warm longer. That
+        // can only matter after a pause past the provider's default lifetime, so the body is
+        // searched for it only then, not on every request.
+        let requested_ttl_secs = policy
+            .is_cache_cold(idle_secs, wire.family(), None)
+            .then(|| requested_cache_secs(raw))
+            .flatten();
         let when = !settings.events_only_when_cold
             || policy.is_cache_cold(idle_secs, wire.family(), requested_ttl_secs);
         let step = lineage::StepInput {
