@@ -121,6 +121,9 @@ pub fn point_to_repeats(new: &str, new_id: ContentId, earlier: &[Earlier<'_>]) -
             .filter(|&(_, _, len)| len >= MIN_RUN_LINES)
             .and_then(|(e, j, len)| {
                 let run_bytes = lines[i..i + len].iter().map(|l| l.len() + 1).sum::<usize>();
+                if run_bytes < MIN_RUN_BYTES {
+                    return None;
+                }
                 let source = &earlier[e];
                 let pointer = format!(
                     "[lines {}-{} same as {}the result of {} (id {})]\n",
@@ -134,8 +137,7 @@ pub fn point_to_repeats(new: &str, new_id: ContentId, earlier: &[Earlier<'_>]) -
                     source.call_id,
                     source.id
                 );
-                (run_bytes >= MIN_RUN_BYTES && saves_tokens(&pointer, run_bytes))
-                    .then_some((pointer, len))
+                saves_tokens(&pointer, run_bytes).then_some((pointer, len))
             });
         match pointer {
             Some((pointer, len)) => {

@@ -401,6 +401,12 @@ impl Session {
             .is_cache_cold(idle_secs, family, requested_ttl_secs);
     }
 
+    /// Whether the request about to be planned follows a pause past the cache's lifetime (as
+    /// [`Self::set_idle`] last judged it).
+    pub fn is_cache_cold(&self) -> bool {
+        self.cache_cold
+    }
+
     /// The event that is due, if any (none once automatic events have stopped).
     pub fn plan(&self) -> Option<Plan> {
         if self.stopped.is_some() {

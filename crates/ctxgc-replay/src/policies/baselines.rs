@@ -630,23 +630,7 @@ mod tests {
         for i in 0..turns {
             let r = policy.request();
             events.push(r.event.map(|e| e.kind));
-            let id = format!("c{i}");
-            policy.push(Message {
-                role: Role::Assistant,
-                content: vec![ctxgc_core::Block::ToolCall(ctxgc_core::ToolCall {
-                    id: id.clone(),
-                    name: "bash".into(),
-                    arguments: "{}".into(),
-                    implicit: false,
-                })],
-                usage: None,
-            });
-            policy.insert_tool_results(vec![Message::tool_result(
-                id,
-                Some("bash".into()),
-                output,
-                false,
-            )]);
+            super::super::bash_turn(policy, format!("c{i}"), output);
         }
         events
     }

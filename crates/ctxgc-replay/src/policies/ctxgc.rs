@@ -18,12 +18,9 @@ pub struct Ctxgc {
     store: MemoryStore,
     events: Events,
     last_sent_ms: Option<i64>,
-    /// Whether the request about to be planned follows a pause past the cache's TTL.
-    cold: bool,
     /// The provider the client talks to, whose cache TTL applies (a client log's; OpenAI's
     /// for a transcript).
     provider: ProviderFamily,
-    policy: ctxgc_core::engine::Policy,
 }
 
 /// Which requests may carry an event.
@@ -49,9 +46,7 @@ impl Ctxgc {
             name,
             events: Events::Any,
             last_sent_ms: None,
-            cold: false,
             provider: ProviderFamily::Openai,
-            policy: config.engine.clone(),
         }
     }
 
@@ -112,9 +107,6 @@ impl ReplayPolicy for Ctxgc {
             .is_some_and(|at| at.ttl_1h)
             .then_some(provider_cache::ANTHROPIC_LONG_TTL_SECS);
         self.session.set_idle(idle, self.provider, requested_ttl);
-        self.cold = self
-            .policy
-            .is_cache_cold(idle, self.provider, requested_ttl);
         if sent_ms.is_some() {
             self.last_sent_ms = sent_ms;
         }
@@ -124,7 +116,7 @@ impl ReplayPolicy for Ctxgc {
         let mut event = None;
         let may_run = match self.events {
             Events::Any => true,
-            Events::WhenCold => self.cold,
+            Events::WhenCold => self.session.is_cache_cold(),
             Events::Never => false,
         };
         if let Some(plan) = may_run.then(|| self.session.plan()).flatten() {
@@ -160,7 +152,7 @@ impl ReplayPolicy for Ctxgc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctxgc_core::{Block, Role, ToolCall};
+    use ctxgc_core::Role;
 
     /// A served session of 30 turns of 1.5K-token outputs to an Anthropic model; the request
     /// of turn 20 comes `pause_secs` after the one before; every request asks for the one-hour
@@ -187,27 +179,11 @@ mod tests {
             now_ms += if turn == 20 { pause_secs * 1000 } else { 5_000 };
             policy.clock(Some(SentAt { ms: now_ms, ttl_1h }));
             events.push(policy.request().event.map(|e| e.kind));
-            let id = format!("c{turn}");
             // Each output its own: a repeat would enter as a pointer to the earlier one.
             let output: String = (0..300)
                 .map(|i| format!("line {i}: value_{} ok\n", i * 7 + turn * 10_007))
                 .collect();
-            policy.push(Message {
-                role: Role::Assistant,
-                content: vec![Block::ToolCall(ToolCall {
-                    id: id.clone(),
-                    name: "bash".into(),
-                    arguments: "{}".into(),
-                    implicit: false,
-                })],
-                usage: None,
-            });
-            policy.insert_tool_results(vec![Message::tool_result(
-                id,
-                Some("bash".into()),
-                &output,
-                false,
-            )]);
+            super::super::bash_turn(&mut policy, format!("c{turn}"), &output);
         }
         events
     }

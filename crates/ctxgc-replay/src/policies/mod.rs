@@ -215,3 +215,25 @@ pub(crate) fn ceil_tail(s: &str, max: usize) -> &str {
     }
     &s[start..]
 }
+
+/// One agent turn for policy tests: the assistant calls `bash` (`id`) and `output` comes back.
+#[cfg(test)]
+pub(crate) fn bash_turn(policy: &mut dyn ReplayPolicy, id: String, output: &str) {
+    use ctxgc_core::{Block, ToolCall};
+    policy.push(Message {
+        role: Role::Assistant,
+        content: vec![Block::ToolCall(ToolCall {
+            id: id.clone(),
+            name: "bash".into(),
+            arguments: "{}".into(),
+            implicit: false,
+        })],
+        usage: None,
+    });
+    policy.insert_tool_results(vec![Message::tool_result(
+        id,
+        Some("bash".into()),
+        output,
+        false,
+    )]);
+}
