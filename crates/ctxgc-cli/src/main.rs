@@ -2,6 +2,7 @@
 
 mod commands;
 mod html;
+mod logging;
 mod settings;
 mod stream;
 mod table;

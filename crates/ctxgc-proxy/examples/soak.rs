@@ -98,7 +98,7 @@ async fn main() {
         pid > 0 && sessions > 0 && turns > 0 && active > 0,
         "usage: soak PROXY_URL PID [SESSIONS] [TURNS] [OUTPUT_BYTES] [ACTIVE] [CONCURRENCY] [MAX_PEAK_MB]"
     );
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    ctxgc_summarize::install_crypto();
     let client = reqwest::Client::new();
     let url = format!("{proxy}/v1/chat/completions");
     // The requests of every round: (session, turn). Slot k runs sessions k, k + active, ...; its

@@ -5,38 +5,39 @@
 //! receives one answer, streamed when it asked for a stream, without the internal calls.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use axum::body::{Body, Bytes};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::Response;
 use ctxgc_core::store::SessionId;
-use ctxgc_formats::{Api, ApiRequest};
+use ctxgc_formats::{Api, ApiRequest, Upstream};
 use futures_util::StreamExt;
 use serde_json::Value;
+use tracing::Instrument;
 
-use crate::ProxyError;
 use crate::agent::{self, Call, Exchange, Merge};
+use crate::error::ProxyError;
+use crate::pipeline::{Prepared, prepare};
+use crate::reply::error_response;
 use crate::splice::Splicer;
-use crate::{
-    AppState, Prepared, is_event_stream, prepare, record_usage, relay, response_headers, send,
-    usage,
-};
+use crate::state::AppState;
+use crate::upstream::{is_event_stream, relay, response_headers};
+use crate::usage;
 
 /// Upstream calls per client request at most; the last round is asked for an answer without
 /// tool calls (`tool_choice: none`).
 const MAX_ROUNDS: usize = 4;
 
 /// Where the client's own history ended: an exchange is anchored there.
-pub struct ClientEnd {
+pub(crate) struct ClientEnd {
     len: usize,
     anchor: Option<u64>,
 }
 
 impl ClientEnd {
     /// The end of `request`'s client history (before anything is replayed onto it).
-    pub fn of(request: &ApiRequest) -> ClientEnd {
+    pub(crate) fn of(request: &ApiRequest) -> ClientEnd {
         let key = request.api.wire().items_key();
         let items = request.body.get(key).and_then(Value::as_array);
         ClientEnd {
@@ -47,25 +48,25 @@ impl ClientEnd {
 }
 
 /// A client request whose rounds the proxy runs.
-pub struct Context {
+pub(crate) struct Context {
     /// The server.
-    pub s: Arc<AppState>,
+    pub(crate) s: Arc<AppState>,
     /// The request's API.
-    pub api: Api,
-    /// The upstream base URL.
-    pub upstream: String,
+    pub(crate) api: Api,
+    /// The upstream.
+    pub(crate) upstream: Upstream,
     /// The client's request line and headers.
-    pub parts: Parts,
+    pub(crate) parts: Parts,
     /// The client's body as it came.
-    pub raw: Bytes,
+    pub(crate) raw: Bytes,
     /// Where the client's own history ended.
-    pub end: ClientEnd,
+    pub(crate) end: ClientEnd,
     /// The session.
-    pub session: SessionId,
+    pub(crate) session: SessionId,
 }
 
 /// Forwards `first` (a request with the tools injected) and runs the rounds.
-pub async fn run(cx: Context, first: Bytes) -> Response {
+pub(crate) async fn run(cx: Context, first: Bytes) -> Response {
     let response = match cx.send(first).await {
         Ok(r) => r,
         Err(response) => return response,
@@ -85,15 +86,16 @@ const AGENT_STATE_ATTEMPTS: usize = 3;
 
 impl Context {
     async fn send(&self, body: Bytes) -> Result<reqwest::Response, Response> {
-        send(
-            &self.s,
-            &self.upstream,
-            self.parts.method.clone(),
-            &self.parts.uri,
-            &self.parts.headers,
-            body,
-        )
-        .await
+        self.s
+            .upstreams
+            .send(
+                self.upstream,
+                self.parts.method.clone(),
+                &self.parts.uri,
+                &self.parts.headers,
+                body,
+            )
+            .await
     }
 
     /// Runs a round's internal calls off the async workers; returns the next request's body
@@ -165,9 +167,7 @@ impl Context {
                 });
             }
             let internal = calls.iter().filter(|c| agent::is_internal_call(c)).count() as u64;
-            s.counters
-                .agent_tool_calls
-                .fetch_add(internal, Ordering::Relaxed);
+            s.metrics.agent_tool_calls(internal);
             if !follow_up {
                 return Ok(None);
             }
@@ -185,12 +185,8 @@ impl Context {
     }
 
     fn fail(&self, why: &str) {
-        self.s.counters.fail_open.fetch_add(1, Ordering::Relaxed);
-        self.s.log(&format!(
-            "ctxgc: agent tools failed for session {} ({}): {why}",
-            self.session,
-            self.api.name()
-        ));
+        self.s.metrics.failed_open();
+        tracing::warn!(error = why, "the agent tools failed");
     }
 }
 
@@ -215,11 +211,8 @@ async fn buffered(cx: Context, mut response: reqwest::Response) -> Response {
         let body = match response.bytes().await {
             Ok(b) => b,
             Err(e) => {
-                cx.s.log(&format!(
-                    "ctxgc: upstream response cut: {}",
-                    e.without_url()
-                ));
-                return crate::error_response(
+                tracing::warn!(error = %e.without_url(), "upstream response cut");
+                return error_response(
                     StatusCode::BAD_GATEWAY,
                     "upstream_cut",
                     "ctxgc: the upstream response was cut".into(),
@@ -229,7 +222,7 @@ async fn buffered(cx: Context, mut response: reqwest::Response) -> Response {
         let mut tap = usage::Tap::new(cx.api, cx.session.clone(), false);
         tap.feed(&body);
         if let Some((session, u)) = tap.finished_usage() {
-            record_usage(&cx.s, &session, u);
+            cx.s.sessions.record_usage(&session, u);
         }
         let reply = |body: Bytes| {
             let mut r = Response::new(Body::from(body));
@@ -296,7 +289,7 @@ fn streamed(cx: Context, first: reqwest::Response) -> Response {
                 };
                 tap.feed(&bytes);
                 if let Some((session, u)) = tap.finished_usage() {
-                    record_usage(&cx.s, &session, u);
+                    cx.s.sessions.record_usage(&session, u);
                 }
                 let out = splicer.feed(&bytes);
                 if !out.is_empty() && tx.send(Ok(Bytes::from(out))).await.is_err() {
@@ -350,7 +343,7 @@ fn streamed(cx: Context, first: reqwest::Response) -> Response {
                 }
             }
         }
-    });
+    }.instrument(tracing::Span::current()));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
     });

@@ -2,8 +2,13 @@
 //! the engine's lineage step (with the integrity check) and the commit of new originals, in
 //! that order; any failure is a [`ProxyError`] and the caller forwards the client's request.
 
-use super::*;
 use ctxgc_core::provider_cache;
+use ctxgc_core::store::{SessionId, StateKey};
+use ctxgc_formats::ApiRequest;
+
+use crate::error::ProxyError;
+use crate::state::AppState;
+use crate::{agent, agentic, lineage, rewrite, splice_json};
 
 /// A request ready to forward.
 pub(crate) struct Prepared {
@@ -42,7 +47,7 @@ pub(crate) fn prepare(
         }
     }
     let mut out = {
-        let stored = |id| state.is_committed(session, id);
+        let stored = |id| state.memos.is_committed(session, id);
         // Once the agent state changed the parsed body, the client's bytes no longer match it.
         let raw = (!agent_changed).then_some(raw);
         rewrite::rewrite_with(
@@ -50,7 +55,7 @@ pub(crate) fn prepare(
             raw,
             session.as_str(),
             settings,
-            &state.memo,
+            &state.memos.trims,
             &stored,
         )
     };
@@ -72,13 +77,7 @@ pub(crate) fn prepare(
         let idle_secs = if counting {
             None
         } else {
-            state.sessions.lock().ok().and_then(|mut sessions| {
-                let now = std::time::Instant::now();
-                let entry = sessions.get_mut(session.as_str())?;
-                let idle = entry.last_request.map(|t| now.duration_since(t).as_secs());
-                entry.last_request = Some(now);
-                idle
-            })
+            state.sessions.idle_secs(session)
         };
         // A client that asked the provider to keep its cache longer keeps it warm longer. That
         // can only matter after a pause past the provider's default lifetime, so the body is
@@ -117,17 +116,14 @@ pub(crate) fn prepare(
             rewrite::mark_breakpoint(&mut messages[last]);
         }
         out.originals.append(&mut outcome.originals);
-        if !counting && let Ok(mut sessions) = state.sessions.lock() {
-            make_room(&mut sessions, session.as_str());
-            let entry = sessions.entry(session.to_string()).or_default();
-            entry.estimated_tokens = outcome.estimated_tokens as u64;
-            entry.last_active = tick();
-            entry
-                .last_request
-                .get_or_insert_with(std::time::Instant::now);
+        if !counting {
+            state
+                .sessions
+                .record_estimate(session, outcome.estimated_tokens);
         }
-        if outcome.event.is_some() {
-            state.counters.events.fetch_add(1, Ordering::Relaxed);
+        if let Some(kind) = outcome.event {
+            state.metrics.event();
+            tracing::info!(event = kind, tokens = outcome.estimated_tokens, "event");
         }
         // The lineage replaces the client's first `covered` items with its prefix: spliced
         // into the bytes about to be sent, the rest of the history is not serialised again.
@@ -189,12 +185,12 @@ fn requested_cache_secs(raw: &[u8]) -> Option<u64> {
 
 /// Times a request of a session may find its lineage moved on by a concurrent request of the
 /// same session (another replica, another connection of the client) before it fails open.
-pub(crate) const LINEAGE_ATTEMPTS: usize = 3;
+const LINEAGE_ATTEMPTS: usize = 3;
 
 /// Runs the engine's step on the session's lineage and saves the new lineage with a
 /// compare-and-set: no lock is held meanwhile (the step may wait seconds on an LLM summary),
 /// and a step computed from a lineage that changed since is computed again from the new one.
-pub(crate) fn advance_lineage(
+fn advance_lineage(
     state: &AppState,
     session: &SessionId,
     step: &lineage::StepInput<'_>,
@@ -203,40 +199,28 @@ pub(crate) fn advance_lineage(
     counting: bool,
 ) -> Result<lineage::Outcome, ProxyError> {
     let key = StateKey::Lineage(session);
-    let calibration = state
-        .sessions
-        .lock()
-        .ok()
-        .and_then(|u| u.get(session.as_str()).and_then(|u| u.calibration))
-        .unwrap_or(1.0);
+    let calibration = state.sessions.calibration(session);
     for _ in 0..LINEAGE_ATTEMPTS {
         // The lineage lives in the store, so replicas and restarts continue the session.
         let stored = state.store.get_state(key)?;
         let current: Option<lineage::Lineage> = stored
             .as_deref()
             .and_then(|json| serde_json::from_str(json).ok());
-        let mut llm = state.llm_summarizer();
+        let mut llm = state.summarizer.blocking();
         let outcome = lineage::step(
             step,
             current.as_ref(),
             policy,
             window,
             calibration,
-            state.counter(step.api),
+            state.memos.counter(step.api, &state.settings.tokens),
             llm.as_mut().map(|f| f as &mut lineage::SummarizeFn<'_>),
         )?;
         if let Some(why) = &outcome.summarizer_failed {
             // The extractive summary stood in; the LLM is not asked again for a while.
-            if let Ok(mut until) = state.summarizer_cooling_until.lock() {
-                *until = Some(std::time::Instant::now() + state.settings.summarizer_cooldown);
-            }
-            state
-                .counters
-                .summarizer_failures
-                .fetch_add(1, Ordering::Relaxed);
-            state.log(&format!(
-                "ctxgc: the LLM summarizer failed for session {session} ({why}); summarised extractively"
-            ));
+            state.summarizer.failed();
+            state.metrics.summarizer_failure();
+            tracing::warn!(error = %why, "the LLM summarizer failed; summarised extractively");
         }
         // A token count of some other history must not end the lineage in force.
         if counting || outcome.lineage == current {
@@ -246,7 +230,7 @@ pub(crate) fn advance_lineage(
         if let Some(why) = outcome.lineage.as_ref().and_then(|l| l.stopped.as_ref())
             && !was_stopped
         {
-            state.log(&format!("ctxgc: session {session}: {why}"));
+            tracing::info!(reason = %why, "automatic events stopped for this session");
         }
         let json =
             serde_json::to_string(&outcome.lineage).map_err(|source| ProxyError::Serialise {
@@ -265,14 +249,14 @@ pub(crate) fn advance_lineage(
 
 /// Writes the originals this process has not committed yet, in one store operation, before
 /// anything that refers to them is forwarded; returns how many it wrote.
-pub(crate) fn commit_originals(
+fn commit_originals(
     state: &AppState,
     session: &SessionId,
     originals: &[(ctxgc_core::ContentId, String)],
 ) -> Result<u64, ProxyError> {
     let mut fresh: Vec<(ctxgc_core::ContentId, &str)> = Vec::new();
     for (id, text) in originals {
-        if !state.is_committed(session, *id) && !fresh.iter().any(|(f, _)| f == id) {
+        if !state.memos.is_committed(session, *id) && !fresh.iter().any(|(f, _)| f == id) {
             fresh.push((*id, text));
         }
     }
@@ -280,12 +264,9 @@ pub(crate) fn commit_originals(
         return Ok(0);
     }
     state.store.put_all(session, &fresh)?;
-    if let Ok(mut c) = state.committed.lock() {
-        // Bounded: forgetting only costs one idempotent store write later.
-        for (id, _) in &fresh {
-            c.insert((session.clone(), *id), ());
-        }
-    }
+    state
+        .memos
+        .note_committed(session, fresh.iter().map(|(id, _)| *id));
     Ok(fresh.len() as u64)
 }
 

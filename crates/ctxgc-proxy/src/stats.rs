@@ -1,51 +1,11 @@
-//! What `/ctxgc/stats` reports: aggregate counters, and the upstream's usage per session
-//! (bounded: the least recently active sessions leave first).
+//! The JSON of `/ctxgc/stats`: the counters, and the upstream's usage per session.
 
-use super::*;
+use std::collections::BTreeMap;
 
-/// Per-session usage as the upstream reported it.
-#[derive(Debug, Default, Clone, Serialize)]
-pub struct SessionUsage {
-    /// Requests seen.
-    pub requests: u64,
-    /// Input tokens reported (uncached).
-    pub input_tokens: u64,
-    /// Cache reads reported.
-    pub cache_read_tokens: u64,
-    /// Cache writes reported.
-    pub cache_write_tokens: u64,
-    /// Output tokens reported.
-    pub output_tokens: u64,
-    /// ctxgc's own estimate of the latest request's input tokens.
-    pub estimated_tokens: u64,
-    /// Reported input / ctxgc's estimate, smoothed: scales the engine's token counts for this
-    /// session (the upstream's tokenizer, tool definitions and framing as it really counts them).
-    pub calibration: Option<f64>,
-    /// When it was last active (a counter): the least recently active leave a full table.
-    #[serde(skip)]
-    pub last_active: u64,
-    /// When its latest request came (this replica's clock): a longer pause than the
-    /// provider's cache TTL makes the next event free of cache cost.
-    #[serde(skip)]
-    pub last_request: Option<std::time::Instant>,
-}
+use serde::Serialize;
 
-impl SessionUsage {
-    /// Folds one request's reported input into the calibration (exponential moving average,
-    /// clamped so one odd report cannot derail the thresholds). It never goes below 1: a prompt
-    /// over the window fails outright, an early event only costs a little, so calibration may
-    /// only make the engine more careful.
-    pub(crate) fn calibrate(&mut self, reported_input: u64) {
-        if self.estimated_tokens == 0 || reported_input == 0 {
-            return;
-        }
-        let ratio = (reported_input as f64 / self.estimated_tokens as f64).clamp(1.0, 2.5);
-        self.calibration = Some(match self.calibration {
-            Some(previous) => 0.7 * previous + 0.3 * ratio,
-            None => ratio,
-        });
-    }
-}
+use crate::metrics::Totals;
+use crate::sessions::SessionUsage;
 
 /// The JSON of `/ctxgc/stats`.
 #[derive(Debug, Serialize)]
@@ -76,38 +36,29 @@ pub struct Stats {
     pub usage: BTreeMap<String, SessionUsage>,
 }
 
-pub(crate) fn record_usage(s: &AppState, session: &SessionId, u: usage::Usage) {
-    if let Ok(mut sessions) = s.sessions.lock() {
-        make_room(&mut sessions, session.as_str());
-        let entry = sessions.entry(session.to_string()).or_default();
-        entry.last_active = tick();
-        entry.requests += 1;
-        entry.input_tokens += u.input;
-        entry.cache_read_tokens += u.cache_read;
-        entry.cache_write_tokens += u.cache_write;
-        entry.output_tokens += u.output;
-        entry.calibrate(u.input + u.cache_read + u.cache_write);
+impl Stats {
+    /// The statistics of these counters and sessions.
+    pub(crate) fn new(t: Totals, usage: BTreeMap<String, SessionUsage>) -> Stats {
+        Stats {
+            requests: t.requests,
+            rewritten: t.rewritten,
+            passed_through: t.passed_through,
+            fail_open: t.fail_open,
+            bad_requests: t.bad_requests,
+            bytes_saved: t.bytes_saved,
+            originals_stored: t.originals_stored,
+            events: t.events,
+            agent_tool_calls: t.agent_tool_calls,
+            summarizer_failures: t.summarizer_failures,
+            sessions: usage.len(),
+            usage,
+        }
     }
-}
 
-/// Keeps the usage table bounded: before a new session enters a full table, the least
-/// recently active tenth leaves.
-pub(crate) fn make_room(sessions: &mut BTreeMap<String, SessionUsage>, entering: &str) {
-    if sessions.len() < MAX_SESSIONS || sessions.contains_key(entering) {
-        return;
+    /// Only the sessions whose ids start with `prefix` (one tenant's).
+    pub(crate) fn only(mut self, prefix: &str) -> Stats {
+        self.usage.retain(|id, _| id.starts_with(prefix));
+        self.sessions = self.usage.len();
+        self
     }
-    let mut by_age: Vec<(u64, String)> = sessions
-        .iter()
-        .map(|(id, u)| (u.last_active, id.clone()))
-        .collect();
-    by_age.sort_unstable();
-    for (_, id) in by_age.into_iter().take(MAX_SESSIONS / 10) {
-        sessions.remove(&id);
-    }
-}
-
-/// A clock for "least recently active": a counter, not the time (deterministic).
-pub(crate) fn tick() -> u64 {
-    static CLOCK: AtomicU64 = AtomicU64::new(0);
-    CLOCK.fetch_add(1, Ordering::Relaxed)
 }

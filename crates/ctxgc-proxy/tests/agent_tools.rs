@@ -15,7 +15,7 @@ use axum::response::Response;
 use ctxgc_core::ContentId;
 use ctxgc_core::store::OriginalStore;
 use ctxgc_formats::Api;
-use ctxgc_proxy::{AppState, LogSink, ProxySettings, RewriteSettings};
+use ctxgc_proxy::{AppState, ProxySettings, RewriteSettings};
 use ctxgc_test_support::{FakeUpstream, Log, Received, Reply};
 use serde_json::{Value, json};
 
@@ -338,7 +338,6 @@ async fn start(name: &str) -> Harness {
     let dir = std::env::temp_dir().join(format!("ctxgc-agent-{name}-{}", std::process::id()));
     let db = dir.join("store.sqlite");
     let store = ctxgc_store::SqliteStore::open(&db).unwrap();
-    let sink: LogSink = Arc::new(|line: &str| eprintln!("{line}"));
     let settings = ProxySettings {
         openai_upstream: up.clone(),
         anthropic_upstream: up,
@@ -360,7 +359,7 @@ async fn start(name: &str) -> Harness {
         timeouts: Default::default(),
         tokens: Default::default(),
     };
-    let state = AppState::new(settings, Box::new(store), sink).unwrap();
+    let state = AppState::new(settings, Box::new(store)).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = format!("http://{}", listener.local_addr().unwrap());
     let router = ctxgc_proxy::router(state.clone());

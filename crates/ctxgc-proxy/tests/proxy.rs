@@ -8,7 +8,7 @@ mod common;
 use common::without_cache_control;
 use ctxgc_test_support::{FakeUpstream, Log, Received, Reply, redis_server};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -19,7 +19,8 @@ use ctxgc_core::engine::Policy;
 use ctxgc_core::store::{
     MemoryStore, OriginalStore, SessionId, StateKey, StateStore, Store, StoreError,
 };
-use ctxgc_proxy::{AppState, LogSink, ProxySettings, RewriteSettings};
+use ctxgc_proxy::{AppState, ProxySettings, RewriteSettings};
+use ctxgc_test_support::logs::{self, Logs};
 use serde_json::{Value, json};
 
 /// A request as the fake upstream received it: (path, headers, body).
@@ -137,7 +138,7 @@ struct Harness {
     proxy: String,
     upstream: FakeUpstream,
     state: Arc<AppState>,
-    logs: Arc<Mutex<Vec<String>>>,
+    logs: Logs,
 }
 
 async fn start(store: Box<dyn Store>) -> Harness {
@@ -163,9 +164,7 @@ async fn start_full(
     let (engine, events_only_when_cold) = engine.unzip();
     let upstream = FakeUpstream::start(upstream_reply).await;
     let up = upstream.url.clone();
-    let logs = Arc::new(Mutex::new(Vec::new()));
-    let sink_logs = logs.clone();
-    let sink: LogSink = Arc::new(move |line: &str| sink_logs.lock().unwrap().push(line.to_owned()));
+    let logs = logs::capture();
     let summarizer = summarizer.map(|base| {
         let base = if base.starts_with('/') {
             format!("{up}{base}")
@@ -203,7 +202,7 @@ async fn start_full(
         timeouts: Default::default(),
         tokens: Default::default(),
     };
-    let state = AppState::new(settings, store, sink).unwrap();
+    let state = AppState::new(settings, store).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = format!("http://{}", listener.local_addr().unwrap());
     let router = ctxgc_proxy::router(state.clone());
@@ -525,7 +524,7 @@ async fn internal_failures_fail_open_and_keys_never_reach_the_logs() {
         .unwrap();
     assert_eq!(r.status(), 503);
     assert_eq!(r.text().await.unwrap(), "{\"error\":\"overloaded\"}");
-    let logs = h.logs.lock().unwrap().join("\n");
+    let logs = h.logs.text();
     assert!(
         logs.contains("fail open") && logs.contains("disk full"),
         "{logs}"
@@ -667,8 +666,8 @@ async fn tenants_are_kept_apart_by_their_credentials() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// A proxy in front of `upstream` with these deadlines, logging to `sink`.
-async fn proxy_at(upstream: &str, timeouts: ctxgc_proxy::Timeouts, sink: LogSink) -> String {
+/// A proxy in front of `upstream` with these deadlines.
+async fn proxy_at(upstream: &str, timeouts: ctxgc_proxy::Timeouts) -> String {
     let settings = ProxySettings {
         openai_upstream: upstream.to_owned(),
         anthropic_upstream: upstream.to_owned(),
@@ -690,7 +689,7 @@ async fn proxy_at(upstream: &str, timeouts: ctxgc_proxy::Timeouts, sink: LogSink
         timeouts,
         tokens: Default::default(),
     };
-    let state = AppState::new(settings, Box::new(MemoryStore::default()), sink).unwrap();
+    let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = format!("http://{}", listener.local_addr().unwrap());
     // The server loop `ctxgc serve` runs, with its connection deadlines.
@@ -731,12 +730,7 @@ async fn every_wait_has_a_deadline() {
     };
     let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).to_string();
     // An upstream that never answers: 504 at the deadline.
-    let proxy = proxy_at(
-        &hanging_upstream("").await,
-        timeouts,
-        Arc::new(|_: &str| {}),
-    )
-    .await;
+    let proxy = proxy_at(&hanging_upstream("").await, timeouts).await;
     let started = std::time::Instant::now();
     let r = client()
         .post(format!("{proxy}/v1/chat/completions"))
@@ -749,12 +743,7 @@ async fn every_wait_has_a_deadline() {
     assert!(r.text().await.unwrap().contains("did not answer within"));
     // A stream that stops mid-way ends with an error event the client sees.
     let sse_then_silence = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n1c\r\ndata: {\"id\":\"c1\",\"x\":1}\n\n\r\n";
-    let proxy = proxy_at(
-        &hanging_upstream(sse_then_silence).await,
-        timeouts,
-        Arc::new(|_: &str| {}),
-    )
-    .await;
+    let proxy = proxy_at(&hanging_upstream(sse_then_silence).await, timeouts).await;
     let r = client()
         .post(format!("{proxy}/v1/chat/completions"))
         .body(body.clone())
@@ -858,12 +847,10 @@ async fn previous_response_ids_continue_their_session_within_the_tenant() {
 /// clients and in the log.
 #[tokio::test]
 async fn upstream_credentials_never_reach_clients_or_logs() {
-    let logs = Arc::new(Mutex::new(Vec::new()));
-    let sink_logs = logs.clone();
-    let sink: LogSink = Arc::new(move |line: &str| sink_logs.lock().unwrap().push(line.to_owned()));
+    let logs = logs::capture();
     // Port 1 on loopback: nothing listens there.
     let upstream = "http://gateway-user:PASS-SECRET@127.0.0.1:1/base";
-    let proxy = proxy_at(upstream, Default::default(), sink).await;
+    let proxy = proxy_at(upstream, Default::default()).await;
     for path in ["/v1/chat/completions", "/v1/messages", "/v1/models"] {
         let r = client()
             .post(format!("{proxy}{path}"))
@@ -879,7 +866,7 @@ async fn upstream_credentials_never_reach_clients_or_logs() {
         );
         assert!(body.contains("http://***@127.0.0.1:1/base"), "{body}");
     }
-    let logs = logs.lock().unwrap().join("\n");
+    let logs = logs.text();
     assert!(logs.contains("unreachable"), "{logs}");
     assert!(!logs.contains("PASS-SECRET"), "{logs}");
 }
@@ -1481,7 +1468,7 @@ async fn an_llm_summarizer_writes_compactions_and_the_extractive_summary_stands_
         "later compactions ran too (extractive): {} events",
         stats.events
     );
-    let logs = h.logs.lock().unwrap().join("\n");
+    let logs = h.logs.text();
     assert!(logs.contains("summarizer failed"), "{logs}");
     assert!(
         !logs.contains("sk-summarizer-SECRET"),
@@ -1537,7 +1524,7 @@ async fn a_sqlite_store_locked_by_another_process_fails_open_within_the_deadline
     );
     assert!(took < deadline * 4, "failed open after {took:?}");
     assert_eq!(h.state.stats().fail_open, 1);
-    let logs = h.logs.lock().unwrap().join("\n");
+    let logs = h.logs.text();
     assert!(logs.contains("locked"), "the log says why: {logs}");
     other.execute_batch("COMMIT;").unwrap();
     let (sent, _) = timed(&h, "sk-alice", &body).await;

@@ -122,8 +122,10 @@ pub enum SummarizeError {
     Client(String),
 }
 
-/// Installs the ring crypto provider for rustls once (TLS without aws-lc's build cost).
-fn install_crypto() {
+/// Installs the ring crypto provider for rustls once (TLS without aws-lc's build cost). The one
+/// place the workspace does it: every HTTP client of ctxgc (summarizer, proxy, `ctxgc stats`)
+/// calls this before it is built.
+pub fn install_crypto() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -316,8 +318,38 @@ pub struct BlockingSummarizer {
     runtime: tokio::runtime::Runtime,
     inner: LlmSummarizer,
     name: String,
-    cooldown: Duration,
-    cooling_until: Option<Instant>,
+    cooldown: Cooldown,
+}
+
+/// After an LLM summarizer fails, it is not asked again for a while: the extractive summary
+/// stands in. Shared across threads (the proxy's requests) or owned by one session.
+#[derive(Debug)]
+pub struct Cooldown {
+    length: Duration,
+    until: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Cooldown {
+    /// A cooldown of `length` after each failure.
+    pub fn new(length: Duration) -> Cooldown {
+        Cooldown {
+            length,
+            until: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// Seconds left to wait, when cooling down now.
+    pub fn remaining(&self) -> Option<Duration> {
+        let until = (*self.until.lock().ok()?)?;
+        until.checked_duration_since(Instant::now())
+    }
+
+    /// A failure now: wait the cooldown's length from now.
+    pub fn start(&self) {
+        if let Ok(mut until) = self.until.lock() {
+            *until = Some(Instant::now() + self.length);
+        }
+    }
 }
 
 impl BlockingSummarizer {
@@ -335,8 +367,7 @@ impl BlockingSummarizer {
             runtime,
             inner,
             name,
-            cooldown,
-            cooling_until: None,
+            cooldown: Cooldown::new(cooldown),
         })
     }
 }
@@ -347,18 +378,15 @@ impl Summarizer for BlockingSummarizer {
     }
 
     fn summarize(&mut self, request: &SummaryRequest) -> Result<SummaryReply, SummarizerError> {
-        if let Some(until) = self.cooling_until {
-            if Instant::now() < until {
-                return Err(SummarizerError::CoolingDown {
-                    secs_left: (until - Instant::now()).as_secs(),
-                });
-            }
-            self.cooling_until = None;
+        if let Some(left) = self.cooldown.remaining() {
+            return Err(SummarizerError::CoolingDown {
+                secs_left: left.as_secs(),
+            });
         }
         self.runtime
             .block_on(self.inner.summarize(request))
             .map_err(|e| {
-                self.cooling_until = Some(Instant::now() + self.cooldown);
+                self.cooldown.start();
                 SummarizerError::Failed(Box::new(e))
             })
     }

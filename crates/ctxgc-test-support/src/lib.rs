@@ -15,6 +15,7 @@ use axum::body::Bytes;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
+pub mod logs;
 pub mod redis_server;
 
 /// One request the upstream received.

@@ -56,6 +56,10 @@ pub struct ServeArgs {
     /// model's calls to them inside the proxy (also `[proxy] inject_tools = true`).
     #[arg(long)]
     pub inject_tools: bool,
+    /// How log lines are written to stderr: `text` for people, `json` (one object a line) for
+    /// log shippers. Levels and targets come from `RUST_LOG` (default `info`).
+    #[arg(long, value_enum, default_value_t = crate::logging::LogFormat::Text)]
+    pub log_format: crate::logging::LogFormat,
     /// Who writes compaction summaries (with --compact). On a summarizer failure the request is
     /// forwarded unchanged and later compactions are extractive for `[engine] llm_cooldown_secs`.
     #[command(flatten)]
@@ -151,15 +155,16 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
         },
         tokens: config.tokens.clone(),
     };
+    crate::logging::init(args.log_format)?;
     let gone = store.expire(retention)?;
-    let log: ctxgc_proxy::LogSink = Arc::new(|line: &str| eprintln!("{line}"));
     if gone > 0 {
-        log(&format!(
-            "ctxgc serve: {gone} originals and states older than {} days deleted",
-            config.store.retention_days
-        ));
+        tracing::info!(
+            gone,
+            retention_days = config.store.retention_days,
+            "originals and states past the retention deleted"
+        );
     }
-    let state = AppState::new(settings, store, log).map_err(anyhow::Error::msg)?;
+    let state = AppState::new(settings, store).map_err(anyhow::Error::msg)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -238,7 +243,7 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
         .build()?;
     let url = format!("{}/ctxgc/stats", args.url.trim_end_matches('/'));
     let body = runtime.block_on(async {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        ctxgc_summarize::install_crypto();
         let mut request = reqwest::Client::new().get(&url);
         if let Some(key) = args
             .api_key_env

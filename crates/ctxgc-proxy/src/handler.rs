@@ -1,0 +1,258 @@
+//! What happens to a request on an API route: its body read within its deadline and limit and
+//! decoded, parsed once, its tenant and session found, the pipeline run off the async workers
+//! (or the request forwarded unchanged when it fails: fail open), then the upstream called and
+//! its answer relayed, through the agent tools' rounds when they were injected. Every other
+//! request is forwarded untouched.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use ctxgc_formats::{Api, ApiRequest, FormatError};
+use tracing::Instrument;
+
+use crate::agentic;
+use crate::error::ProxyError;
+use crate::metrics::Forwarded;
+use crate::pipeline::{self, Prepared};
+use crate::reply::{Refusal, error_response};
+use crate::state::{AppState, REWRITE_QUEUE_DEADLINE};
+use crate::upstream::relay;
+
+/// A request of `api`: rewritten, forwarded, its answer relayed.
+pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Response {
+    let (mut parts, body) = req.into_parts();
+    let bytes = match read_body(&s, body).await {
+        Ok(b) => b,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let bytes = match decode_request_body(&s, &mut parts.headers, bytes) {
+        Ok(b) => b,
+        Err(refusal) => return refusal.into_response(),
+    };
+    s.metrics.request();
+    let request = match ApiRequest::parse(api, &bytes) {
+        Ok(r) => r,
+        Err(e) => {
+            s.metrics.bad_request();
+            let why = match e {
+                FormatError::Json(j) => format!("ctxgc: the request body is not valid JSON: {j}"),
+                other => format!("ctxgc: not a {} request: {other}", api.name()),
+            };
+            return error_response(StatusCode::BAD_REQUEST, "invalid_request_error", why);
+        }
+    };
+    let tenant = s.tenant(&parts.headers);
+    let session = s.session_of(&tenant, &request, &parts.headers);
+    let span = tracing::info_span!(
+        "request",
+        api = api.name(),
+        session = session.as_str(),
+        tenant = tenant.as_str().get(..8).unwrap_or(tenant.as_str()),
+    );
+    async move {
+        let counting = parts.uri.path().ends_with("/count_tokens");
+        let (forward_bytes, injected) =
+            match run_pipeline(&s, request, &bytes, &session, counting).await {
+                Ok(Prepared {
+                    out,
+                    stored,
+                    injected,
+                }) => {
+                    let (how, body) = match out.body {
+                        Some(body) => (Forwarded::Rewritten, Bytes::from(body)),
+                        None => (Forwarded::Unchanged, bytes.clone()),
+                    };
+                    s.metrics.forwarded(how, out.bytes_saved, stored);
+                    (body, injected)
+                }
+                Err(why) => {
+                    s.metrics.forwarded(Forwarded::FailOpen, 0, 0);
+                    tracing::warn!(error = %why, "fail open: forwarding the request unchanged");
+                    (bytes.clone(), None)
+                }
+            };
+        let upstream = api.wire().upstream();
+        if let Some(end) = injected {
+            let cx = agentic::Context {
+                s: s.clone(),
+                api,
+                upstream,
+                parts,
+                raw: bytes,
+                end,
+                session,
+            };
+            return agentic::run(cx, forward_bytes).await;
+        }
+        match s
+            .upstreams
+            .send(
+                upstream,
+                parts.method,
+                &parts.uri,
+                &parts.headers,
+                forward_bytes,
+            )
+            .await
+        {
+            Ok(response) => relay(&s, response, Some((api, session))),
+            Err(response) => response,
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Runs the pipeline in a blocking task once a rewrite slot is free: rewriting is synchronous
+/// CPU work plus a local store write. A panic, a store failure or no free slot within the
+/// deadline is an error, and the caller forwards the original (fail open).
+async fn run_pipeline(
+    s: &Arc<AppState>,
+    mut request: ApiRequest,
+    raw: &Bytes,
+    session: &ctxgc_core::store::SessionId,
+    counting: bool,
+) -> Result<Prepared, ProxyError> {
+    let slot = tokio::time::timeout(
+        REWRITE_QUEUE_DEADLINE,
+        s.rewrite_slots.clone().acquire_owned(),
+    )
+    .await;
+    let Ok(Ok(slot)) = slot else {
+        return Err(ProxyError::Busy {
+            waited: REWRITE_QUEUE_DEADLINE,
+        });
+    };
+    let (state, raw, session) = (s.clone(), raw.clone(), session.clone());
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        let prepared = pipeline::prepare(&state, &mut request, &raw, &session, counting);
+        drop(slot);
+        prepared
+    })
+    .await
+    .map_err(|e| ProxyError::Task(e.to_string()))?
+}
+
+/// Every other request: forwarded untouched.
+pub(crate) async fn passthrough(State(s): State<Arc<AppState>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let bytes = match read_body(&s, body).await {
+        Ok(b) => b,
+        Err(refusal) => return refusal.into_response(),
+    };
+    let upstream = s.upstreams.for_other(&parts.uri, &parts.headers);
+    match s
+        .upstreams
+        .send(upstream, parts.method, &parts.uri, &parts.headers, bytes)
+        .await
+    {
+        Ok(response) => relay(&s, response, None),
+        Err(response) => response,
+    }
+}
+
+/// The request body, within the configured deadline and size.
+async fn read_body(s: &AppState, body: Body) -> Result<Bytes, Refusal> {
+    let deadline = s.settings.timeouts.client_body;
+    let Ok(read) = tokio::time::timeout(
+        deadline,
+        axum::body::to_bytes(body, s.settings.max_body_bytes),
+    )
+    .await
+    else {
+        s.metrics.bad_request();
+        return Err(Refusal(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!(
+                "ctxgc: the request body did not arrive within {} s",
+                deadline.as_secs()
+            ),
+        ));
+    };
+    read.map_err(|_| {
+        s.metrics.bad_request();
+        Refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            format!(
+                "ctxgc: request body larger than the configured limit of {} bytes",
+                s.settings.max_body_bytes
+            ),
+        )
+    })
+}
+
+/// A request body as sent, decoded when the client compressed it (`content-encoding: gzip` or
+/// `deflate`, as SDKs may); the header goes, since what is forwarded is the decoded body. The
+/// decoded size is bounded like the body itself.
+fn decode_request_body(
+    s: &AppState,
+    headers: &mut HeaderMap,
+    bytes: Bytes,
+) -> Result<Bytes, Refusal> {
+    use std::io::Read;
+    let encoding = headers
+        .get("content-encoding")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase())
+        .unwrap_or_default();
+    if encoding.is_empty() || encoding == "identity" {
+        headers.remove("content-encoding");
+        return Ok(bytes);
+    }
+    let refuse = |status, kind, message| {
+        s.metrics.bad_request();
+        Refusal(status, kind, message)
+    };
+    let limit = s.settings.max_body_bytes as u64 + 1;
+    let mut out = Vec::new();
+    let read = match encoding.as_str() {
+        "gzip" | "x-gzip" => flate2::read::MultiGzDecoder::new(&bytes[..])
+            .take(limit)
+            .read_to_end(&mut out),
+        // HTTP's deflate is zlib-wrapped; some clients send it raw.
+        "deflate" => flate2::read::ZlibDecoder::new(&bytes[..])
+            .take(limit)
+            .read_to_end(&mut out)
+            .or_else(|_| {
+                out.clear();
+                flate2::read::DeflateDecoder::new(&bytes[..])
+                    .take(limit)
+                    .read_to_end(&mut out)
+            }),
+        other => {
+            return Err(refuse(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request_error",
+                format!(
+                    "ctxgc: request content-encoding `{other}` is not supported (send gzip, deflate or none)"
+                ),
+            ));
+        }
+    };
+    if let Err(e) = read {
+        return Err(refuse(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            format!("ctxgc: the request body is not valid {encoding}: {e}"),
+        ));
+    }
+    if out.len() as u64 >= limit {
+        return Err(refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "request_too_large",
+            format!(
+                "ctxgc: decoded request body larger than the configured limit of {} bytes",
+                s.settings.max_body_bytes
+            ),
+        ));
+    }
+    headers.remove("content-encoding");
+    Ok(Bytes::from(out))
+}

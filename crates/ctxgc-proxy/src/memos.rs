@@ -1,0 +1,64 @@
+//! What the proxy remembers between requests to avoid repeating work, each bounded by bytes:
+//! the originals this process already committed to the store, the trimmed turns, and the
+//! token counts of messages.
+
+use std::sync::{Arc, Mutex};
+
+use ctxgc_core::ContentId;
+use ctxgc_core::bounded::BoundedMemo;
+use ctxgc_core::store::SessionId;
+use ctxgc_core::tokens::{CountMemo, TokenCounter, TokenSettings};
+use ctxgc_formats::Api;
+
+use crate::rewrite::TrimMemo;
+
+/// Bytes of committed-original keys this process remembers, at most.
+const MAX_COMMITTED_BYTES: usize = 4 << 20;
+/// Bytes of memoised token counts, at most (about 170,000 messages).
+const MAX_COUNT_BYTES: usize = 8 << 20;
+
+/// The memos, shared by every request.
+pub(crate) struct Memos {
+    /// Originals committed by this process: resent histories do not write them again.
+    committed: Mutex<BoundedMemo<(SessionId, ContentId), ()>>,
+    /// Trimmed turns, by content.
+    pub(crate) trims: TrimMemo,
+    /// Token counts of the sessions' messages, shared by their lineages.
+    counts: Arc<CountMemo>,
+}
+
+impl Default for Memos {
+    fn default() -> Self {
+        Memos {
+            committed: Mutex::new(BoundedMemo::new(MAX_COMMITTED_BYTES, |(session, _), _| {
+                64 + session.as_str().len()
+            })),
+            trims: TrimMemo::default(),
+            counts: Arc::new(CountMemo::new(MAX_COUNT_BYTES)),
+        }
+    }
+}
+
+impl Memos {
+    /// Whether this process already committed the original `id` of `session` to the store.
+    pub(crate) fn is_committed(&self, session: &SessionId, id: ContentId) -> bool {
+        self.committed
+            .lock()
+            .is_ok_and(|c| c.contains(&(session.clone(), id)))
+    }
+
+    /// Notes originals committed to the store (forgetting one later only costs one idempotent
+    /// store write).
+    pub(crate) fn note_committed(&self, session: &SessionId, ids: impl Iterator<Item = ContentId>) {
+        if let Ok(mut c) = self.committed.lock() {
+            for id in ids {
+                c.insert((session.clone(), id), ());
+            }
+        }
+    }
+
+    /// A token counter for requests of `api` that shares the memoised counts.
+    pub(crate) fn counter(&self, api: Api, settings: &TokenSettings) -> TokenCounter {
+        TokenCounter::new(api.wire().family(), settings.clone()).sharing(self.counts.clone())
+    }
+}

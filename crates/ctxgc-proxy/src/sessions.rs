@@ -1,0 +1,192 @@
+//! The session table: per session, the upstream's reported usage, ctxgc's estimate and the
+//! calibration between them, and when its latest request came. Bounded: before a new session
+//! enters a full table, the least recently active tenth leaves.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use ctxgc_core::store::SessionId;
+use serde::Serialize;
+
+use crate::usage::Usage;
+
+/// Sessions the table keeps, at most (the least recently active go first).
+pub(crate) const MAX_SESSIONS: usize = 10_000;
+
+/// Per-session usage as the upstream reported it.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct SessionUsage {
+    /// Requests seen.
+    pub requests: u64,
+    /// Input tokens reported (uncached).
+    pub input_tokens: u64,
+    /// Cache reads reported.
+    pub cache_read_tokens: u64,
+    /// Cache writes reported.
+    pub cache_write_tokens: u64,
+    /// Output tokens reported.
+    pub output_tokens: u64,
+    /// ctxgc's own estimate of the latest request's input tokens.
+    pub estimated_tokens: u64,
+    /// Reported input / ctxgc's estimate, smoothed: scales the engine's token counts for this
+    /// session (the upstream's tokenizer, tool definitions and framing as it really counts them).
+    pub calibration: Option<f64>,
+    /// When it was last active (a counter): the least recently active leave a full table.
+    #[serde(skip)]
+    last_active: u64,
+    /// When its latest request came (this replica's clock): a longer pause than the
+    /// provider's cache TTL makes the next event free of cache cost.
+    #[serde(skip)]
+    last_request: Option<Instant>,
+}
+
+impl SessionUsage {
+    /// Folds one request's reported input into the calibration (exponential moving average,
+    /// clamped so one odd report cannot derail the thresholds). It never goes below 1: a prompt
+    /// over the window fails outright, an early event only costs a little, so calibration may
+    /// only make the engine more careful.
+    fn calibrate(&mut self, reported_input: u64) {
+        if self.estimated_tokens == 0 || reported_input == 0 {
+            return;
+        }
+        let ratio = (reported_input as f64 / self.estimated_tokens as f64).clamp(1.0, 2.5);
+        self.calibration = Some(match self.calibration {
+            Some(previous) => 0.7 * previous + 0.3 * ratio,
+            None => ratio,
+        });
+    }
+}
+
+/// Every session's usage, bounded.
+#[derive(Default)]
+pub(crate) struct SessionTable {
+    sessions: Mutex<BTreeMap<String, SessionUsage>>,
+    /// A clock for "least recently active": a counter, not the time (deterministic).
+    clock: AtomicU64,
+}
+
+impl SessionTable {
+    /// Runs `f` on the entry of `session`, made (in a table with room) when new.
+    fn with<T>(&self, session: &SessionId, f: impl FnOnce(&mut SessionUsage) -> T) -> Option<T> {
+        let mut sessions = self.sessions.lock().ok()?;
+        make_room(&mut sessions, session.as_str());
+        let entry = sessions.entry(session.to_string()).or_default();
+        entry.last_active = self.clock.fetch_add(1, Ordering::Relaxed);
+        Some(f(entry))
+    }
+
+    /// Seconds since the session's previous request, when it had one; the request now is the
+    /// session's latest. A session not in the table yet is not entered (it enters when its
+    /// estimate is recorded).
+    pub(crate) fn idle_secs(&self, session: &SessionId) -> Option<u64> {
+        let mut sessions = self.sessions.lock().ok()?;
+        let entry = sessions.get_mut(session.as_str())?;
+        let now = Instant::now();
+        let idle = entry.last_request.map(|t| now.duration_since(t).as_secs());
+        entry.last_request = Some(now);
+        idle
+    }
+
+    /// Records ctxgc's estimate of the session's latest request.
+    pub(crate) fn record_estimate(&self, session: &SessionId, tokens: usize) {
+        self.with(session, |entry| {
+            entry.estimated_tokens = tokens as u64;
+            entry.last_request.get_or_insert_with(Instant::now);
+        });
+    }
+
+    /// The session's calibration (1 when unknown).
+    pub(crate) fn calibration(&self, session: &SessionId) -> f64 {
+        self.sessions
+            .lock()
+            .ok()
+            .and_then(|s| s.get(session.as_str()).and_then(|u| u.calibration))
+            .unwrap_or(1.0)
+    }
+
+    /// Records the usage the upstream reported for one of the session's requests.
+    pub(crate) fn record_usage(&self, session: &SessionId, u: Usage) {
+        self.with(session, |entry| {
+            entry.requests += 1;
+            entry.input_tokens += u.input;
+            entry.cache_read_tokens += u.cache_read;
+            entry.cache_write_tokens += u.cache_write;
+            entry.output_tokens += u.output;
+            entry.calibrate(u.input + u.cache_read + u.cache_write);
+        });
+    }
+
+    /// Every session's usage now.
+    pub(crate) fn snapshot(&self) -> BTreeMap<String, SessionUsage> {
+        self.sessions.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+}
+
+/// Keeps the table bounded: before a new session enters a full table, the least recently
+/// active tenth leaves.
+fn make_room(sessions: &mut BTreeMap<String, SessionUsage>, entering: &str) {
+    if sessions.len() < MAX_SESSIONS || sessions.contains_key(entering) {
+        return;
+    }
+    let mut by_age: Vec<(u64, String)> = sessions
+        .iter()
+        .map(|(id, u)| (u.last_active, id.clone()))
+        .collect();
+    by_age.sort_unstable();
+    for (_, id) in by_age.into_iter().take(MAX_SESSIONS / 10) {
+        sessions.remove(&id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_usage_table_is_bounded() {
+        let table = SessionTable::default();
+        for i in 0..MAX_SESSIONS + 5 {
+            table.record_estimate(&SessionId::new(format!("s{i}")), 1);
+        }
+        let sessions = table.snapshot();
+        assert!(sessions.len() <= MAX_SESSIONS);
+        assert!(sessions.contains_key(&format!("s{}", MAX_SESSIONS + 4)));
+        assert!(
+            !sessions.contains_key("s0"),
+            "the least recently active left"
+        );
+    }
+
+    #[test]
+    fn calibration_follows_reported_usage_smoothly_and_within_bounds() {
+        let mut u = SessionUsage {
+            estimated_tokens: 10_000,
+            ..Default::default()
+        };
+        u.calibrate(12_000);
+        assert_eq!(u.calibration, Some(1.2), "first report sets it");
+        u.calibrate(13_000);
+        assert!(
+            (u.calibration.unwrap() - (0.7 * 1.2 + 0.3 * 1.3)).abs() < 1e-9,
+            "then an average"
+        );
+        let mut odd = SessionUsage {
+            estimated_tokens: 10_000,
+            ..Default::default()
+        };
+        odd.calibrate(90_000);
+        assert_eq!(odd.calibration, Some(2.5), "clamped");
+        let mut low = SessionUsage {
+            estimated_tokens: 10_000,
+            ..Default::default()
+        };
+        low.calibrate(5_000);
+        assert_eq!(low.calibration, Some(1.0), "never below 1");
+        let mut none = SessionUsage::default();
+        none.calibrate(5_000);
+        assert_eq!(none.calibration, None, "no estimate, nothing to learn");
+    }
+}

@@ -1,0 +1,57 @@
+//! What `ctxgc serve` is configured with: upstreams, limits, rewriting, the summarizer, tenants
+//! and every deadline. Plain data; the parts of [`crate::AppState`] take what they need.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::rewrite::RewriteSettings;
+
+/// Proxy settings.
+#[derive(Clone)]
+pub struct ProxySettings {
+    /// Base URL of the OpenAI-compatible upstream, e.g. `https://api.openai.com`.
+    pub openai_upstream: String,
+    /// Base URL of the Anthropic upstream, e.g. `https://api.anthropic.com`.
+    pub anthropic_upstream: String,
+    /// Largest request body accepted, in bytes (413 above).
+    pub max_body_bytes: usize,
+    /// Rewriting settings.
+    pub rewrite: RewriteSettings,
+    /// Who writes compaction summaries: an LLM, or `None` for the extractive summarizer.
+    pub summarizer: Option<Arc<ctxgc_summarize::LlmSummarizer>>,
+    /// After the LLM summarizer fails, compactions are summarised extractively for this long.
+    pub summarizer_cooldown: Duration,
+    /// The secret tenant ids are keyed with; `None`: one kept in the store (made at the first
+    /// start), so replicas on one store agree.
+    pub tenant_secret: Option<String>,
+    /// Presented as `x-ctxgc-admin-token`, lets `/ctxgc/stats` list every tenant's sessions.
+    pub admin_token: Option<String>,
+    /// How long each wait may last.
+    pub timeouts: Timeouts,
+    /// How tokens are counted (`[tokens]`).
+    pub tokens: ctxgc_core::tokens::TokenSettings,
+}
+
+/// Every wait the proxy makes has a deadline.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// To connect to an upstream.
+    pub connect: Duration,
+    /// An upstream's silence: before its first byte, and between two chunks.
+    pub upstream_idle: Duration,
+    /// For a client to send its request body.
+    pub client_body: Duration,
+    /// For a client to send its request headers.
+    pub client_headers: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(10),
+            upstream_idle: Duration::from_secs(600),
+            client_body: Duration::from_secs(60),
+            client_headers: Duration::from_secs(30),
+        }
+    }
+}

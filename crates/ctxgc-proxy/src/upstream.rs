@@ -1,0 +1,257 @@
+//! The upstreams: sending a request with the client's headers, and relaying the answer to the
+//! client as it arrives (SSE and JSON byte for byte, the usage read on the way).
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
+use axum::response::Response;
+use ctxgc_core::store::SessionId;
+use ctxgc_formats::{Api, Upstream};
+use futures_util::StreamExt;
+
+use crate::error::ProxyError;
+use crate::reply::error_response;
+use crate::settings::ProxySettings;
+use crate::state::AppState;
+use crate::usage;
+
+/// The HTTP client and where each provider's API is.
+pub(crate) struct Upstreams {
+    client: reqwest::Client,
+    openai: String,
+    anthropic: String,
+    idle: std::time::Duration,
+}
+
+impl Upstreams {
+    pub(crate) fn new(settings: &ProxySettings) -> Result<Upstreams, ProxyError> {
+        ctxgc_summarize::install_crypto();
+        let client = reqwest::Client::builder()
+            .connect_timeout(settings.timeouts.connect)
+            .read_timeout(settings.timeouts.upstream_idle)
+            // A request body written in pieces must not wait on the upstream's delayed ACK.
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| ProxyError::Setup(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Upstreams {
+            client,
+            openai: settings.openai_upstream.clone(),
+            anthropic: settings.anthropic_upstream.clone(),
+            idle: settings.timeouts.upstream_idle,
+        })
+    }
+
+    /// The base URL of `which` provider's API.
+    pub(crate) fn base(&self, which: Upstream) -> &str {
+        match which {
+            Upstream::OpenAi => &self.openai,
+            Upstream::Anthropic => &self.anthropic,
+        }
+    }
+
+    /// The upstream of a request ctxgc does not rewrite: Anthropic's paths and requests with
+    /// Anthropic's headers go to Anthropic, the rest to OpenAI.
+    pub(crate) fn for_other(&self, uri: &Uri, headers: &HeaderMap) -> Upstream {
+        let anthropic = uri.path().starts_with("/v1/messages")
+            || headers.contains_key("anthropic-version")
+            || headers.contains_key("x-api-key");
+        if anthropic {
+            Upstream::Anthropic
+        } else {
+            Upstream::OpenAi
+        }
+    }
+
+    /// Sends a request to `which` with the client's headers (hop-by-hop ones excepted). An
+    /// upstream that cannot be reached becomes a 502, as a gateway would answer.
+    pub(crate) async fn send(
+        &self,
+        which: Upstream,
+        method: Method,
+        uri: &Uri,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<reqwest::Response, Response> {
+        let base = self.base(which);
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        let url = format!("{}{}", base.trim_end_matches('/'), path);
+        let mut builder = self.client.request(method, &url);
+        for (name, value) in headers {
+            // The client's accept-encoding is not passed on: the HTTP client asks for what it
+            // can decode and decodes it, so the proxy can read every answer (its own tool
+            // calls, usage) and the client gets it as identity, which every client accepts.
+            if !hop_by_hop(name) && name != "accept-encoding" {
+                builder = builder.header(name, value);
+            }
+        }
+        builder.body(body).send().await.map_err(|e| {
+            let shown = redact_url(base);
+            if e.is_timeout() {
+                let secs = self.idle.as_secs();
+                tracing::warn!(upstream = %shown, secs, "upstream silent");
+                return error_response(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "upstream_timeout",
+                    format!("ctxgc: the upstream {shown} did not answer within {secs} s"),
+                );
+            }
+            tracing::warn!(upstream = %shown, error = %e.without_url(), "upstream unreachable");
+            error_response(
+                StatusCode::BAD_GATEWAY,
+                "upstream_unreachable",
+                format!("ctxgc: cannot reach the upstream {shown}"),
+            )
+        })
+    }
+}
+
+/// An upstream URL as it may be shown (logs, error bodies): credentials in it are replaced by
+/// `***`, and so is the value of a `key` query parameter (Gemini's API key).
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let shown = match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    };
+    redact_key_param(&shown)
+}
+
+/// `url` with the value of its `key` query parameter replaced by `***`.
+fn redact_key_param(url: &str) -> String {
+    let Some((path, query)) = url.split_once('?') else {
+        return url.to_owned();
+    };
+    let (query, fragment) = query
+        .split_once('#')
+        .map_or((query, None), |(q, f)| (q, Some(f)));
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some(("key", _)) => "key=***".to_owned(),
+            _ => pair.to_owned(),
+        })
+        .collect();
+    let mut out = format!("{path}?{}", query.join("&"));
+    if let Some(f) = fragment {
+        out.push('#');
+        out.push_str(f);
+    }
+    out
+}
+
+/// Hop-by-hop headers, which a proxy must not forward, and ctxgc's own.
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "host"
+            | "content-length"
+    ) || name.as_str().starts_with("x-ctxgc-")
+}
+
+/// The response headers passed to the client.
+pub(crate) fn response_headers(response: &reqwest::Response) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (name, value) in response.headers() {
+        if !hop_by_hop(name) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out.insert("x-ctxgc", HeaderValue::from_static("1"));
+    out
+}
+
+/// Whether a response is a server-sent event stream.
+pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.starts_with("text/event-stream"))
+}
+
+/// Streams an upstream response to the client as it arrives, byte for byte, reading the usage
+/// it reports on the way (for a request of `session`).
+pub(crate) fn relay(
+    s: &Arc<AppState>,
+    response: reqwest::Response,
+    session: Option<(Api, SessionId)>,
+) -> Response {
+    let status = response.status();
+    let headers = response_headers(&response);
+    let streaming = is_event_stream(response.headers());
+    let mut tap = session.map(|(api, session)| usage::Tap::new(api, session, streaming));
+    let state = s.clone();
+    let idle = s.settings.timeouts.upstream_idle;
+    let stream = response.bytes_stream().map(move |chunk| {
+        if let (Ok(bytes), Some(t)) = (&chunk, tap.as_mut()) {
+            t.feed(bytes);
+            if let Some((session, usage, response_id)) = t.finished() {
+                if let Some(usage) = usage {
+                    state.sessions.record_usage(&session, usage);
+                }
+                if let Some(id) = response_id {
+                    state.responses.remember(id, &session);
+                }
+            }
+        }
+        chunk
+    });
+    // A stream the upstream stopped feeding ends with an error event the client sees (rather
+    // than a connection that just stops), then nothing more.
+    let stream = stream.scan(false, move |failed, chunk| {
+        let item = match chunk {
+            _ if *failed => None,
+            Ok(bytes) => Some(Ok(bytes)),
+            Err(e) if streaming => {
+                *failed = true;
+                let why = if e.is_timeout() {
+                    format!("the upstream sent nothing for {} s", idle.as_secs())
+                } else {
+                    format!("the upstream stream broke: {}", e.without_url())
+                };
+                let event = serde_json::json!({"type": "error", "error": {"type": "ctxgc_upstream_error", "message": format!("ctxgc: {why}")}});
+                Some(Ok(Bytes::from(format!("event: error\ndata: {event}\n\n"))))
+            }
+            Err(e) => {
+                *failed = true;
+                Some(Err(e))
+            }
+        };
+        std::future::ready(item)
+    });
+    let mut resp = Response::new(Body::from_stream(stream));
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_urls_are_shown_without_credentials() {
+        assert_eq!(
+            redact_url("https://user:pass@gw.example:8443/v1?x=1"),
+            "https://***@gw.example:8443/v1?x=1"
+        );
+        assert_eq!(redact_url("http://127.0.0.1:9/v1"), "http://127.0.0.1:9/v1");
+        // An `@` in the path is not a credential.
+        assert_eq!(redact_url("http://h/a@b"), "http://h/a@b");
+        // Gemini's key as a query parameter.
+        assert_eq!(
+            redact_url("https://h/v1beta/models/m:generateContent?alt=sse&key=AIza-SECRET"),
+            "https://h/v1beta/models/m:generateContent?alt=sse&key=***"
+        );
+    }
+}
