@@ -229,7 +229,7 @@ th{background:#f3f4f6}.legend span{margin-right:14px;font-size:12px}.legend i{di
             esc(cache),
             esc(model)
         );
-        let (header, cells) = crate::commands::replay::policy_cells(rows);
+        let (header, cells) = crate::table::policy_cells(rows);
         page.push_str(&table(&header, &cells));
         let max_cost = rows
             .iter()

@@ -1,6 +1,7 @@
 //! Plain-text tables for terminal reports.
 
 use comfy_table::{Cell, CellAlignment, Table, presets};
+use ctxgc_replay::report::Row;
 
 /// A titled table of a report, shown in the terminal and in the HTML report alike.
 pub struct Section {
@@ -43,4 +44,70 @@ fn looks_numeric(v: &str) -> bool {
 /// `1234567` -> `1,234,567`.
 pub fn num(n: impl Into<u64>) -> String {
     ctxgc_core::trim::lines::group(n.into())
+}
+
+/// The policy table's columns.
+pub fn policy_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    let with_path = rows.iter().any(|r| r.path.is_some());
+    let with_gap = rows.iter().any(|r| r.gap_closed.is_some());
+    let mut header = vec![
+        "policy",
+        "requests",
+        "input tokens",
+        "cached",
+        "cost",
+        "vs none",
+    ];
+    if with_gap {
+        header.push("gap closed");
+    }
+    header.extend([
+        "events/100 turns",
+        "summarizer calls",
+        "earliest changed (median)",
+        "peak prompt",
+        "overflows",
+        "recall",
+    ]);
+    if with_path {
+        header.extend(["of client's", "path"]);
+    }
+    let cells = rows
+        .iter()
+        .map(|r| {
+            let mut row = vec![
+                r.policy.clone(),
+                r.requests.to_string(),
+                num(r.input_tokens),
+                format!("{:.1}%", r.cached_share * 100.0),
+                format!("${:.2}", r.cost),
+                r.cost_vs_none.map_or("-".into(), |c| format!("{:.3}x", c)),
+            ];
+            if with_gap {
+                row.push(
+                    r.gap_closed
+                        .map_or("-".into(), |g| format!("{:.0}%", g * 100.0)),
+                );
+            }
+            row.extend([
+                format!("{:.1}", r.events_per_100_turns),
+                r.summarizer_calls.to_string(),
+                r.earliest_changed_median
+                    .map_or("-".into(), |e| e.to_string()),
+                num(r.peak_prompt as u64),
+                r.overflows.to_string(),
+                r.recall
+                    .map_or("-".into(), |x| format!("{:.1}%", x * 100.0)),
+            ]);
+            if with_path {
+                row.push(
+                    r.recall_of_client
+                        .map_or("-".into(), |x| format!("{:.1}%", x * 100.0)),
+                );
+                row.push(r.path.unwrap_or("-").to_owned());
+            }
+            row
+        })
+        .collect();
+    (header, cells)
 }

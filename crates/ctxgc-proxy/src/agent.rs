@@ -18,11 +18,31 @@ use ctxgc_core::agent_tools::{RECALL_TOOL, TRIM_TOOL};
 use ctxgc_core::recall::{self, RecallQuery};
 use ctxgc_core::store::{SessionId, StateKey, Store};
 
-use crate::ProxyError;
-use ctxgc_formats::Api;
+use crate::error::ProxyError;
 use ctxgc_formats::wire_api::Kind;
+use ctxgc_formats::{Api, ApiRequest};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+/// Where the client's own history ended: an exchange is anchored there.
+pub struct ClientEnd {
+    /// Items in the client's history.
+    pub(crate) len: usize,
+    /// The fingerprint of its last item.
+    pub(crate) anchor: Option<u64>,
+}
+
+impl ClientEnd {
+    /// The end of `request`'s client history (before anything is replayed onto it).
+    pub fn of(request: &ApiRequest) -> ClientEnd {
+        let key = request.api.wire().items_key();
+        let items = request.body.get(key).and_then(Value::as_array);
+        ClientEnd {
+            len: items.map_or(0, Vec::len),
+            anchor: items.and_then(|i| i.last()).map(fingerprint),
+        }
+    }
+}
 
 /// Whether `name` is one of the tools the proxy runs itself.
 pub fn is_internal(name: &str) -> bool {

@@ -16,36 +16,19 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::agent::{self, Call, Exchange, Merge};
+use crate::agent::{self, Call, ClientEnd, Exchange, Merge};
 use crate::error::ProxyError;
 use crate::pipeline::{Prepared, prepare};
+use crate::relay::relay;
 use crate::reply::error_response;
 use crate::splice::Splicer;
 use crate::state::AppState;
-use crate::upstream::{is_event_stream, relay, response_headers};
+use crate::upstream::{is_event_stream, response_headers};
 use crate::usage;
 
 /// Upstream calls per client request at most; the last round is asked for an answer without
 /// tool calls (`tool_choice: none`).
 const MAX_ROUNDS: usize = 4;
-
-/// Where the client's own history ended: an exchange is anchored there.
-pub(crate) struct ClientEnd {
-    len: usize,
-    anchor: Option<u64>,
-}
-
-impl ClientEnd {
-    /// The end of `request`'s client history (before anything is replayed onto it).
-    pub(crate) fn of(request: &ApiRequest) -> ClientEnd {
-        let key = request.api.wire().items_key();
-        let items = request.body.get(key).and_then(Value::as_array);
-        ClientEnd {
-            len: items.map_or(0, Vec::len),
-            anchor: items.and_then(|i| i.last()).map(agent::fingerprint),
-        }
-    }
-}
 
 /// A client request whose rounds the proxy runs.
 pub(crate) struct Context {

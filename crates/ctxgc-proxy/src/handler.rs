@@ -17,9 +17,9 @@ use crate::agentic;
 use crate::error::ProxyError;
 use crate::metrics::Forwarded;
 use crate::pipeline::{self, Prepared};
+use crate::relay::relay;
 use crate::reply::{Refusal, error_response};
 use crate::state::{AppState, REWRITE_QUEUE_DEADLINE};
-use crate::upstream::relay;
 
 /// A request of `api`: rewritten, forwarded, its answer relayed.
 pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Response {

@@ -27,6 +27,7 @@ pub mod lineage;
 mod memos;
 mod metrics;
 mod pipeline;
+mod relay;
 mod reply;
 mod responses;
 pub mod rewrite;

@@ -16,14 +16,15 @@ use std::collections::BTreeMap;
 
 use ctxgc_core::ContentId;
 use ctxgc_core::engine::abstracts::ResultMeta;
-use ctxgc_core::engine::apply::{self, ApplyInput, Change};
-use ctxgc_core::engine::integrity;
-use ctxgc_core::engine::plan::{self, PlanInput, PlanKind, Replacement};
-use ctxgc_core::engine::summary;
+use ctxgc_core::engine::apply::Change;
+use ctxgc_core::engine::plan::{PlanInput, Replacement};
 use ctxgc_core::engine::{Policy, SummarizerError, SummaryReply, SummaryRequest};
+use ctxgc_core::engine::{event, integrity};
 use ctxgc_core::tokens::TokenCounter;
 use ctxgc_formats::Api;
 use serde_json::{Value, json};
+
+use crate::error::ProxyError;
 
 /// The replacement in force for one session (stored as JSON in the session-state store).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -116,7 +117,7 @@ pub fn step(
     calibration: f64,
     counter: TokenCounter,
     summarize: Option<&mut SummarizeFn<'_>>,
-) -> Result<Outcome, crate::ProxyError> {
+) -> Result<Outcome, ProxyError> {
     let outcome = step_unchecked(
         input,
         state,
@@ -151,7 +152,7 @@ fn step_unchecked(
     calibration: f64,
     mut counter: TokenCounter,
     summarize: Option<&mut SummarizeFn<'_>>,
-) -> Result<Outcome, crate::ProxyError> {
+) -> Result<Outcome, ProxyError> {
     let (api, client) = (input.api, input.client);
     // 1. Reuse the replacement when the history still starts with what it covered.
     let (applied, lineage) = match state {
@@ -247,7 +248,26 @@ fn step_unchecked(
         ),
         cache_prices: input.cache_prices,
     };
-    let Some(plan) = plan::plan(&plan_input, policy, &counter) else {
+    // 3. The event, decided by the engine's one cycle, as the session engine decides it.
+    let mut summarizer_failed = None;
+    let mut ask = summarize.map(|summarize| {
+        |request: &SummaryRequest| {
+            // When the LLM fails, the extractive summary stands in (the event is not lost, the
+            // request not failed).
+            summarize(request).map_err(|why| {
+                let why = why.to_string();
+                summarizer_failed = Some(why.clone());
+                why
+            })
+        }
+    });
+    let Some((plan, edits)) = event::decide(
+        &plan_input,
+        policy,
+        &counter,
+        input.tools,
+        ask.as_mut().map(|f| f as &mut event::SummarizeFn<'_>),
+    ) else {
         return Ok(unchanged(applied, lineage));
     };
     // The engine cuts between turns only, which are whole wire messages in every API.
@@ -255,48 +275,17 @@ fn step_unchecked(
         let at = view.wire_before(n);
         (at == view.wire_boundary(n, current.len()))
             .then_some(at)
-            .ok_or(crate::ProxyError::Boundary { at: n })
+            .ok_or(ProxyError::Boundary { at: n })
     };
     let (head, tail) = (boundary(plan.head_end)?, boundary(plan.tail_start)?);
-    // 3. The event, decided by the engine as the session engine decides it, rendered on the
-    // client's wire items.
-    let apply_input = ApplyInput {
-        messages,
-        tokens: &tokens,
-        metas: input.metas,
-    };
-    let mut summarizer_failed = None;
-    let reply = match (plan.kind, summarize) {
-        (PlanKind::Compaction, Some(summarize)) => {
-            let request = SummaryRequest {
-                messages: summary::llm_request_messages(&apply_input.summary_input(&plan)),
-                tools: input.tools.to_vec(),
-                budget: plan.summary_budget,
-            };
-            // When the LLM fails, the extractive summary stands in (the event is not lost,
-            // the request not failed).
-            Some(summarize(&request).map_err(|why| {
-                let why = why.to_string();
-                summarizer_failed = Some(why.clone());
-                why
-            }))
-        }
-        _ => None,
-    };
-    let edits = apply::apply(&plan, &apply_input, &counter, reply);
-    let mut originals = Vec::new();
-    for &i in &edits.hidden {
-        for r in messages[i].tool_results() {
-            let text = r.text();
-            originals.push((ContentId::of(text.as_bytes()), text));
-        }
-    }
+    // Rendered on the client's wire items.
+    let originals = event::hidden_originals(&edits, messages);
     let mut prompt = current.to_vec();
     let (event, boundary) = match &edits.change {
         Change::Prune(prune) => {
             for edit in prune {
                 let Some(o) = view.origin[edit.index].filter(|o| o.last < tail) else {
-                    return Err(crate::ProxyError::Boundary { at: edit.index });
+                    return Err(ProxyError::Boundary { at: edit.index });
                 };
                 match &edit.replacement {
                     Replacement::Result(text) => {
@@ -320,7 +309,7 @@ fn step_unchecked(
             // wire message, or its part of one it shares with tool results.
             for &i in pinned {
                 let Some(o) = view.origin[i] else {
-                    return Err(crate::ProxyError::Boundary { at: i });
+                    return Err(ProxyError::Boundary { at: i });
                 };
                 let shared = view.origin.iter().enumerate().any(|(k, other)| {
                     k != i && other.is_some_and(|x| x.first <= o.last && o.first <= x.last)
@@ -428,7 +417,7 @@ mod tests {
             )
         };
         let e = run(&broken, &input).err().unwrap();
-        assert!(matches!(e, crate::ProxyError::Integrity(_)), "{e}");
+        assert!(matches!(e, ProxyError::Integrity(_)), "{e}");
         assert!(e.to_string().contains("gone"), "{e}");
         // A sound lineage passes.
         let sound = Lineage {

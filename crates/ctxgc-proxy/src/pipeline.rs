@@ -8,7 +8,7 @@ use ctxgc_formats::ApiRequest;
 
 use crate::error::ProxyError;
 use crate::state::AppState;
-use crate::{agent, agentic, lineage, rewrite, splice_json};
+use crate::{agent, lineage, rewrite, splice_json};
 
 /// A request ready to forward.
 pub(crate) struct Prepared {
@@ -17,7 +17,7 @@ pub(crate) struct Prepared {
     /// Originals newly written to the store.
     pub(crate) stored: u64,
     /// The agent tools were injected: where the client's own history ended.
-    pub(crate) injected: Option<agentic::ClientEnd>,
+    pub(crate) injected: Option<agent::ClientEnd>,
 }
 
 /// Everything done to a request before it is forwarded: the session's agent state replayed and
@@ -37,7 +37,7 @@ pub(crate) fn prepare(
     let mut injected = None;
     if settings.inject_tools {
         let agent_state = agent::load(&*state.store, session)?;
-        let end = agentic::ClientEnd::of(request);
+        let end = agent::ClientEnd::of(request);
         agent_changed |= agent::apply(&mut request.body, request.api, &agent_state);
         // A token count includes the tools the real request will carry; its answer holds no
         // calls to run.

@@ -1,5 +1,5 @@
 //! What `ctxgc serve` is configured with: upstreams, limits, rewriting, the summarizer, tenants
-//! and every deadline. Plain data; the parts of [`crate::AppState`] take what they need.
+//! and every deadline. Plain data; the parts of [`crate::state::AppState`] take what they need.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,20 +1,14 @@
-//! The upstreams: sending a request with the client's headers, and relaying the answer to the
-//! client as it arrives (SSE and JSON byte for byte, the usage read on the way).
+//! The upstreams: where each provider's API is, and sending a request there with the client's
+//! headers (a 502 or 504 of ctxgc's own when it cannot be reached).
 
-use std::sync::Arc;
-
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::Response;
-use ctxgc_core::store::SessionId;
-use ctxgc_formats::{Api, Upstream};
-use futures_util::StreamExt;
+use ctxgc_formats::Upstream;
 
 use crate::error::ProxyError;
 use crate::reply::error_response;
 use crate::settings::ProxySettings;
-use crate::state::AppState;
-use crate::usage;
 
 /// The HTTP client and where each provider's API is.
 pub(crate) struct Upstreams {
@@ -177,62 +171,6 @@ pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|ct| ct.starts_with("text/event-stream"))
-}
-
-/// Streams an upstream response to the client as it arrives, byte for byte, reading the usage
-/// it reports on the way (for a request of `session`).
-pub(crate) fn relay(
-    s: &Arc<AppState>,
-    response: reqwest::Response,
-    session: Option<(Api, SessionId)>,
-) -> Response {
-    let status = response.status();
-    let headers = response_headers(&response);
-    let streaming = is_event_stream(response.headers());
-    let mut tap = session.map(|(api, session)| usage::Tap::new(api, session, streaming));
-    let state = s.clone();
-    let idle = s.settings.timeouts.upstream_idle;
-    let stream = response.bytes_stream().map(move |chunk| {
-        if let (Ok(bytes), Some(t)) = (&chunk, tap.as_mut()) {
-            t.feed(bytes);
-            if let Some((session, usage, response_id)) = t.finished() {
-                if let Some(usage) = usage {
-                    state.sessions.record_usage(&session, usage);
-                }
-                if let Some(id) = response_id {
-                    state.responses.remember(id, &session);
-                }
-            }
-        }
-        chunk
-    });
-    // A stream the upstream stopped feeding ends with an error event the client sees (rather
-    // than a connection that just stops), then nothing more.
-    let stream = stream.scan(false, move |failed, chunk| {
-        let item = match chunk {
-            _ if *failed => None,
-            Ok(bytes) => Some(Ok(bytes)),
-            Err(e) if streaming => {
-                *failed = true;
-                let why = if e.is_timeout() {
-                    format!("the upstream sent nothing for {} s", idle.as_secs())
-                } else {
-                    format!("the upstream stream broke: {}", e.without_url())
-                };
-                let event = serde_json::json!({"type": "error", "error": {"type": "ctxgc_upstream_error", "message": format!("ctxgc: {why}")}});
-                Some(Ok(Bytes::from(format!("event: error\ndata: {event}\n\n"))))
-            }
-            Err(e) => {
-                *failed = true;
-                Some(Err(e))
-            }
-        };
-        std::future::ready(item)
-    });
-    let mut resp = Response::new(Body::from_stream(stream));
-    *resp.status_mut() = status;
-    *resp.headers_mut() = headers;
-    resp
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use ctxgc_core::{Role, Transcript};
 use serde::Serialize;
 
 use crate::cache::anthropic::{TTL_1H_MS, TTL_MS};
-use crate::run::{Calibration, client_prompt};
+use crate::client::{Calibration, client_prompt};
 
 /// Why a request wrote to the cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -10,6 +10,7 @@
 
 pub mod cache;
 pub mod causes;
+pub mod client;
 mod counting;
 pub mod kinds;
 pub mod policies;

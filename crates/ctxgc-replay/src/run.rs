@@ -7,6 +7,7 @@ use ctxgc_core::{Message, Role, Transcript};
 use serde::Serialize;
 
 use crate::cache::{Block, CacheKind, CacheModel, SentAt, Served, chain};
+pub use crate::client::{Calibration, client_prompt};
 use crate::kinds::tool_kind;
 use crate::policies::{PolicyFactory, ReplayEvent, SessionContext};
 use crate::prices::ModelPrice;
@@ -79,28 +80,6 @@ impl Caches {
     }
 }
 
-/// How a client log's requests are counted. The log has neither the system prompt nor the
-/// tool definitions, and Claude has no public tokenizer, so both are estimated once per session
-/// from the usage the provider recorded: `scale` is the least-squares slope of recorded prompt
-/// tokens over ctxgc's o200k count of the messages the client sent, and `prefix_tokens` what
-/// the first call's recorded prompt holds beyond its scaled messages.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Calibration {
-    /// Tokens of the fixed prefix (system prompt and tool definitions) the log does not hold.
-    pub prefix_tokens: usize,
-    /// Provider tokens per o200k token of the messages.
-    pub scale: f64,
-}
-
-impl Default for Calibration {
-    fn default() -> Self {
-        Calibration {
-            prefix_tokens: 0,
-            scale: 1.0,
-        }
-    }
-}
-
 /// What a client log tells the replay beyond its messages, estimated once per session from the
 /// usage the provider recorded: how to count (see [`Calibration`]) and where the client changed
 /// its own prompt (a rewritten system prompt, cleared old tool results) in ways the log does
@@ -156,23 +135,6 @@ pub fn client_model(t: &Transcript) -> Option<ClientModel> {
         prompt_changes,
         hidden_after_compaction,
     })
-}
-
-/// The message indices of the request that produced assistant message `index`, as the client
-/// sent it: everything before it, or after the client's latest compaction its leading system
-/// messages and what followed the compaction.
-pub fn client_prompt(t: &Transcript, index: usize) -> (std::ops::Range<usize>, usize) {
-    let system_end = t
-        .messages
-        .iter()
-        .take_while(|m| m.role == Role::System)
-        .count();
-    let start = t
-        .recording
-        .as_ref()
-        .and_then(|r| r.compactions.iter().rev().find(|c| c.at <= index))
-        .map_or(0, |c| c.at.max(system_end));
-    (start..index, if start > 0 { system_end } else { 0 })
 }
 
 /// The calibration (fitted on the requests before the client's first compaction, when there

@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 
 use crate::engine::abstracts::ResultMeta;
+use crate::engine::event::{EventKind, SummaryReply};
 use crate::engine::plan::{self, Plan, PlanKind, PruneEdit};
 use crate::engine::segments;
-use crate::engine::session::{EventKind, SummaryReply};
 use crate::engine::summary::{self, SummaryInput};
 use crate::tokens::TokenCounter;
 use crate::transcript::{Message, Role};

@@ -19,6 +19,7 @@
 pub mod abstracts;
 pub mod apply;
 pub mod drive;
+pub mod event;
 pub mod facts;
 pub mod integrity;
 pub mod plan;
@@ -28,12 +29,10 @@ pub mod segments;
 pub mod session;
 pub mod summary;
 
+pub use event::{EventKind, Summarizer, SummarizerError, SummaryReply, SummaryRequest};
 pub use plan::{Plan, PlanKind};
 pub use policy::Policy;
-pub use session::{
-    EngineError, EventKind, EventRecord, Session, SessionReport, Summarizer, SummarizerError,
-    SummaryReply, SummaryRequest,
-};
+pub use session::{EngineError, EventRecord, Session, SessionReport};
 
 #[cfg(test)]
 mod tests;

@@ -9,11 +9,11 @@ use serde_json::Value;
 use crate::config::Config;
 use crate::content_id::ContentId;
 use crate::engine::abstracts::ResultMeta;
-use crate::engine::apply::{self, ApplyInput};
+use crate::engine::apply::{self, ApplyInput, Edits};
+use crate::engine::event::{self, EventKind, Summarizer, SummaryReply, SummaryRequest};
 use crate::engine::integrity::{self, IntegrityError};
-use crate::engine::plan::{self, Plan, PlanInput, PlanKind};
+use crate::engine::plan::{self, Plan, PlanInput};
 use crate::engine::repeats::{self, Earlier};
-use crate::engine::summary;
 use crate::recall::{self, RecallError, RecallQuery};
 use crate::store::{OriginalStore, SessionId, StoreError};
 use crate::tokens::{ProviderFamily, TokenCounter};
@@ -21,29 +21,6 @@ use crate::transcript::{Block, Message, Role};
 use crate::trim::{self, ToolOutput, TrimConfig};
 
 use super::policy::Policy;
-
-/// Kinds of events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EventKind {
-    /// A tool result was trimmed (or pointed to a repeat) as it entered: no cache break.
-    InsertTrim,
-    /// The model replaced the latest tool result with its summary.
-    AgentTrim,
-    /// Phase 1 alone.
-    PruneOnly,
-    /// Phase 2 with the configured summarizer.
-    Compaction,
-    /// Phase 2 with the extractive summarizer because the LLM failed or is cooling down.
-    Fallback,
-}
-
-impl EventKind {
-    /// Whether the event rewrote history that was already sent (a cache break).
-    pub fn rewrites_history(self) -> bool {
-        !matches!(self, EventKind::InsertTrim)
-    }
-}
 
 /// One entry of the event log.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -94,50 +71,6 @@ pub enum EngineError {
     /// A recall query that cannot be answered.
     #[error("recall_tool_result: {0}")]
     Recall(#[from] RecallError),
-}
-
-/// An external summarizer (an LLM behind HTTP, usually).
-pub trait Summarizer {
-    /// A short name for logs.
-    fn name(&self) -> &str;
-    /// Writes the model sections of a summary for the request's last instruction.
-    fn summarize(&mut self, request: &SummaryRequest) -> Result<SummaryReply, SummarizerError>;
-}
-
-/// Why an external summarizer gave no summary (the extractive summary then stands in).
-#[derive(Debug, thiserror::Error)]
-pub enum SummarizerError {
-    /// It is not asked again for a while after a failure.
-    #[error("cooling down after a failure ({secs_left} s left)")]
-    CoolingDown {
-        /// Seconds until it is asked again.
-        secs_left: u64,
-    },
-    /// It failed (the backend's error).
-    #[error(transparent)]
-    Failed(Box<dyn std::error::Error + Send + Sync>),
-}
-
-/// What an external summarizer is asked.
-#[derive(Debug, Clone)]
-pub struct SummaryRequest {
-    /// The current prompt with the summarisation instruction appended (cache-friendly).
-    pub messages: Vec<Message>,
-    /// The tool definitions the conversation sends (kept so the prefix stays identical).
-    pub tools: Vec<Value>,
-    /// Target size in tokens (asked for in the prompt, never enforced with max_tokens).
-    pub budget: usize,
-}
-
-/// A summarizer's answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SummaryReply {
-    /// The model sections.
-    pub body: String,
-    /// Input tokens as reported.
-    pub tokens_in: usize,
-    /// Output tokens as reported.
-    pub tokens_out: usize,
 }
 
 /// Aggregates of a session's event log.
@@ -439,11 +372,7 @@ impl Session {
 
     /// The request an external summarizer gets for a compaction plan.
     pub fn summary_request(&self, plan: &Plan) -> SummaryRequest {
-        SummaryRequest {
-            messages: summary::llm_request_messages(&self.apply_input().summary_input(plan)),
-            tools: self.tools.clone(),
-            budget: plan.summary_budget,
-        }
+        event::summary_request(plan, &self.apply_input(), &self.tools)
     }
 
     /// Runs the due event, if any: prune-only directly; a compaction with `summarizer` when
@@ -452,20 +381,26 @@ impl Session {
         &mut self,
         summarizer: Option<&mut (dyn Summarizer + 's)>,
     ) -> Result<Option<EventRecord>, EngineError> {
-        let Some(plan) = self.plan() else {
+        if self.stopped.is_some() {
+            return Ok(None);
+        }
+        let started = Instant::now();
+        let mut ask = summarizer.map(|s| {
+            move |request: &SummaryRequest| {
+                s.summarize(request)
+                    .map_err(|e| format!("{} summarizer failed: {e}", s.name()))
+            }
+        });
+        let Some((_, edits)) = event::decide(
+            &self.plan_input(),
+            &self.policy,
+            &self.counter,
+            &self.tools,
+            ask.as_mut().map(|f| f as &mut event::SummarizeFn<'_>),
+        ) else {
             return Ok(None);
         };
-        let reply = match (plan.kind, summarizer) {
-            (PlanKind::Compaction, Some(s)) => {
-                let request = self.summary_request(&plan);
-                Some(
-                    s.summarize(&request)
-                        .map_err(|e| format!("{} summarizer failed: {e}", s.name())),
-                )
-            }
-            _ => None,
-        };
-        self.apply(&plan, reply).map(Some)
+        self.take(edits, started).map(Some)
     }
 
     /// Applies a plan. For compactions, `reply` is the external summarizer's answer (`Err`
@@ -477,8 +412,13 @@ impl Session {
         reply: Option<Result<SummaryReply, String>>,
     ) -> Result<EventRecord, EngineError> {
         let started = Instant::now();
-        let before = self.prompt_tokens();
         let edits = apply::apply(plan, &self.apply_input(), &self.counter, reply);
+        self.take(edits, started)
+    }
+
+    /// Renders an event's edits on the prompt, checks it, records the event and judges it.
+    fn take(&mut self, edits: Edits, started: Instant) -> Result<EventRecord, EngineError> {
+        let before = self.prompt_tokens();
         let new_messages = edits.render(&self.messages);
         integrity::check(&new_messages)?;
         self.tokens = new_messages
