@@ -17,7 +17,7 @@ use ctxgc_store::SqliteStore;
 use ctxgc_summarize::BlockingSummarizer;
 
 use super::summarizer::{SummarizerArgs, SummarizerKind};
-use rayon::prelude::*;
+use rayon::iter::{IntoParallelRefIterator, ParallelIterator};
 use serde::Serialize;
 
 use crate::table::{num, render};

@@ -18,7 +18,7 @@ use ctxgc_replay::prices::{self, ModelPrice};
 use ctxgc_replay::report::{self, Row};
 use ctxgc_replay::run::{ClientModel, SessionRun, client_model, replay};
 use ctxgc_replay::validate::{self, SessionCheck};
-use rayon::prelude::*;
+use rayon::iter::{IntoParallelRefIterator, ParallelIterator};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

@@ -9,12 +9,35 @@
 use std::collections::BTreeMap;
 
 use crate::engine::abstracts::ResultMeta;
-use crate::engine::event::{EventKind, SummaryReply};
 use crate::engine::plan::{self, Plan, PlanKind, PruneEdit};
 use crate::engine::segments;
+use crate::engine::summarizer::SummaryReply;
 use crate::engine::summary::{self, SummaryInput};
 use crate::tokens::TokenCounter;
 use crate::transcript::{Message, Role};
+
+/// Kinds of events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    /// A tool result was trimmed (or pointed to a repeat) as it entered: no cache break.
+    InsertTrim,
+    /// The model replaced the latest tool result with its summary.
+    AgentTrim,
+    /// Phase 1 alone.
+    PruneOnly,
+    /// Phase 2 with the configured summarizer.
+    Compaction,
+    /// Phase 2 with the extractive summarizer because the LLM failed or is cooling down.
+    Fallback,
+}
+
+impl EventKind {
+    /// Whether the event rewrote history that was already sent (a cache break).
+    pub fn rewrites_history(self) -> bool {
+        !matches!(self, EventKind::InsertTrim)
+    }
+}
 
 /// What an event changes in a prompt.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,8 +4,8 @@
 //! the turn budget); before each assistant message the agent sends a request, so that is where
 //! due events run and where `on_request` sees the prompt.
 
-use crate::engine::event::Summarizer;
 use crate::engine::session::{EngineError, EventRecord, Session};
+use crate::engine::summarizer::Summarizer;
 use crate::store::OriginalStore;
 use crate::transcript::{Message, Role, Transcript};
 

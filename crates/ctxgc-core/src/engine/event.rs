@@ -3,82 +3,15 @@
 //! items; both judge the event with [`Policy::judge_event`]. Neither has a cycle of its own, so
 //! the replay lab measures the events `serve` runs.
 
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::engine::apply::{self, ApplyInput, Edits};
 use crate::engine::plan::{self, Plan, PlanInput, PlanKind};
 use crate::engine::policy::Policy;
+use crate::engine::summarizer::{SummaryReply, SummaryRequest};
 use crate::engine::summary;
 use crate::tokens::TokenCounter;
 use crate::transcript::Message;
-
-/// Kinds of events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EventKind {
-    /// A tool result was trimmed (or pointed to a repeat) as it entered: no cache break.
-    InsertTrim,
-    /// The model replaced the latest tool result with its summary.
-    AgentTrim,
-    /// Phase 1 alone.
-    PruneOnly,
-    /// Phase 2 with the configured summarizer.
-    Compaction,
-    /// Phase 2 with the extractive summarizer because the LLM failed or is cooling down.
-    Fallback,
-}
-
-impl EventKind {
-    /// Whether the event rewrote history that was already sent (a cache break).
-    pub fn rewrites_history(self) -> bool {
-        !matches!(self, EventKind::InsertTrim)
-    }
-}
-
-/// An external summarizer (an LLM behind HTTP, usually).
-pub trait Summarizer {
-    /// A short name for logs.
-    fn name(&self) -> &str;
-    /// Writes the model sections of a summary for the request's last instruction.
-    fn summarize(&mut self, request: &SummaryRequest) -> Result<SummaryReply, SummarizerError>;
-}
-
-/// Why an external summarizer gave no summary (the extractive summary then stands in).
-#[derive(Debug, thiserror::Error)]
-pub enum SummarizerError {
-    /// It is not asked again for a while after a failure.
-    #[error("cooling down after a failure ({secs_left} s left)")]
-    CoolingDown {
-        /// Seconds until it is asked again.
-        secs_left: u64,
-    },
-    /// It failed (the backend's error).
-    #[error(transparent)]
-    Failed(Box<dyn std::error::Error + Send + Sync>),
-}
-
-/// What an external summarizer is asked.
-#[derive(Debug, Clone)]
-pub struct SummaryRequest {
-    /// The current prompt with the summarisation instruction appended (cache-friendly).
-    pub messages: Vec<Message>,
-    /// The tool definitions the conversation sends (kept so the prefix stays identical).
-    pub tools: Vec<Value>,
-    /// Target size in tokens (asked for in the prompt, never enforced with max_tokens).
-    pub budget: usize,
-}
-
-/// A summarizer's answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SummaryReply {
-    /// The model sections.
-    pub body: String,
-    /// Input tokens as reported.
-    pub tokens_in: usize,
-    /// Output tokens as reported.
-    pub tokens_out: usize,
-}
 
 /// Writes a compaction's summary: the reply, or why there is none (the extractive summary then
 /// stands in and the event is a fallback).

@@ -27,12 +27,14 @@ pub mod policy;
 pub mod repeats;
 pub mod segments;
 pub mod session;
+pub mod summarizer;
 pub mod summary;
 
-pub use event::{EventKind, Summarizer, SummarizerError, SummaryReply, SummaryRequest};
+pub use apply::EventKind;
 pub use plan::{Plan, PlanKind};
 pub use policy::Policy;
 pub use session::{EngineError, EventRecord, Session, SessionReport};
+pub use summarizer::{Summarizer, SummarizerError, SummaryReply, SummaryRequest};
 
 #[cfg(test)]
 mod tests;
