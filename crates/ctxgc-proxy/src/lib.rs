@@ -36,6 +36,7 @@ mod sessions;
 mod settings;
 pub mod splice;
 pub mod splice_json;
+pub mod sse;
 mod state;
 mod stats;
 mod summarizer;

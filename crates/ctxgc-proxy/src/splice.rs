@@ -15,6 +15,7 @@ use ctxgc_formats::Api;
 use serde_json::{Value, json};
 
 use crate::agent::{Call, is_internal};
+use crate::sse::{Event, Framer};
 
 /// One tool call or content block being streamed.
 #[derive(Debug, Default, Clone)]
@@ -43,7 +44,7 @@ pub struct Round {
 /// Rewrites one streamed response, round after round.
 pub struct Splicer {
     dialect: &'static dyn Dialect,
-    pending: Vec<u8>,
+    framer: Framer,
     st: State,
 }
 
@@ -99,33 +100,12 @@ fn dialect(api: Api) -> &'static dyn Dialect {
     }
 }
 
-fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
-    let crlf = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| (i, 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (a, b) => a.or(b),
-    }
-}
-
-fn data_of(event: &str) -> String {
-    event
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(|d| d.strip_prefix(' ').unwrap_or(d))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 impl Splicer {
     /// A splicer for a streamed response of `api`.
     pub fn new(api: Api) -> Splicer {
         Splicer {
             dialect: dialect(api),
-            pending: Vec::new(),
+            framer: Framer::new(),
             st: State::default(),
         }
     }
@@ -137,18 +117,19 @@ impl Splicer {
 
     /// Feeds upstream bytes; returns the bytes to send to the client now.
     pub fn feed(&mut self, chunk: &[u8]) -> Vec<u8> {
-        self.pending.extend_from_slice(chunk);
         let mut out = Vec::new();
-        while let Some((at, sep)) = event_end(&self.pending) {
-            let event: Vec<u8> = self.pending.drain(..at + sep).collect();
-            self.event(&event, &mut out);
-        }
+        let Splicer {
+            dialect,
+            framer,
+            st,
+        } = self;
+        framer.feed(chunk, |event| route(*dialect, st, event, &mut out));
         out
     }
 
     /// The end of a round's stream: what is left, and what the round asks for.
     pub fn finish(&mut self) -> (Vec<u8>, Round) {
-        let mut out = std::mem::take(&mut self.pending);
+        let mut out = self.framer.take_rest();
         let st = &mut self.st;
         if st.follow_up {
             out.clear();
@@ -169,31 +150,29 @@ impl Splicer {
         }
         (out, round)
     }
+}
 
-    fn event(&mut self, raw: &[u8], out: &mut Vec<u8>) {
-        if self.st.follow_up {
-            return; // the round's closing events: the next round continues the response
-        }
-        let Ok(text) = std::str::from_utf8(raw) else {
-            out.extend_from_slice(raw);
-            return;
-        };
-        let data = data_of(text);
-        let Ok(mut value) = serde_json::from_str::<Value>(&data) else {
-            out.extend_from_slice(raw); // `[DONE]`, comments, pings: as they came
-            return;
-        };
-        let keep = self.dialect.event(&mut self.st, &mut value);
-        match keep {
-            Keep::Original => out.extend_from_slice(raw),
-            Keep::Drop => {}
-            Keep::Changed => {
-                if text.lines().any(|l| l.starts_with("event:")) {
-                    let name = value["type"].as_str().unwrap_or("message");
-                    out.extend_from_slice(format!("event: {name}\n").as_bytes());
-                }
-                out.extend_from_slice(format!("data: {value}\n\n").as_bytes());
+/// One event of the stream: passed on as it came, held back, or rewritten.
+fn route(dialect: &dyn Dialect, st: &mut State, event: Event<'_>, out: &mut Vec<u8>) {
+    if st.follow_up {
+        return; // the round's closing events: the next round continues the response
+    }
+    let parsed = event
+        .data()
+        .and_then(|data| serde_json::from_slice::<Value>(&data).ok());
+    let Some(mut value) = parsed else {
+        out.extend_from_slice(event.raw); // `[DONE]`, comments, pings: as they came
+        return;
+    };
+    match dialect.event(st, &mut value) {
+        Keep::Original => out.extend_from_slice(event.raw),
+        Keep::Drop => {}
+        Keep::Changed => {
+            if event.name().is_some() {
+                let name = value["type"].as_str().unwrap_or("message");
+                out.extend_from_slice(format!("event: {name}\n").as_bytes());
             }
+            out.extend_from_slice(format!("data: {value}\n\n").as_bytes());
         }
     }
 }

@@ -1,9 +1,10 @@
 //! Reading the usage the upstream reports, from a response streaming through untouched.
 //!
 //! The tap sees each chunk as it is forwarded; it never delays or alters it. SSE events are
-//! parsed line by line (OpenAI chat: the chunk with `usage`; Responses: `response.completed`;
-//! Anthropic: `message_start` and `message_delta`); a JSON body is parsed once complete. The
-//! copy kept for parsing is bounded.
+//! framed by [`crate::sse`] (multi-line data, every line ending) and read for what reports
+//! usage (OpenAI chat: the chunk with `usage`; Responses: `response.completed`; Anthropic:
+//! `message_start` and `message_delta`); a JSON body is parsed once complete. What is kept for
+//! parsing is bounded.
 
 use serde_json::Value;
 
@@ -13,12 +14,17 @@ use ctxgc_formats::Api;
 use ctxgc_formats::wire_api::ResponseEvent;
 pub use ctxgc_formats::wire_api::Usage;
 
+use crate::sse::Framer;
+
 /// Watches one response.
 pub struct Tap {
     api: Api,
     session: ctxgc_core::store::SessionId,
     sse: bool,
+    /// A JSON body as it arrives.
     pending: Vec<u8>,
+    /// The events of a stream.
+    framer: Framer,
     usage: Option<Usage>,
     /// A Responses response's id (a later request's `previous_response_id` continues it).
     response_id: Option<String>,
@@ -34,6 +40,7 @@ impl Tap {
             session,
             sse,
             pending: Vec::new(),
+            framer: Framer::new(),
             usage: None,
             response_id: None,
             done: false,
@@ -58,19 +65,21 @@ impl Tap {
             }
             return;
         }
-        self.pending.extend_from_slice(chunk);
-        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=end).collect();
-            let Some(data) = line.strip_prefix(b"data:") else {
-                continue;
-            };
-            let Ok(v) = serde_json::from_slice::<Value>(data.trim_ascii()) else {
-                continue;
-            };
-            self.event(&v);
+        let mut events = Vec::new();
+        self.framer.feed(chunk, |event| {
+            if let Some(v) = event
+                .data()
+                .and_then(|data| serde_json::from_slice::<Value>(&data).ok())
+            {
+                events.push(v);
+            }
+        });
+        for v in &events {
+            self.event(v);
         }
-        if self.pending.len() > MAX_JSON_BYTES {
-            self.pending.clear();
+        // An event past the bound is not one that reports usage: given up.
+        if self.framer.pending() > MAX_JSON_BYTES {
+            self.framer.clear();
         }
     }
 
