@@ -19,12 +19,12 @@ use tracing::Instrument;
 use crate::agent::{self, Call, ClientEnd, Exchange, Merge};
 use crate::error::ProxyError;
 use crate::pipeline::{Prepared, prepare};
+use crate::relay::Tap;
 use crate::relay::relay;
 use crate::reply::error_response;
 use crate::splice::Splicer;
 use crate::state::AppState;
 use crate::upstream::{is_event_stream, response_headers};
-use crate::usage;
 
 /// Upstream calls per client request at most; the last round is asked for an answer without
 /// tool calls (`tool_choice: none`).
@@ -202,7 +202,7 @@ async fn buffered(cx: Context, mut response: reqwest::Response) -> Response {
                 );
             }
         };
-        let mut tap = usage::Tap::new(cx.api, cx.session.clone(), false);
+        let mut tap = Tap::new(cx.api, cx.session.clone(), false);
         tap.feed(&body);
         if let Some((session, u)) = tap.finished_usage() {
             cx.s.sessions.record_usage(&session, u);
@@ -259,7 +259,7 @@ fn streamed(cx: Context, first: reqwest::Response) -> Response {
         let mut response = first;
         for round in 0..MAX_ROUNDS {
             splicer.set_last_round(round + 1 == MAX_ROUNDS);
-            let mut tap = usage::Tap::new(cx.api, cx.session.clone(), true);
+            let mut tap = Tap::new(cx.api, cx.session.clone(), true);
             let mut body = response.bytes_stream();
             while let Some(chunk) = body.next().await {
                 let bytes = match chunk {

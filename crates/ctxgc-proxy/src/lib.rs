@@ -9,12 +9,12 @@
 //! failure forwards the original request unchanged (fail open) and is logged and counted.
 //! Headers are forwarded and never logged or stored.
 //!
-//! A request flows one way, and so do the imports:
-//! [`server`](crate::server) (routes) → `handler` (intake) → `pipeline` → `rewrite` and
-//! `lineage` → the engine in `ctxgc-core`; then `upstream` (send, relay) with `usage` (what the
-//! upstream reports), or `agentic` (the agent tools' rounds, with `splice`). The state the
-//! requests share is `state`'s [`AppState`], made of parts at the bottom: `metrics`, `sessions`,
-//! `responses`, `memos`, `summarizer`, `identity`, `settings`.
+//! A request flows one way, and so do the imports: `server` (routes) → `handler` (intake:
+//! body, tenant, session) → `pipeline` → `rewrite` (insertion trimming) and `lineage` (the
+//! engine's events, decided in `ctxgc-core`); then `upstream` (sending) and `relay` (the answer
+//! back, its usage read through `sse`), or `agentic` (the agent tools' rounds, with `splice`).
+//! The state the requests share is `state`'s [`AppState`], made of parts at the bottom:
+//! `metrics`, `sessions`, `responses`, `memos`, `summarizer`, `identity`, `settings`.
 
 #![deny(missing_docs)]
 
@@ -41,7 +41,6 @@ mod state;
 mod stats;
 mod summarizer;
 mod upstream;
-mod usage;
 
 pub use error::ProxyError;
 pub use rewrite::RewriteSettings;

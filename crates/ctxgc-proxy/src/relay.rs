@@ -1,5 +1,11 @@
 //! Relaying an upstream's answer to the client as it arrives, SSE and JSON byte for byte, with
 //! the usage it reports read on the way into the session table.
+//!
+//! The tap ([`Tap`]) sees each chunk as it is forwarded; it never delays or alters it. SSE
+//! events are framed by [`crate::sse`] (multi-line data, every line ending) and read for what
+//! reports usage (OpenAI chat: the chunk with `usage`; Responses: `response.completed`;
+//! Anthropic: `message_start` and `message_delta`); a JSON body is parsed once complete. What is
+//! kept for parsing is bounded.
 
 use std::sync::Arc;
 
@@ -9,9 +15,12 @@ use ctxgc_core::store::SessionId;
 use ctxgc_formats::Api;
 use futures_util::StreamExt;
 
+use crate::sse::Framer;
 use crate::state::AppState;
 use crate::upstream::{is_event_stream, response_headers};
-use crate::usage;
+use ctxgc_formats::wire_api::ResponseEvent;
+pub use ctxgc_formats::wire_api::Usage;
+use serde_json::Value;
 
 /// Streams an upstream response to the client as it arrives, byte for byte, reading the usage
 /// it reports on the way (for a request of `session`).
@@ -23,7 +32,7 @@ pub(crate) fn relay(
     let status = response.status();
     let headers = response_headers(&response);
     let streaming = is_event_stream(response.headers());
-    let mut tap = session.map(|(api, session)| usage::Tap::new(api, session, streaming));
+    let mut tap = session.map(|(api, session)| Tap::new(api, session, streaming));
     let state = s.clone();
     let idle = s.settings.timeouts.upstream_idle;
     let stream = response.bytes_stream().map(move |chunk| {
@@ -67,4 +76,168 @@ pub(crate) fn relay(
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
     resp
+}
+
+const MAX_JSON_BYTES: usize = 4 * 1024 * 1024;
+
+/// Watches one response.
+pub struct Tap {
+    api: Api,
+    session: ctxgc_core::store::SessionId,
+    sse: bool,
+    /// A JSON body as it arrives.
+    pending: Vec<u8>,
+    /// The events of a stream.
+    framer: Framer,
+    usage: Option<Usage>,
+    /// A Responses response's id (a later request's `previous_response_id` continues it).
+    response_id: Option<String>,
+    done: bool,
+    reported: bool,
+}
+
+impl Tap {
+    /// A tap for a response of `api` for `session`.
+    pub fn new(api: Api, session: ctxgc_core::store::SessionId, sse: bool) -> Tap {
+        Tap {
+            api,
+            session,
+            sse,
+            pending: Vec::new(),
+            framer: Framer::new(),
+            usage: None,
+            response_id: None,
+            done: false,
+            reported: false,
+        }
+    }
+
+    /// Sees one chunk.
+    pub fn feed(&mut self, chunk: &[u8]) {
+        if self.done {
+            return;
+        }
+        if !self.sse {
+            if self.pending.len() + chunk.len() > MAX_JSON_BYTES {
+                self.done = true;
+                return;
+            }
+            self.pending.extend_from_slice(chunk);
+            if let Ok(v) = serde_json::from_slice::<Value>(&self.pending) {
+                (self.usage, self.response_id) = self.api.wire().response_summary(&v);
+                self.done = true;
+            }
+            return;
+        }
+        let mut events = Vec::new();
+        self.framer.feed(chunk, |event| {
+            if let Some(v) = event
+                .data()
+                .and_then(|data| serde_json::from_slice::<Value>(&data).ok())
+            {
+                events.push(v);
+            }
+        });
+        for v in &events {
+            self.event(v);
+        }
+        // An event past the bound is not one that reports usage: given up.
+        if self.framer.pending() > MAX_JSON_BYTES {
+            self.framer.clear();
+        }
+    }
+
+    fn event(&mut self, v: &Value) {
+        match self.api.wire().response_event(v) {
+            ResponseEvent::Started { id, usage } => {
+                self.response_id = id.or(self.response_id.take());
+                self.usage = usage.or(self.usage);
+            }
+            ResponseEvent::OutputTokens(out) => {
+                if let Some(u) = self.usage.as_mut() {
+                    u.output = out;
+                }
+            }
+            ResponseEvent::Completed { id, usage } => {
+                self.response_id = id.or(self.response_id.take());
+                self.usage = usage.or(self.usage);
+                self.done = true;
+            }
+            ResponseEvent::Other => {}
+        }
+    }
+
+    /// What the response reported, once, when it is complete: its session, its usage (if it
+    /// reported any) and its id (a Responses response).
+    pub fn finished(
+        &mut self,
+    ) -> Option<(ctxgc_core::store::SessionId, Option<Usage>, Option<String>)> {
+        if self.done && !self.reported {
+            self.reported = true;
+            return Some((self.session.clone(), self.usage, self.response_id.take()));
+        }
+        None
+    }
+
+    /// The usage, once, when the response has reported it.
+    pub fn finished_usage(&mut self) -> Option<(ctxgc_core::store::SessionId, Usage)> {
+        let (session, usage, _) = self.finished()?;
+        usage.map(|u| (session, u))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctxgc_core::store::SessionId;
+
+    #[test]
+    fn anthropic_sse_usage_across_chunks() {
+        let mut tap = Tap::new(Api::Messages, SessionId::new("s"), true);
+        let stream = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":12,\"cache_read_input_tokens\":3000,\"cache_creation_input_tokens\":40,\"output_tokens\":1}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":77}}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+        for chunk in stream.as_bytes().chunks(17) {
+            tap.feed(chunk);
+        }
+        assert_eq!(
+            tap.finished_usage(),
+            Some((
+                SessionId::new("s"),
+                Usage {
+                    input: 12,
+                    cache_read: 3000,
+                    cache_write: 40,
+                    output: 77
+                }
+            ))
+        );
+        assert_eq!(tap.finished_usage(), None, "reported once");
+    }
+
+    #[test]
+    fn openai_json_and_stream_usage() {
+        let mut tap = Tap::new(Api::ChatCompletions, SessionId::new("s"), false);
+        tap.feed(br#"{"choices":[],"usage":{"prompt_tokens":2000,"completion_tokens":5,"#);
+        assert_eq!(tap.finished_usage(), None);
+        tap.feed(br#""prompt_tokens_details":{"cached_tokens":1920}}}"#);
+        assert_eq!(
+            tap.finished_usage().unwrap().1,
+            Usage {
+                input: 80,
+                cache_read: 1920,
+                cache_write: 0,
+                output: 5
+            }
+        );
+        let mut tap = Tap::new(Api::Responses, SessionId::new("s"), true);
+        tap.feed(b"data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":500,\"input_tokens_details\":{\"cached_tokens\":384},\"output_tokens\":9,\"total_tokens\":509}}}\n\n");
+        assert_eq!(
+            tap.finished_usage().unwrap().1,
+            Usage {
+                input: 116,
+                cache_read: 384,
+                cache_write: 0,
+                output: 9
+            }
+        );
+    }
 }
