@@ -10,6 +10,7 @@
 
 pub mod anthropic;
 pub mod chat;
+pub mod gemini;
 pub mod import;
 pub mod request;
 pub mod responses;

@@ -8,7 +8,7 @@
 use ctxgc_core::Transcript;
 use serde_json::Value;
 
-use crate::{FormatError, anthropic, chat, responses};
+use crate::{FormatError, anthropic, chat, gemini, responses};
 
 /// Which API a body is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +19,8 @@ pub enum Api {
     Responses,
     /// `POST /v1/messages` (Anthropic)
     Messages,
+    /// `POST /v1beta/models/{model}:generateContent` (Gemini)
+    Gemini,
 }
 
 impl Api {
@@ -28,6 +30,7 @@ impl Api {
             Api::ChatCompletions => "openai-chat",
             Api::Responses => "openai-responses",
             Api::Messages => "anthropic-messages",
+            Api::Gemini => "gemini",
         }
     }
 }
@@ -87,6 +90,7 @@ impl ApiRequest {
             Api::ChatCompletions => chat_transcript(&self.body),
             Api::Responses => responses::transcript_from_body(&self.body),
             Api::Messages => anthropic::transcript_from_body(&self.body),
+            Api::Gemini => gemini::transcript_from_body(&self.body),
         }
     }
 }
@@ -116,6 +120,9 @@ fn chat_transcript(body: &Value) -> Result<Transcript, FormatError> {
 /// Guesses the API of a body from its keys and block types.
 pub fn detect(body: &Value) -> Option<Api> {
     let obj = body.as_object()?;
+    if obj.contains_key("contents") && !obj.contains_key("messages") {
+        return Some(Api::Gemini);
+    }
     if obj.contains_key("input") && !obj.contains_key("messages") {
         return Some(Api::Responses);
     }

@@ -179,6 +179,8 @@ pub enum CacheHint {
     Breakpoints,
     /// Automatic prefix caching, routed by `prompt_cache_key` (OpenAI).
     PromptCacheKey,
+    /// Automatic prefix caching with nothing to steer it (Gemini's implicit caching).
+    Implicit,
 }
 
 /// Which upstream an API's requests go to.
@@ -188,6 +190,21 @@ pub enum Upstream {
     OpenAi,
     /// Anthropic.
     Anthropic,
+    /// Google's Gemini API.
+    Gemini,
+}
+
+/// A tool result's text in a conversation, where it is and what answered it.
+#[derive(Debug, Clone)]
+pub struct ResultSlot<'a> {
+    /// The id of the call it answers, when known.
+    pub call_id: Option<std::borrow::Cow<'a, str>>,
+    /// The tool's name, when the result itself says it (else the call's is looked up).
+    pub tool: Option<&'a str>,
+    /// The content (a string, or a list of parts).
+    pub content: &'a Value,
+    /// The JSON pointer of the content within the item.
+    pub pointer: String,
 }
 
 /// One provider API's wire format.
@@ -272,6 +289,28 @@ pub trait WireApi: Sync {
     /// The neutral view of a conversation (`items`, with the instructions outside them), and
     /// the provenance of every view message; `None` when the items are not this API's.
     fn view(&self, system: Option<&Value>, items: &[Value]) -> Option<View>;
+    /// The tool results of item `i` of a conversation, with the call ids the neutral view
+    /// gives them ([`Self::results_in`] where an item's results name their calls; an API that
+    /// pairs results with calls by position needs the items before).
+    fn result_slots<'a>(&self, items: &'a [Value], i: usize) -> Vec<ResultSlot<'a>> {
+        self.results_in(&items[i])
+            .into_iter()
+            .map(|(id, content, pointer)| ResultSlot {
+                call_id: id.map(std::borrow::Cow::Borrowed),
+                tool: None,
+                content,
+                pointer,
+            })
+            .collect()
+    }
+    /// Asks for an answer without tool calls (the last round of the agent tools).
+    fn set_no_tool_calls(&self, body: &mut Value) {
+        body["tool_choice"] = self.tool_choice_none();
+    }
+    /// A user message holding `text` (a compaction's summary).
+    fn user_text_item(&self, text: &str) -> Value {
+        json!({"role": "user", "content": text})
+    }
 }
 
 /// The Responses item types that are tool calls, and those that answer them.
@@ -941,6 +980,7 @@ impl Api {
             Api::ChatCompletions => &ChatCompletions,
             Api::Responses => &Responses,
             Api::Messages => &Messages,
+            Api::Gemini => &crate::gemini::Gemini,
         }
     }
 }

@@ -196,10 +196,11 @@ pub fn inject(body: &mut Value, api: Api) -> bool {
             .and_then(Value::as_str)
             .is_some_and(is_internal)
     };
-    if tools.is_empty() || tools.iter().any(named) {
+    let ours = api.wire().agent_tools();
+    if ours.is_empty() || tools.is_empty() || tools.iter().any(named) {
         return false;
     }
-    tools.extend(api.wire().agent_tools());
+    tools.extend(ours);
     true
 }
 

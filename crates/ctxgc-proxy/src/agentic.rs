@@ -158,7 +158,7 @@ impl Context {
             let Prepared { out, .. } = prepare(&s, &mut request, &raw, &session, false)?;
             if last {
                 // The client could not run a call the model makes now: ask for an answer.
-                request.body["tool_choice"] = api.wire().tool_choice_none();
+                api.wire().set_no_tool_calls(&mut request.body);
                 return Ok(Some(Bytes::from(request.to_bytes())));
             }
             Ok(Some(Bytes::from(out.body.unwrap_or_else(|| raw.to_vec()))))

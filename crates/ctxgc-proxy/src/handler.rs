@@ -35,6 +35,24 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     s.metrics.request();
     let request = match ApiRequest::parse(api, &bytes) {
         Ok(r) => r,
+        // Gemini's countTokens may wrap its request (`generateContentRequest`): counted
+        // upstream as sent.
+        Err(_) if api == Api::Gemini && parts.uri.path().ends_with(":countTokens") => {
+            return match s
+                .upstreams
+                .send(
+                    api.wire().upstream(),
+                    parts.method,
+                    &parts.uri,
+                    &parts.headers,
+                    bytes,
+                )
+                .await
+            {
+                Ok(response) => relay(&s, response, None),
+                Err(response) => response,
+            };
+        }
         Err(e) => {
             s.metrics.bad_request();
             let why = match e {
@@ -44,7 +62,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
             return error_response(StatusCode::BAD_REQUEST, "invalid_request_error", why);
         }
     };
-    let tenant = s.tenant(&parts.headers);
+    let tenant = s.tenant_of(&parts.headers, parts.uri.query());
     let session = s.session_of(&tenant, &request, &parts.headers);
     let span = tracing::info_span!(
         "request",
@@ -53,7 +71,8 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         tenant = tenant.as_str().get(..8).unwrap_or(tenant.as_str()),
     );
     async move {
-        let counting = parts.uri.path().ends_with("/count_tokens");
+        let path = parts.uri.path();
+        let counting = path.ends_with("/count_tokens") || path.ends_with(":countTokens");
         let (forward_bytes, injected) =
             match run_pipeline(&s, request, &bytes, &session, counting).await {
                 Ok(Prepared {

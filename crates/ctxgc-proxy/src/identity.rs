@@ -68,7 +68,13 @@ impl TenantSecret {
 
     /// The tenant of a request, from its headers.
     pub fn tenant(&self, headers: &axum::http::HeaderMap) -> Tenant {
-        match credential(headers) {
+        self.tenant_of(headers, None)
+    }
+
+    /// The tenant of a request, from its headers or else, as Gemini's clients may send it, the
+    /// `key` parameter of its query.
+    pub fn tenant_of(&self, headers: &axum::http::HeaderMap, query: Option<&str>) -> Tenant {
+        match credential(headers).or_else(|| query.and_then(key_parameter)) {
             None => Tenant::anonymous(),
             Some(credential) => {
                 let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
@@ -96,6 +102,15 @@ fn credential(headers: &axum::http::HeaderMap) -> Option<String> {
         }
     }
     None
+}
+
+/// The value of a query's `key` parameter (Gemini's API key), when it has one.
+fn key_parameter(query: &str) -> Option<String> {
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("key="))
+        .filter(|key| !key.is_empty())
+        .map(str::to_owned)
 }
 
 /// A tenant: `anonymous`, or 16 hex digits of the keyed hash of its credential.

@@ -46,7 +46,7 @@ pub use error::ProxyError;
 pub use rewrite::RewriteSettings;
 pub use server::{router, serve, serve_on};
 pub use sessions::SessionUsage;
-pub use settings::{ProxySettings, Timeouts};
+pub use settings::{GEMINI_UPSTREAM, ProxySettings, Timeouts};
 pub use state::AppState;
 pub use stats::Stats;
 pub use upstream::redact_url;

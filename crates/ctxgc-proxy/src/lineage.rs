@@ -22,7 +22,7 @@ use ctxgc_core::engine::{Policy, SummarizerError, SummaryReply, SummaryRequest};
 use ctxgc_core::engine::{event, integrity};
 use ctxgc_core::tokens::TokenCounter;
 use ctxgc_formats::Api;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::ProxyError;
 
@@ -320,7 +320,7 @@ fn step_unchecked(
                     next.extend_from_slice(&prompt[o.first..=o.last]);
                 }
             }
-            next.push(json!({"role": "user", "content": summary}));
+            next.push(api.wire().user_text_item(summary));
             let boundary = next.len();
             next.extend_from_slice(&prompt[tail..]);
             prompt = next;
@@ -361,6 +361,7 @@ fn step_unchecked(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use serde_json::json;
 
     /// A Chat request of `client` with events on, no system prompt, tools or pause.
     fn chat_input<'a>(

@@ -97,7 +97,7 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
     let mut group = 0;
     let mut previous: Option<usize> = None;
     for (i, item) in items.iter().enumerate() {
-        let results = wire.results_in(item);
+        let results = wire.result_slots(items, i);
         if results.is_empty() {
             if let Some(content) = i
                 .checked_sub(1)
@@ -120,15 +120,16 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
             group += 1;
         }
         previous = Some(i);
-        for (call_id, content, path) in results {
-            let tool = call_id
-                .and_then(|id| names.get(id))
-                .copied()
+        for result in results {
+            let call_id = result.call_id.as_deref();
+            let tool = result
+                .tool
+                .or_else(|| call_id.and_then(|id| names.get(id).copied()))
                 .unwrap_or("tool");
             content_slots(
                 &mut out,
-                format!("/{key}/{i}{path}"),
-                content,
+                format!("/{key}/{i}{}", result.pointer),
+                result.content,
                 (call_id, tool),
                 group,
             );

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Request, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use axum::routing::{get, post};
 use ctxgc_formats::Api;
@@ -39,6 +39,9 @@ pub fn router(state: Arc<AppState>) -> Router {
     for (path, which) in API_ROUTES {
         router = router.route(path, api(*which));
     }
+    for path in GEMINI_ROUTES {
+        router = router.route(path, post(gemini).fallback(passthrough));
+    }
     router
         .route(
             "/ctxgc/health",
@@ -49,8 +52,25 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-async fn stats(State(s): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    json(&s.stats_for(&headers))
+async fn stats(State(s): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
+    json(&s.stats_of(&headers, uri.query()))
+}
+
+/// Gemini's routes: the model and the method share the last segment (`{model}:{method}`).
+const GEMINI_ROUTES: &[&str] = &["/v1beta/models/{model}", "/v1/models/{model}"];
+
+/// A Gemini request: `generateContent`, `streamGenerateContent` and `countTokens` (with its
+/// `contents` at the top) go through the pipeline, any other method to the upstream unchanged.
+async fn gemini(State(s): State<Arc<AppState>>, req: Request) -> Response {
+    let path = req.uri().path();
+    let rewritten = path.ends_with(":generateContent")
+        || path.ends_with(":streamGenerateContent")
+        || path.ends_with(":countTokens");
+    if rewritten {
+        api_request(s, Api::Gemini, req).await
+    } else {
+        passthrough(State(s), req).await
+    }
 }
 
 /// Serves on `listen` until the process ends.

@@ -13,6 +13,8 @@ pub struct ProxySettings {
     pub openai_upstream: String,
     /// Base URL of the Anthropic upstream, e.g. `https://api.anthropic.com`.
     pub anthropic_upstream: String,
+    /// Base URL of the Gemini upstream, e.g. `https://generativelanguage.googleapis.com`.
+    pub gemini_upstream: String,
     /// Largest request body accepted, in bytes (413 above).
     pub max_body_bytes: usize,
     /// Rewriting settings.
@@ -31,6 +33,9 @@ pub struct ProxySettings {
     /// How tokens are counted (`[tokens]`).
     pub tokens: ctxgc_core::tokens::TokenSettings,
 }
+
+/// The public Gemini API (`--gemini-upstream`'s default).
+pub const GEMINI_UPSTREAM: &str = "https://generativelanguage.googleapis.com";
 
 /// Every wait the proxy makes has a deadline.
 #[derive(Debug, Clone, Copy)]

@@ -91,12 +91,16 @@ struct ChatStream;
 struct MessagesStream;
 /// Responses streams.
 struct ResponsesStream;
+/// Gemini streams (`alt=sse`): ctxgc's tools are not offered on Gemini yet, so nothing is
+/// held back.
+struct GeminiStream;
 
 fn dialect(api: Api) -> &'static dyn Dialect {
     match api {
         Api::ChatCompletions => &ChatStream,
         Api::Messages => &MessagesStream,
         Api::Responses => &ResponsesStream,
+        Api::Gemini => &GeminiStream,
     }
 }
 
@@ -267,6 +271,18 @@ impl State {
                 }
             })
             .collect()
+    }
+}
+
+impl Dialect for GeminiStream {
+    fn event(&self, _st: &mut State, _v: &mut Value) -> Keep {
+        Keep::Original
+    }
+    fn calls(&self, _st: &State) -> Vec<Call> {
+        Vec::new()
+    }
+    fn assistant(&self, _st: &State) -> Vec<Value> {
+        Vec::new()
     }
 }
 

@@ -130,6 +130,11 @@ impl AppState {
         self.tenant_secret.tenant(headers)
     }
 
+    /// The tenant of a request with these headers and this query (Gemini's `key`).
+    pub(crate) fn tenant_of(&self, headers: &HeaderMap, query: Option<&str>) -> Tenant {
+        self.tenant_secret.tenant_of(headers, query)
+    }
+
     /// The session a request with these headers gets when it names itself `name` with
     /// `x-ctxgc-session`.
     pub fn named_session(&self, headers: &HeaderMap, name: &str) -> SessionId {
@@ -139,6 +144,11 @@ impl AppState {
     /// Statistics as a caller with these headers may see them: aggregate counts, and the usage
     /// of its own tenant's sessions only, unless it presents the admin token.
     pub fn stats_for(&self, headers: &HeaderMap) -> Stats {
+        self.stats_of(headers, None)
+    }
+
+    /// [`Self::stats_for`] a caller that may name itself with a `key` query parameter.
+    pub(crate) fn stats_of(&self, headers: &HeaderMap, query: Option<&str>) -> Stats {
         let admin = self.settings.admin_token.as_deref().is_some_and(|token| {
             headers
                 .get("x-ctxgc-admin-token")
@@ -148,7 +158,7 @@ impl AppState {
         if admin {
             return stats;
         }
-        stats.only(&format!("{}.", self.tenant(headers).as_str()))
+        stats.only(&format!("{}.", self.tenant_of(headers, query).as_str()))
     }
 
     /// Current statistics, every session included.

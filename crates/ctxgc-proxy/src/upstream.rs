@@ -15,6 +15,7 @@ pub(crate) struct Upstreams {
     client: reqwest::Client,
     openai: String,
     anthropic: String,
+    gemini: String,
     idle: std::time::Duration,
 }
 
@@ -32,6 +33,7 @@ impl Upstreams {
             client,
             openai: settings.openai_upstream.clone(),
             anthropic: settings.anthropic_upstream.clone(),
+            gemini: settings.gemini_upstream.clone(),
             idle: settings.timeouts.upstream_idle,
         })
     }
@@ -41,12 +43,22 @@ impl Upstreams {
         match which {
             Upstream::OpenAi => &self.openai,
             Upstream::Anthropic => &self.anthropic,
+            Upstream::Gemini => &self.gemini,
         }
     }
 
     /// The upstream of a request ctxgc does not rewrite: Anthropic's paths and requests with
-    /// Anthropic's headers go to Anthropic, the rest to OpenAI.
+    /// Anthropic's headers go to Anthropic, Gemini's (`/v1beta/`, `/v1/models/`, a Google API
+    /// key) to Gemini, the rest to OpenAI.
     pub(crate) fn for_other(&self, uri: &Uri, headers: &HeaderMap) -> Upstream {
+        let path = uri.path();
+        let gemini = path.starts_with("/v1beta/")
+            || path.starts_with("/v1/models/")
+            || path.starts_with("/upload/v1beta/")
+            || headers.contains_key("x-goog-api-key");
+        if gemini {
+            return Upstream::Gemini;
+        }
         let anthropic = uri.path().starts_with("/v1/messages")
             || headers.contains_key("anthropic-version")
             || headers.contains_key("x-api-key");

@@ -340,7 +340,8 @@ async fn start(name: &str) -> Harness {
     let store = ctxgc_store::SqliteStore::open(&db).unwrap();
     let settings = ProxySettings {
         openai_upstream: up.clone(),
-        anthropic_upstream: up,
+        anthropic_upstream: up.clone(),
+        gemini_upstream: up,
         max_body_bytes: 4 << 20,
         rewrite: RewriteSettings {
             trim: Default::default(),
@@ -530,6 +531,7 @@ fn path(api: Api) -> &'static str {
         Api::Messages => "/v1/messages",
         Api::Responses => "/v1/responses",
         Api::ChatCompletions => "/v1/chat/completions",
+        Api::Gemini => "/v1beta/models/gemini-2.5-pro:generateContent",
     }
 }
 

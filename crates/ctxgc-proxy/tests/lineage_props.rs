@@ -1,5 +1,5 @@
 //! Property tests of the proxy's engine path on random tool-using sessions in the wire shapes of
-//! all three APIs, as `serve --compact` runs it on each request: insertion trimming
+//! all four APIs, as `serve --compact` runs it on each request: insertion trimming
 //! (`rewrite`), then the lineage step. What it forwards passes the integrity check, stays
 //! append-only between events, keeps the task and the latest user message, loses no original,
 //! fires events rarely, and is deterministic.
@@ -65,6 +65,7 @@ fn wire(api: Api, turns: &[Turn]) -> (Vec<Value>, Vec<usize>, Vec<String>) {
         Api::Responses => {
             json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": task}]})
         }
+        Api::Gemini => json!({"role": "user", "parts": [{"text": task}]}),
         _ => json!({"role": "user", "content": task}),
     }];
     let mut ends = Vec::new();
@@ -105,6 +106,18 @@ fn wire(api: Api, turns: &[Turn]) -> (Vec<Value>, Vec<usize>, Vec<String>) {
                     blocks.push(json!({"type": "text", "text": u}));
                 }
                 items.push(json!({"role": "user", "content": blocks}));
+            }
+            Api::Gemini => {
+                // Gemini's calls and responses carry no ids: they pair by order and name.
+                items.push(json!({"role": "model", "parts": calls.iter().map(|(_, args, _)| json!({"functionCall": {"name": "bash", "args": serde_json::from_str::<Value>(args).unwrap()}})).collect::<Vec<_>>()}));
+                let mut parts: Vec<Value> = calls
+                    .iter()
+                    .map(|(_, _, text)| json!({"functionResponse": {"name": "bash", "response": {"output": text}}}))
+                    .collect();
+                if let Some(u) = user {
+                    parts.push(json!({"text": u}));
+                }
+                items.push(json!({"role": "user", "parts": parts}));
             }
             Api::Responses => {
                 for (id, args, _) in &calls {
@@ -157,6 +170,15 @@ fn request(api: Api, items: &[Value], end: usize) -> ctxgc_formats::ApiRequest {
     }
 }
 
+/// The system prompt, as `api` sends it outside the conversation.
+fn system(api: Api) -> Value {
+    let text = "You are a careful coding agent.";
+    match api {
+        Api::Gemini => json!({"parts": [{"text": text}]}),
+        _ => json!(text),
+    }
+}
+
 fn counter(api: Api) -> TokenCounter {
     TokenCounter::new(api.wire().family(), Default::default())
 }
@@ -167,10 +189,10 @@ proptest! {
     #[test]
     fn the_proxys_engine_path_keeps_its_promises(
         turns in prop::collection::vec(turn(), 8..40),
-        api in prop::sample::select(vec![Api::ChatCompletions, Api::Messages, Api::Responses]),
+        api in prop::sample::select(vec![Api::ChatCompletions, Api::Messages, Api::Responses, Api::Gemini]),
         window in prop::sample::select(vec![16_000u64, 32_000, 64_000]),
     ) {
-        let system = json!("You are a careful coding agent.");
+        let system = system(api);
         let (items, ends, outputs) = wire(api, &turns);
         let policy = Policy::default();
         let mut state: Option<Lineage> = None;
@@ -300,10 +322,10 @@ proptest! {
     #[test]
     fn the_proxy_and_the_replay_lab_run_one_engine(
         turns in prop::collection::vec(turn(), 8..40),
-        api in prop::sample::select(vec![Api::ChatCompletions, Api::Messages, Api::Responses]),
+        api in prop::sample::select(vec![Api::ChatCompletions, Api::Messages, Api::Responses, Api::Gemini]),
         window in prop::sample::select(vec![16_000u64, 32_000, 64_000]),
     ) {
-        let system = json!("You are a careful coding agent.");
+        let system = system(api);
         let (items, ends, _) = wire(api, &turns);
         let replayed = replay_path(api, &system, &items, window);
         let settings = settings(window);

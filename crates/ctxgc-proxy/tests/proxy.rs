@@ -61,6 +61,7 @@ async fn upstream_handler(r: Received, log: Log) -> Response {
         path,
         headers,
         body,
+        ..
     } = r;
     let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     // A summarizer that takes its time.
@@ -183,7 +184,8 @@ async fn start_full(
     });
     let settings = ProxySettings {
         openai_upstream: up.clone(),
-        anthropic_upstream: up,
+        anthropic_upstream: up.clone(),
+        gemini_upstream: up,
         max_body_bytes: 2 * 1024 * 1024,
         rewrite: RewriteSettings {
             trim: Default::default(),
@@ -671,6 +673,7 @@ async fn proxy_at(upstream: &str, timeouts: ctxgc_proxy::Timeouts) -> String {
     let settings = ProxySettings {
         openai_upstream: upstream.to_owned(),
         anthropic_upstream: upstream.to_owned(),
+        gemini_upstream: upstream.to_owned(),
         max_body_bytes: 1024 * 1024,
         rewrite: RewriteSettings {
             trim: Default::default(),

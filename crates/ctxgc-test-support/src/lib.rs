@@ -23,6 +23,8 @@ pub mod redis_server;
 pub struct Received {
     /// Its path (no query).
     pub path: String,
+    /// Its query, when it had one.
+    pub query: Option<String>,
     /// Its headers.
     pub headers: HeaderMap,
     /// Its body, as received.
@@ -88,12 +90,14 @@ impl FakeUpstream {
             let (respond, log) = (respond.clone(), recorder.clone());
             async move {
                 let path = req.uri().path().to_owned();
+                let query = req.uri().query().map(str::to_owned);
                 let headers = req.headers().clone();
                 let body = axum::body::to_bytes(req.into_body(), usize::MAX)
                     .await
                     .unwrap();
                 let received = Received {
                     path,
+                    query,
                     headers,
                     body,
                 };

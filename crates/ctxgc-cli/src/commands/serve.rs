@@ -28,6 +28,9 @@ pub struct ServeArgs {
     /// Anthropic upstream.
     #[arg(long, default_value = "https://api.anthropic.com")]
     pub anthropic_upstream: String,
+    /// Gemini upstream (`generateContent`, `streamGenerateContent`, `countTokens`).
+    #[arg(long, default_value = ctxgc_proxy::GEMINI_UPSTREAM)]
+    pub gemini_upstream: String,
     /// Where originals go: `sqlite:PATH` (default: the XDG data dir), `redis://HOST:PORT`
     /// (shared by several replicas) or `memory`.
     #[arg(long)]
@@ -132,6 +135,7 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
     let settings = ProxySettings {
         openai_upstream: args.openai_upstream,
         anthropic_upstream: args.anthropic_upstream,
+        gemini_upstream: args.gemini_upstream,
         max_body_bytes: args.max_body_bytes,
         rewrite: RewriteSettings {
             trim: config.trim.clone(),
