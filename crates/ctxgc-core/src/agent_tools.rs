@@ -57,6 +57,15 @@ pub fn anthropic() -> Vec<Value> {
         .collect()
 }
 
+/// Definitions for Gemini (`tools`: one tool holding both `functionDeclarations`).
+pub fn gemini() -> Vec<Value> {
+    let declarations: Vec<Value> = specs()
+        .into_iter()
+        .map(|(name, description, parameters)| json!({"name": name, "description": description, "parameters": parameters}))
+        .collect();
+    vec![json!({"functionDeclarations": declarations})]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,6 +77,7 @@ mod tests {
             ("chat", chat_completions()),
             ("responses", responses()),
             ("anthropic", anthropic()),
+            ("gemini", gemini()),
         ] {
             let tokens: usize = tools
                 .iter()

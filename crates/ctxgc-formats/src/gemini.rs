@@ -289,14 +289,25 @@ impl WireApi for Gemini {
         json!({"role": "user", "parts": [{"text": text}]})
     }
     fn result_part(&self, call_id: &str, text: &str) -> Value {
-        json!({"functionResponse": {"id": call_id, "name": call_id, "response": {"output": text}}})
+        json!({"functionResponse": {"id": call_id, "response": {"output": text}}})
+    }
+    fn result_part_for(&self, call: &ResponseCall, text: &str) -> Value {
+        // Named by its function; by id too when the call carried one.
+        let mut response = json!({"name": call.name, "response": {"output": text}});
+        if let Some(id) = call
+            .raw
+            .pointer("/functionCall/id")
+            .filter(|id| id.is_string())
+        {
+            response["id"] = id.clone();
+        }
+        json!({"functionResponse": response})
     }
     fn result_items(&self, parts: Vec<Value>) -> Vec<Value> {
         vec![json!({"role": "user", "parts": parts})]
     }
     fn agent_tools(&self) -> Vec<Value> {
-        // Not offered on Gemini yet: its rounds need the name of each call in its result.
-        Vec::new()
+        ctxgc_core::agent_tools::gemini()
     }
     fn is_call_item(&self, item: &Value) -> bool {
         item["role"] == "model" && !call_ids(item).is_empty()
@@ -380,13 +391,61 @@ impl WireApi for Gemini {
     }
     fn merge_calls(
         &self,
-        _items: &mut Vec<Value>,
-        _with_call: &str,
-        _place: &dyn Fn(Vec<Value>, Kind) -> Vec<Value>,
+        items: &mut Vec<Value>,
+        with_call: &str,
+        place: &dyn Fn(Vec<Value>, Kind) -> Vec<Value>,
     ) -> bool {
-        false
+        // The client's turn is found by its call's id, or by the call it sent back (the same
+        // call without ctxgc's beside it: the ids made from a turn's parts then differ).
+        let Some(i) = items.iter().position(|m| {
+            m["role"] == "model" && call_ids(m).iter().any(|(id, _)| id == with_call)
+        }) else {
+            return false;
+        };
+        let has_results = items.get(i + 1).is_some_and(|m| self.is_result_item(m));
+        if !has_results {
+            return false;
+        }
+        let split = |parts: &mut Vec<Value>, kind: &str| -> (Vec<Value>, Vec<Value>) {
+            let (mine, other): (Vec<Value>, Vec<Value>) = std::mem::take(parts)
+                .into_iter()
+                .partition(|p| p.get(kind).is_some());
+            (other, mine)
+        };
+        if let Some(parts) = items[i]["parts"].as_array_mut() {
+            let (other, calls) = split(parts, "functionCall");
+            *parts = other;
+            parts.extend(place(calls, Kind::Calls));
+        }
+        if let Some(parts) = items[i + 1]["parts"].as_array_mut() {
+            let (other, results) = split(parts, "functionResponse");
+            *parts = place(results, Kind::Results);
+            parts.extend(other);
+        }
+        true
     }
-    fn drop_repeated_round(&self, _items: &mut Vec<Value>, _after: usize, _round: &[Value]) {}
+    fn drop_repeated_round(&self, items: &mut Vec<Value>, after: usize, round: &[Value]) {
+        let Some(ours) = round.first().and_then(|t| t["parts"].as_array()) else {
+            return;
+        };
+        let shown: Vec<&Value> = ours
+            .iter()
+            .filter(|p| p.get("functionCall").is_none())
+            .collect();
+        let Some(parts) = items
+            .get_mut(after)
+            .filter(|m| m["role"] == "model")
+            .and_then(|m| m["parts"].as_array_mut())
+        else {
+            return;
+        };
+        let repeated = parts
+            .iter()
+            .zip(&shown)
+            .take_while(|(client, ours)| *client == **ours)
+            .count();
+        parts.drain(..repeated);
+    }
     fn cache_hint(&self) -> CacheHint {
         CacheHint::Implicit
     }

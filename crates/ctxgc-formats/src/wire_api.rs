@@ -303,6 +303,11 @@ pub trait WireApi: Sync {
             })
             .collect()
     }
+    /// The result of `call` in the API's wire form ([`Self::result_part`], for APIs whose
+    /// results name their call by id only).
+    fn result_part_for(&self, call: &ResponseCall, text: &str) -> Value {
+        self.result_part(&call.id, text)
+    }
     /// Asks for an answer without tool calls (the last round of the agent tools).
     fn set_no_tool_calls(&self, body: &mut Value) {
         body["tool_choice"] = self.tool_choice_none();

@@ -191,10 +191,13 @@ pub fn inject(body: &mut Value, api: Api) -> bool {
         return false;
     };
     let named = |t: &Value| {
+        let declared = t["functionDeclarations"].as_array().into_iter().flatten();
         t.get("name")
             .or_else(|| t.pointer("/function/name"))
-            .and_then(Value::as_str)
-            .is_some_and(is_internal)
+            .into_iter()
+            .chain(declared.filter_map(|d| d.get("name")))
+            .filter_map(Value::as_str)
+            .any(is_internal)
     };
     let ours = api.wire().agent_tools();
     if ours.is_empty() || tools.is_empty() || tools.iter().any(named) {
@@ -281,9 +284,9 @@ pub fn assistant_items(api: Api, response: &Value) -> Vec<Value> {
     api.wire().response_items(response)
 }
 
-/// A result in the API's wire form (for Anthropic, a `tool_result` block).
-pub fn result_part(api: Api, call_id: &str, text: &str) -> Value {
-    api.wire().result_part(call_id, text)
+/// The result of `call` in the API's wire form (for Anthropic, a `tool_result` block).
+pub fn result_part(api: Api, call: &Call, text: &str) -> Value {
+    api.wire().result_part_for(call, text)
 }
 
 /// History items carrying results (Anthropic: one user message holding all the blocks).
@@ -528,7 +531,7 @@ mod tests {
                 anchor,
                 items: vec![
                     json!({"role": "assistant", "content": [thinking0, text0, {"type": "tool_use", "id": "i1", "name": "recall_tool_result", "input": {}}]}),
-                    json!({"role": "user", "content": [result_part(Api::Messages, "i1", "recalled")]}),
+                    json!({"role": "user", "content": [Api::Messages.wire().result_part("i1", "recalled")]}),
                 ],
             }],
             ..Default::default()
@@ -610,7 +613,7 @@ mod tests {
             calls: vec![
                 json!({"type": "tool_use", "id": "i1", "name": "recall_tool_result", "input": {}}),
             ],
-            results: vec![result_part(Api::Messages, "i1", "recalled")],
+            results: vec![Api::Messages.wire().result_part("i1", "recalled")],
             positions: vec![0],
         };
         let mut body = json!({"messages": [
@@ -638,10 +641,10 @@ mod tests {
 
     #[test]
     fn merges_put_internal_calls_back_beside_the_clients_own() {
-        let merge = |api| Merge {
+        let merge = |api: Api| Merge {
             with_call: "c1".into(),
             calls: vec![json!({"internal": "call"})],
-            results: vec![result_part(api, "i1", "recalled")],
+            results: vec![api.wire().result_part("i1", "recalled")],
             positions: vec![],
         };
         // Anthropic: the internal tool_use joins the assistant turn, its result the user turn.

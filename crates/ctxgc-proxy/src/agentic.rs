@@ -111,7 +111,7 @@ impl Context {
                         call, api, &client, &session, &*s.store, &mut state, max_bytes,
                     )?;
                     internal_calls.push(call.raw.clone());
-                    results.push(agent::result_part(api, &call.id, &text));
+                    results.push(agent::result_part(api, call, &text));
                 }
                 if follow_up {
                     let anchor = anchor.ok_or(ProxyError::Agent(
@@ -179,6 +179,7 @@ fn strip_internal(api: Api, response: &mut Value) {
         let name = v
             .get("name")
             .or_else(|| v.pointer("/function/name"))
+            .or_else(|| v.pointer("/functionCall/name"))
             .and_then(Value::as_str);
         name.is_some_and(agent::is_internal)
     };

@@ -91,8 +91,8 @@ struct ChatStream;
 struct MessagesStream;
 /// Responses streams.
 struct ResponsesStream;
-/// Gemini streams (`alt=sse`): ctxgc's tools are not offered on Gemini yet, so nothing is
-/// held back.
+/// Gemini streams (`alt=sse`): each event is a whole response chunk; a function call comes
+/// whole in one chunk's parts.
 struct GeminiStream;
 
 fn dialect(api: Api) -> &'static dyn Dialect {
@@ -275,14 +275,83 @@ impl State {
 }
 
 impl Dialect for GeminiStream {
-    fn event(&self, _st: &mut State, _v: &mut Value) -> Keep {
-        Keep::Original
+    fn event(&self, st: &mut State, v: &mut Value) -> Keep {
+        let mut changed = st.same_id(v.get_mut("responseId"));
+        if let Some(parts) = v
+            .pointer_mut("/candidates/0/content/parts")
+            .and_then(Value::as_array_mut)
+        {
+            let before = parts.len();
+            parts.retain(|part| {
+                let name = part.pointer("/functionCall/name").and_then(Value::as_str);
+                let internal = name.is_some_and(is_internal);
+                st.internal_calls |= internal;
+                st.client_calls |= name.is_some() && !internal;
+                let index = st.parts.len() as u64;
+                st.parts.insert(
+                    index,
+                    Part {
+                        start: part.clone(),
+                        internal,
+                        ..Default::default()
+                    },
+                );
+                !internal
+            });
+            changed |= parts.len() != before;
+            let emptied = before > 0 && parts.is_empty();
+            let finished = v["candidates"][0].get("finishReason").is_some();
+            if emptied && !finished && v.get("usageMetadata").is_none() {
+                return Keep::Drop;
+            }
+        }
+        if v["candidates"][0].get("finishReason").is_some() && st.end_of_round() {
+            // The round's end: the next round continues the response for the client.
+            return Keep::Drop;
+        }
+        if changed {
+            Keep::Changed
+        } else {
+            Keep::Original
+        }
     }
-    fn calls(&self, _st: &State) -> Vec<Call> {
-        Vec::new()
+    fn calls(&self, st: &State) -> Vec<Call> {
+        let turn = self.assistant(st).pop().unwrap_or(Value::Null);
+        let ids = ctxgc_formats::gemini::call_ids(&turn);
+        st.parts
+            .values()
+            .filter_map(|p| p.start.get("functionCall").map(|c| (p, c)))
+            .zip(ids)
+            .map(|((part, call), (id, name))| Call {
+                id,
+                name,
+                arguments: call.get("args").cloned().unwrap_or_else(|| json!({})),
+                raw: part.start.clone(),
+            })
+            .collect()
     }
-    fn assistant(&self, _st: &State) -> Vec<Value> {
-        Vec::new()
+    fn assistant(&self, st: &State) -> Vec<Value> {
+        // Streamed text arrives in pieces: adjacent text parts of one kind are one part.
+        let mut parts: Vec<Value> = Vec::new();
+        for part in st.parts.values().map(|p| &p.start) {
+            let text = part.get("text").and_then(Value::as_str);
+            let plain = |p: &Value| {
+                p.as_object()
+                    .is_some_and(|m| m.keys().all(|k| k == "text" || k == "thought"))
+            };
+            if let (Some(text), Some(last)) = (text, parts.last_mut())
+                && plain(part)
+                && plain(last)
+                && last.get("text").is_some()
+                && last.get("thought") == part.get("thought")
+            {
+                let joined = format!("{}{text}", last["text"].as_str().unwrap_or_default());
+                last["text"] = json!(joined);
+                continue;
+            }
+            parts.push(part.clone());
+        }
+        vec![json!({"role": "model", "parts": parts})]
     }
 }
 
