@@ -20,6 +20,8 @@ PINNED = "this note is pinned by the client"
 
 def items(r):
     b = r["body"]
+    if r["api"] == "gemini":
+        return b.get("contents")
     return b.get("input") if r["api"] == "responses" else b.get("messages")
 
 

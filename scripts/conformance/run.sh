@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Conformance of real clients through `ctxgc serve`: the official openai (3.57.0) and anthropic
-# (2.13.0) Python SDKs on all three APIs, streamed and not, Codex CLI 0.169.0, Claude Code
-# 2.1.328 and mini-swe-agent 2.4.6 (on litellm), each driven through a whole tool-using session (large outputs, an error line in the
+# Conformance of real clients through `ctxgc serve`: the official openai (3.57.0), anthropic
+# (2.13.0) and google-genai (3.3.0) Python SDKs on all four APIs, streamed and not, Codex CLI
+# 0.169.0, Claude Code 2.1.328, Gemini CLI 0.61.0 and mini-swe-agent 2.4.6 (on litellm), each driven through a whole tool-using session (large outputs, an error line in the
 # middle of a long log, a parallel call, the model's trims and recalls, events) against a
 # scripted upstream that enforces the APIs' rules with their real 400 texts (upstream.py).
 # Every client runs through the proxy with its defaults and with
 # `--compact --inject-tools --window 16000`; it must finish normally with zero API errors, and
 # check.py checks every request the upstream received.
 #
-#   scripts/conformance/run.sh [CLIENT...]   (default: all: sdk codex claude-code mini-swe-agent)
+#   scripts/conformance/run.sh [CLIENT...]
+#   (default: all: sdk codex claude-code mini-swe-agent gemini-sdk gemini-cli)
 #
 # Installs are cached under CTXGC_CACHE (default ~/.cache/ctxgc) and reused. Loopback only.
 set -euo pipefail
@@ -17,7 +18,7 @@ root="$(cd "$here/../.." && pwd)"
 cache="${CTXGC_CACHE:-$HOME/.cache/ctxgc}"
 out="$root/target/conformance"
 clients=("$@")
-[ ${#clients[@]} -gt 0 ] || clients=(sdk codex claude-code mini-swe-agent)
+[ ${#clients[@]} -gt 0 ] || clients=(sdk codex claude-code mini-swe-agent gemini-sdk gemini-cli)
 rm -rf "$out" && mkdir -p "$out"
 
 sdk="$cache/py-sdks-openai3.57.0-anthropic2.13.0"
@@ -32,6 +33,15 @@ fi
 mini="$cache/py-mini-swe-agent-2.4.6"
 if ! [ -d "$mini/minisweagent" ]; then
   python3 -m pip install -q --disable-pip-version-check --target "$mini" mini-swe-agent==2.4.6 2>&1 | grep -v 'as the .root. user\|incompatible\|dependency resolver' || true
+fi
+genai="$cache/py-google-genai-3.3.0"
+if ! [ -d "$genai/google/genai" ]; then
+  python3 -m pip install -q --disable-pip-version-check --target "$genai" google-genai==3.3.0 2>&1 | grep -v 'as the .root. user\|incompatible\|dependency resolver' || true
+fi
+gemini="$cache/npm-gemini-cli-0.61.0/node_modules/.bin/gemini"
+if ! [ -x "$gemini" ]; then
+  mkdir -p "$cache/npm-gemini-cli-0.61.0"
+  (cd "$cache/npm-gemini-cli-0.61.0" && npm install --silent --no-audit --no-fund @google/gemini-cli@0.61.0 >/dev/null)
 fi
 claude="$cache/npm-claude-code-2.1.328/node_modules/.bin/claude"
 if ! [ -x "$claude" ]; then
@@ -53,7 +63,7 @@ run() {
   python3 "$here/upstream.py" "$up_port" "$dir/upstream.jsonl" & local up=$!
   local flags=(); [ "$config" = agent ] && flags=(--compact --inject-tools --window 16000)
   "$ctxgc" serve --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
-    --anthropic-upstream "http://127.0.0.1:$up_port" --store memory "${flags[@]}" 2>"$dir/serve.log" & local px=$!
+    --anthropic-upstream "http://127.0.0.1:$up_port" --gemini-upstream "http://127.0.0.1:$up_port" --store memory "${flags[@]}" 2>"$dir/serve.log" & local px=$!
   wait_port "$up_port" && wait_port "$px_port"
   touch "$dir/upstream.jsonl"
   local status=0
@@ -75,6 +85,19 @@ mini_client() {
     python3 "$here/mini_agent.py" "$PROXY")
 }
 sdk_client() { PYTHONPATH="$sdk" python3 "$here/sdk_agent.py" "$1" "$PROXY"; }
+gemini_sdk_client() { PYTHONPATH="$genai" python3 "$here/sdk_agent.py" "$1" "$PROXY"; }
+gemini_cli_client() {
+  mkdir -p "$DIR/home/.gemini"
+  cat > "$DIR/home/.gemini/settings.json" <<JSON
+{"privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false},
+ "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+ "security": {"auth": {"selectedType": "gemini-api-key"}}}
+JSON
+  (cd "$DIR/work" && HOME="$DIR/home" GEMINI_API_KEY=conformance-gemini-cli-key GOOGLE_GEMINI_BASE_URL="$PROXY" \
+    GOOGLE_GENAI_API_VERSION=v1beta GEMINI_CLI_NO_RELAUNCH=true GEMINI_CLI_TRUST_WORKSPACE=true NO_BROWSER=true \
+    "$gemini" -p "Conformance run: run the scripted checks" --yolo -m gemini-2.5-pro) \
+    && grep -q "Done" "$DIR/client.log"
+}
 codex_client() {
   mkdir -p "$DIR/home"
   cat > "$DIR/home/config.toml" <<TOML
@@ -100,8 +123,8 @@ claude_client() {
     && grep -q "Done" "$DIR/client.log"
 }
 
-export -f sdk_client codex_client claude_client mini_client
-export sdk codex claude mini here
+export -f sdk_client codex_client claude_client mini_client gemini_sdk_client gemini_cli_client
+export sdk codex claude mini genai gemini here
 
 for client in "${clients[@]}"; do
   for config in defaults agent; do
@@ -112,7 +135,11 @@ for client in "${clients[@]}"; do
       codex) run codex-cli "$config" codex_client ;;
       claude-code) run claude-code "$config" claude_client ;;
       mini-swe-agent) run mini-swe-agent "$config" mini_client ;;
-      *) echo "unknown client $client (sdk, codex, claude-code, mini-swe-agent)" >&2; exit 2 ;;
+      gemini-sdk) for mode in gemini gemini-stream; do
+                    run "sdk-$mode" "$config" gemini_sdk_client "$mode"
+                  done ;;
+      gemini-cli) run gemini-cli "$config" gemini_cli_client ;;
+      *) echo "unknown client $client (sdk, codex, claude-code, mini-swe-agent, gemini-sdk, gemini-cli)" >&2; exit 2 ;;
     esac
   done
 done

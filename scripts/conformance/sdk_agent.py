@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""A small tool-using agent on an official SDK (openai or anthropic), as SDK users write them:
+"""A small tool-using agent on an official SDK (openai, anthropic or google-genai), as SDK users
+write them:
 it sends the whole history each turn, runs the model's shell calls locally and stops at the
 model's final answer. Used by the conformance suite through `ctxgc serve`.
 
 Usage: sdk_agent.py MODE BASE_URL
-MODE: chat, chat-stream, responses, responses-stream, messages, messages-stream.
+MODE: chat, chat-stream, responses, responses-stream, messages, messages-stream, gemini,
+gemini-stream.
 Exits 0 when the model answered "Done...", 1 on any error (an API error, a stream whose
 response id changed, a malformed reply).
 """
@@ -127,9 +129,44 @@ def messages(stream):
     raise SystemExit("no final answer after %d turns" % MAX_TURNS)
 
 
+def gemini(stream):
+    from google import genai
+    from google.genai import types
+    client = genai.Client(api_key="conformance-gemini-key",
+                          http_options=types.HttpOptions(base_url=BASE, api_version="v1beta"))
+    bash = types.FunctionDeclaration(name="bash", description="Run a shell command", parameters={
+        "type": "OBJECT", "properties": {"command": {"type": "STRING"}}, "required": ["command"]})
+    config = types.GenerateContentConfig(
+        system_instruction="You are a careful coding agent.",
+        tools=[types.Tool(function_declarations=[bash])],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
+    contents = [types.Content(role="user", parts=[types.Part(text=TASK), types.Part(text=PINNED)])]
+    for _ in range(MAX_TURNS):
+        if stream:
+            parts = []
+            for chunk in client.models.generate_content_stream(model="gemini-2.5-pro", contents=contents, config=config):
+                for part in (chunk.candidates[0].content.parts or []) if chunk.candidates else []:
+                    parts.append(part)
+        else:
+            response = client.models.generate_content(model="gemini-2.5-pro", contents=contents, config=config)
+            parts = list(response.candidates[0].content.parts or [])
+        calls = [p.function_call for p in parts if p.function_call]
+        if not calls:
+            return "".join(p.text or "" for p in parts if not p.thought)
+        contents.append(types.Content(role="model", parts=parts))
+        answers = []
+        for c in calls:
+            if c.name != "bash":
+                raise SystemExit("the model called a tool the client does not have: %s" % c.name)
+            answers.append(types.Part(function_response=types.FunctionResponse(
+                id=c.id, name=c.name, response={"output": run(c.args["command"])})))
+        contents.append(types.Content(role="user", parts=answers))
+    raise SystemExit("no final answer after %d turns" % MAX_TURNS)
+
+
 if __name__ == "__main__":
     kind, _, streamed = MODE.partition("-")
-    answer = {"chat": chat, "responses": responses, "messages": messages}[kind](streamed == "stream")
+    answer = {"chat": chat, "responses": responses, "messages": messages, "gemini": gemini}[kind](streamed == "stream")
     print(answer)
     if not answer.startswith("Done"):
         raise SystemExit("the model's last word was not the script's end: %r" % answer)

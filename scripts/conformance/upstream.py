@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""A scripted upstream speaking the OpenAI Chat Completions, OpenAI Responses and Anthropic
-Messages APIs (JSON and SSE, gzip when the client accepts it), for driving real clients through
-`ctxgc serve`. Loopback only; standard library only.
+"""A scripted upstream speaking the OpenAI Chat Completions, OpenAI Responses, Anthropic
+Messages and Gemini generateContent APIs (JSON and SSE, gzip when the client accepts it), for
+driving real clients through `ctxgc serve`. Loopback only; standard library only.
 
 It enforces the rules the real APIs enforce on a conversation, answering a violation with the
 real API's 400 and its text:
@@ -10,6 +10,10 @@ real API's 400 and its text:
   after), no call id twice;
 - Anthropic: at most 4 blocks with `cache_control`; with `thinking` enabled, the assistant
   message of an ongoing tool loop starts with its thinking block.
+- Gemini: a function call turn comes right after a user turn or a function response turn, a
+  function response turn right after a function call turn, with as many responses as calls;
+  an API key (`x-goog-api-key` or `?key=`) is required; a thought signature the model sent with
+  a call must come back with it.
 
 The "model" follows a script per session (a session is the system text and the first user
 text): shell calls with large outputs, a long log with an error line in the middle and exit 3,
@@ -20,6 +24,7 @@ starts with "Done". Every request, its verdict and its response ids are appended
 
 Usage: upstream.py PORT RECORD
 """
+import base64
 import gzip
 import hashlib
 import json
@@ -56,7 +61,7 @@ def script(tools):
 
 def shell_tool(tools):
     """The client's shell tool, and how its arguments are spelled."""
-    for name in ("Bash", "exec_command", "shell_command", "shell", "bash", "run_command"):
+    for name in ("Bash", "exec_command", "shell_command", "shell", "bash", "run_command", "run_shell_command"):
         if name in tools:
             break
     else:
@@ -172,6 +177,36 @@ def check_messages(body):
     return None
 
 
+def gemini_fail(message, code=400, status="INVALID_ARGUMENT"):
+    return code, message, status
+
+
+def check_gemini(body):
+    contents = body.get("contents") or []
+
+    def count(turn, kind):
+        return sum(1 for p in turn.get("parts") or [] if isinstance(p, dict) and kind in p)
+    for i, turn in enumerate(contents):
+        calls, responses = count(turn, "functionCall"), count(turn, "functionResponse")
+        before = contents[i - 1] if i > 0 else None
+        if calls and (before is None or before.get("role") == "model"):
+            return gemini_fail("Please ensure that function call turn comes immediately after a user turn or after a function response turn.")
+        if responses:
+            asked = count(before, "functionCall") if before is not None and before.get("role") == "model" else 0
+            if not asked:
+                return gemini_fail("Please ensure that function response turn comes immediately after a function call turn.")
+            if asked != responses:
+                return gemini_fail("Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.")
+        if calls and i + 1 < len(contents) and count(contents[i + 1], "functionResponse") != calls:
+            return gemini_fail("Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.")
+        # The signature this upstream put on a turn's first call comes back with it.
+        if turn.get("role") == "model" and calls:
+            first = next(p for p in turn["parts"] if "functionCall" in p)
+            if not str(first.get("thoughtSignature", "")).startswith("c2ln"):
+                return gemini_fail("Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:%s` , position %d. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details." % (first["functionCall"].get("name"), i + 1))
+    return None
+
+
 # --- The script -----------------------------------------------------------------------------
 
 def text_of(content):
@@ -188,6 +223,11 @@ def text_of(content):
 
 
 def session_key(api, body):
+    if api == "gemini":
+        system = text_of((body.get("systemInstruction") or {}).get("parts"))
+        users = [text_of(c.get("parts")) for c in body.get("contents") or [] if c.get("role", "user") == "user"]
+        first = next((u for u in users if u.strip()), "")
+        return hashlib.sha256((system[:4000] + "\0" + first).encode()).hexdigest()[:16]
     if api == "responses":
         system = body.get("instructions") or ""
         items = body.get("input") if isinstance(body.get("input"), list) else [{"role": "user", "content": body.get("input") or ""}]
@@ -205,6 +245,8 @@ def session_key(api, body):
 def tool_names(api, body):
     names = []
     for t in body.get("tools") or []:
+        for d in t.get("functionDeclarations") or []:
+            names.append(d.get("name") or "")
         names.append(t.get("name") or (t.get("function") or {}).get("name") or "")
     return [n for n in names if n]
 
@@ -213,6 +255,8 @@ def next_step(api, body, raw):
     """The calls (name, arguments) the model makes now, or None for the final answer."""
     tools = tool_names(api, body)
     if not tools or body.get("tool_choice") in ("none", {"type": "none"}):
+        return None
+    if ((body.get("toolConfig") or {}).get("functionCallingConfig") or {}).get("mode") == "NONE":
         return None
     key = session_key(api, body)
     with LOCK:
@@ -350,6 +394,37 @@ def messages_reply(body, raw, calls):
     return "text/event-stream", sse(events), [rid]
 
 
+def gemini_reply(body, raw, calls, stream):
+    n = usage_of(raw)
+    rid = new_id("gresp-")
+    parts = []
+    for k, (name, args) in enumerate(calls or []):
+        part = {"functionCall": {"name": name, "args": args}}
+        if k == 0:
+            part["thoughtSignature"] = base64.b64encode(b"sig-" + rid.encode()).decode()
+        parts.append(part)
+    text = None if calls else "Done: the script ran to its end."
+    usage = {"promptTokenCount": n, "cachedContentTokenCount": 0, "candidatesTokenCount": 20, "totalTokenCount": n + 20}
+
+    def chunk(chunk_parts, last):
+        c = {"candidates": [{"content": {"role": "model", "parts": chunk_parts}, "index": 0}],
+             "usageMetadata": usage, "modelVersion": "gemini-2.5-pro", "responseId": rid}
+        if last:
+            c["candidates"][0]["finishReason"] = "STOP"
+        return c
+    if not stream:
+        return "application/json", json.dumps(chunk(parts or [{"text": text}], True)).encode(), [rid]
+    if text:
+        chunks = [chunk([{"text": text[:6]}], False), chunk([{"text": text[6:]}], True)]
+    else:
+        chunks = [chunk([{"text": "Running it.", "thought": True}], False), chunk(parts, True)]
+    # Google's event streams end their events with CRLF.
+    return "text/event-stream", b"".join(b"data: " + json.dumps(c).encode() + b"\r\n\r\n" for c in chunks), [rid]
+
+
+GEMINI_PATH = re.compile(r"^/v1(?:beta)?/models/([^/:]+):(generateContent|streamGenerateContent|countTokens)$")
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -387,6 +462,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(400, "application/json", json.dumps({"error": {"message": "We could not parse the JSON body of your request.", "type": "invalid_request_error"}}).encode())
         if path.endswith("/count_tokens"):
             return self.reply(200, "application/json", json.dumps({"input_tokens": usage_of(raw)}).encode())
+        gemini = GEMINI_PATH.match(path)
+        if gemini:
+            return self.gemini(gemini.group(2), body, raw)
         api, check, answer = {
             "/v1/chat/completions": ("chat", check_chat, chat_reply),
             "/v1/responses": ("responses", check_responses, responses_reply),
@@ -404,6 +482,26 @@ class Handler(BaseHTTPRequestHandler):
             self.write_record(record)
             return self.reply(status, "application/json", json.dumps(payload).encode())
         content_type, payload, ids = answer(body, raw, next_step(api, body, raw))
+        record["response_ids"] = ids
+        self.write_record(record)
+        self.reply(200, content_type, payload)
+
+    def gemini(self, method, body, raw):
+        query = self.path.partition("?")[2]
+        if not self.headers.get("x-goog-api-key") and "key=" not in query:
+            message = "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API."
+            return self.reply(403, "application/json", json.dumps({"error": {"code": 403, "message": message, "status": "PERMISSION_DENIED"}}).encode())
+        if method == "countTokens":
+            return self.reply(200, "application/json", json.dumps({"totalTokens": usage_of(raw)}).encode())
+        record = {"api": "gemini", "path": self.path.split("?")[0], "session": session_key("gemini", body),
+                  "stream": method == "streamGenerateContent", "status": 200, "body": body}
+        verdict = check_gemini(body)
+        if verdict:
+            status, message, kind = verdict
+            record.update(status=status, error=message)
+            self.write_record(record)
+            return self.reply(status, "application/json", json.dumps({"error": {"code": status, "message": message, "status": kind}}).encode())
+        content_type, payload, ids = gemini_reply(body, raw, next_step("gemini", body, raw), method == "streamGenerateContent")
         record["response_ids"] = ids
         self.write_record(record)
         self.reply(200, content_type, payload)
