@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod anthropic;
+mod apis;
 pub mod chat;
 pub mod gemini;
 pub mod import;

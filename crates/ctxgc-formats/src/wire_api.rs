@@ -328,9 +328,12 @@ pub const RESPONSES_RESULT_TYPES: [&str; 3] = [
     "local_shell_call_output",
 ];
 
-struct ChatCompletions;
-struct Responses;
-struct Messages;
+/// OpenAI Chat Completions.
+pub(crate) struct ChatCompletions;
+/// OpenAI Responses.
+pub(crate) struct Responses;
+/// Anthropic Messages.
+pub(crate) struct Messages;
 
 impl WireApi for ChatCompletions {
     fn usage_of(&self, u: &Value) -> Usage {
@@ -975,18 +978,6 @@ impl WireApi for Messages {
             }
         }
         View::checked(t, origin)
-    }
-}
-
-impl Api {
-    /// The API's wire format.
-    pub fn wire(self) -> &'static dyn WireApi {
-        match self {
-            Api::ChatCompletions => &ChatCompletions,
-            Api::Responses => &Responses,
-            Api::Messages => &Messages,
-            Api::Gemini => &crate::gemini::Gemini,
-        }
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 use ctxgc_core::store::SessionId;
 use serde::Serialize;
 
-use crate::relay::Usage;
+use ctxgc_formats::wire_api::Usage;
 
 /// Sessions the table keeps, at most (the least recently active go first).
 pub(crate) const MAX_SESSIONS: usize = 10_000;

@@ -1,0 +1,18 @@
+//! Which wire format each API has: the one place that lists them (adding an API adds a line
+//! here and its [`WireApi`] implementation).
+
+use crate::Api;
+use crate::gemini::Gemini;
+use crate::wire_api::{ChatCompletions, Messages, Responses, WireApi};
+
+impl Api {
+    /// The API's wire format.
+    pub fn wire(self) -> &'static dyn WireApi {
+        match self {
+            Api::ChatCompletions => &ChatCompletions,
+            Api::Responses => &Responses,
+            Api::Messages => &Messages,
+            Api::Gemini => &Gemini,
+        }
+    }
+}
