@@ -94,6 +94,9 @@ pub struct ProxySettings {
     pub client_body_timeout_secs: u64,
     /// Seconds a client has to send a request's headers.
     pub client_header_timeout_secs: u64,
+    /// Seconds the requests and streams in flight have to finish after SIGTERM or Ctrl-C
+    /// (no new connection is accepted meanwhile); what is still open then is cut.
+    pub shutdown_grace_secs: u64,
 }
 
 impl Default for ProxySettings {
@@ -111,6 +114,7 @@ impl Default for ProxySettings {
             upstream_idle_timeout_secs: 600,
             client_body_timeout_secs: 60,
             client_header_timeout_secs: 30,
+            shutdown_grace_secs: 30,
         }
     }
 }
@@ -268,6 +272,7 @@ impl Config {
                 "client_body_timeout_secs",
                 config.proxy.client_body_timeout_secs,
             ),
+            ("shutdown_grace_secs", config.proxy.shutdown_grace_secs),
         ] {
             if !(1..=86_400).contains(&secs) {
                 return Err(LoadError::Proxy {

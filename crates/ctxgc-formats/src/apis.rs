@@ -6,6 +6,14 @@ use crate::gemini::Gemini;
 use crate::wire_api::{ChatCompletions, Messages, Responses, WireApi};
 
 impl Api {
+    /// Every API, in the order metrics list them.
+    pub const ALL: [Api; 4] = [
+        Api::ChatCompletions,
+        Api::Responses,
+        Api::Messages,
+        Api::Gemini,
+    ];
+
     /// The API's wire format.
     pub fn wire(self) -> &'static dyn WireApi {
         match self {

@@ -66,3 +66,22 @@ pub enum ProxyError {
     #[error("{0}")]
     Setup(String),
 }
+
+impl ProxyError {
+    /// The kind of failure, as metrics label it (`crate::metrics::CAUSES`).
+    pub(crate) fn cause(&self) -> &'static str {
+        match self {
+            ProxyError::Store(_) => "store",
+            ProxyError::Integrity(_) => "integrity",
+            ProxyError::Contended { .. } => "contended",
+            ProxyError::Corrupt { .. } => "corrupt_state",
+            ProxyError::Boundary { .. } => "boundary",
+            ProxyError::Serialise { .. } => "serialise",
+            ProxyError::Body(_) => "body",
+            ProxyError::Agent(_) | ProxyError::NotOurTool(_) => "agent_tools",
+            ProxyError::Task(_) => "panic",
+            ProxyError::Busy { .. } => "busy",
+            ProxyError::Setup(_) => "other",
+        }
+    }
+}

@@ -84,11 +84,12 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
                         Some(body) => (Forwarded::Rewritten, Bytes::from(body)),
                         None => (Forwarded::Unchanged, bytes.clone()),
                     };
-                    s.metrics.forwarded(how, out.bytes_saved, stored);
+                    s.metrics.forwarded(api, how, out.bytes_saved, stored, None);
                     (body, injected)
                 }
                 Err(why) => {
-                    s.metrics.forwarded(Forwarded::FailOpen, 0, 0);
+                    s.metrics
+                        .forwarded(api, Forwarded::FailOpen, 0, 0, Some(why.cause()));
                     tracing::warn!(error = %why, "fail open: forwarding the request unchanged");
                     (bytes.clone(), None)
                 }

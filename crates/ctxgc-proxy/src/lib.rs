@@ -44,7 +44,7 @@ mod upstream;
 
 pub use error::ProxyError;
 pub use rewrite::RewriteSettings;
-pub use server::{router, serve, serve_on};
+pub use server::{router, serve, serve_on, serve_until};
 pub use sessions::SessionUsage;
 pub use settings::{GEMINI_UPSTREAM, ProxySettings, Timeouts};
 pub use state::AppState;

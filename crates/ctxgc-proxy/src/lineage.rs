@@ -70,6 +70,8 @@ pub struct Outcome {
     /// Why the LLM summarizer failed, when it did: the compaction was then summarised
     /// extractively.
     pub summarizer_failed: Option<String>,
+    /// Tokens the event reclaimed (ctxgc's counts, calibrated), when one ran.
+    pub reclaimed_tokens: usize,
     /// Why the prompt ctxgc changed (`messages`) fails the integrity check, when it does:
     /// found while viewing it for the token estimate, so the check costs no second parse.
     pub integrity: Option<integrity::IntegrityError>,
@@ -175,6 +177,7 @@ fn step_unchecked(
             originals: Vec::new(),
             summarizer_failed: None,
             integrity: None,
+            reclaimed_tokens: 0,
         });
     }
     let current: &[Value] = applied.as_deref().unwrap_or(client);
@@ -204,6 +207,7 @@ fn step_unchecked(
             event: None,
             originals: Vec::new(),
             summarizer_failed: None,
+            reclaimed_tokens: 0,
         });
     };
     let messages = &view.messages;
@@ -219,6 +223,7 @@ fn step_unchecked(
         event: None,
         originals: Vec::new(),
         summarizer_failed: None,
+        reclaimed_tokens: 0,
     };
     let stopped = lineage.as_ref().is_some_and(|l| l.stopped.is_some());
     if !input.events || stopped {
@@ -354,6 +359,7 @@ fn step_unchecked(
         originals,
         summarizer_failed,
         integrity,
+        reclaimed_tokens: before.saturating_sub(scale(estimated)),
     })
 }
 

@@ -1,10 +1,17 @@
-//! The proxy's counters: what happened to requests, what was saved, what failed. One place
-//! counts; `/ctxgc/stats` reads a snapshot.
+//! The proxy's counters, gauges and latency histograms: what happened to requests, what was
+//! saved, what failed and why. One place counts; `/ctxgc/stats` reads totals and `/metrics`
+//! renders everything in Prometheus' text format. No label names a tenant or a session (their
+//! number is unbounded): requests are labelled by API and outcome, fail-opens by cause, events
+//! by kind.
 
+use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use ctxgc_formats::Api;
 
 /// How a request left the proxy.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Forwarded {
     /// With a rewritten body.
     Rewritten,
@@ -14,19 +21,87 @@ pub(crate) enum Forwarded {
     FailOpen,
 }
 
+const OUTCOMES: [(Forwarded, &str); 3] = [
+    (Forwarded::Rewritten, "rewritten"),
+    (Forwarded::Unchanged, "unchanged"),
+    (Forwarded::FailOpen, "fail_open"),
+];
+
+/// Why the proxy failed open (`ProxyError::cause`), as labels.
+pub(crate) const CAUSES: [&str; 11] = [
+    "store",
+    "integrity",
+    "contended",
+    "corrupt_state",
+    "boundary",
+    "serialise",
+    "body",
+    "agent_tools",
+    "panic",
+    "busy",
+    "other",
+];
+
+/// Event kinds, as labels.
+const EVENT_KINDS: [&str; 2] = ["prune", "compaction"];
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+];
+
+/// A latency histogram (cumulative on rendering).
+#[derive(Default)]
+struct Histogram {
+    buckets: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    fn observe(&self, took: Duration) {
+        let secs = took.as_secs_f64();
+        if let Some(k) = BUCKETS.iter().position(|&b| secs <= b) {
+            self.buckets[k].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut cumulative = 0;
+        for (bound, bucket) in BUCKETS.iter().zip(&self.buckets) {
+            cumulative += bucket.load(Ordering::Relaxed);
+            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
 /// Counters, shared by every request.
 #[derive(Default)]
 pub(crate) struct Metrics {
-    requests: AtomicU64,
-    rewritten: AtomicU64,
-    passed_through: AtomicU64,
-    fail_open: AtomicU64,
+    /// Requests read and parsed on the API routes.
+    received: AtomicU64,
+    /// By API and outcome.
+    requests: [[AtomicU64; OUTCOMES.len()]; Api::ALL.len()],
+    fail_open_by_cause: [AtomicU64; CAUSES.len()],
+    /// ctxgc failed after forwarding (the agent tools' rounds).
+    failed_after_forwarding: AtomicU64,
     bad_requests: AtomicU64,
     bytes_saved: AtomicU64,
     originals_stored: AtomicU64,
-    events: AtomicU64,
+    events: [AtomicU64; EVENT_KINDS.len()],
+    event_tokens_reclaimed: AtomicU64,
     agent_tool_calls: AtomicU64,
     summarizer_failures: AtomicU64,
+    upstream: Histogram,
+    store: Histogram,
 }
 
 /// The counters at one moment.
@@ -48,10 +123,24 @@ fn add(counter: &AtomicU64, n: u64) {
     counter.fetch_add(n, Ordering::Relaxed);
 }
 
+fn get(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+/// Gauges the state reads when `/metrics` is rendered.
+pub(crate) struct Gauges {
+    /// Requests being rewritten now.
+    pub(crate) rewrites_in_flight: usize,
+    /// Rewrite slots in all.
+    pub(crate) rewrite_slots: usize,
+    /// Sessions in the table.
+    pub(crate) sessions: usize,
+}
+
 impl Metrics {
-    /// A request on a rewriting route was read and parsed.
+    /// A request on an API route was read (before it is parsed).
     pub(crate) fn request(&self) {
-        add(&self.requests, 1);
+        add(&self.received, 1);
     }
 
     /// A request was refused as malformed, too large or too slow.
@@ -59,28 +148,40 @@ impl Metrics {
         add(&self.bad_requests, 1);
     }
 
-    /// A request was forwarded, having had `bytes_saved` trimmed and `stored` originals written.
-    pub(crate) fn forwarded(&self, how: Forwarded, bytes_saved: usize, stored: u64) {
+    /// A request of `api` was forwarded, having had `bytes_saved` trimmed and `stored`
+    /// originals written; a fail-open names its cause ([`CAUSES`]).
+    pub(crate) fn forwarded(
+        &self,
+        api: Api,
+        how: Forwarded,
+        bytes_saved: usize,
+        stored: u64,
+        cause: Option<&str>,
+    ) {
         add(&self.bytes_saved, bytes_saved as u64);
         add(&self.originals_stored, stored);
-        add(
-            match how {
-                Forwarded::Rewritten => &self.rewritten,
-                Forwarded::Unchanged => &self.passed_through,
-                Forwarded::FailOpen => &self.fail_open,
-            },
-            1,
-        );
+        let a = Api::ALL.iter().position(|x| *x == api).unwrap_or(0);
+        let o = OUTCOMES.iter().position(|(x, _)| *x == how).unwrap_or(0);
+        add(&self.requests[a][o], 1);
+        if let Some(c) = cause.and_then(|c| CAUSES.iter().position(|x| *x == c)) {
+            add(&self.fail_open_by_cause[c], 1);
+        }
     }
 
     /// ctxgc failed after the request was forwarded (the agent tools' rounds).
     pub(crate) fn failed_open(&self) {
-        add(&self.fail_open, 1);
+        add(&self.failed_after_forwarding, 1);
+        if let Some(c) = CAUSES.iter().position(|x| *x == "agent_tools") {
+            add(&self.fail_open_by_cause[c], 1);
+        }
     }
 
-    /// An engine event ran.
-    pub(crate) fn event(&self) {
-        add(&self.events, 1);
+    /// An engine event of `kind` ran, reclaiming about `tokens`.
+    pub(crate) fn event(&self, kind: &str, tokens: usize) {
+        if let Some(k) = EVENT_KINDS.iter().position(|x| *x == kind) {
+            add(&self.events[k], 1);
+        }
+        add(&self.event_tokens_reclaimed, tokens as u64);
     }
 
     /// The proxy ran `n` of its agent tools' calls.
@@ -93,20 +194,188 @@ impl Metrics {
         add(&self.summarizer_failures, 1);
     }
 
+    /// An upstream answered its headers after `took`.
+    pub(crate) fn upstream_latency(&self, took: Duration) {
+        self.upstream.observe(took);
+    }
+
+    /// A store operation took `took`.
+    pub(crate) fn store_latency(&self, took: Duration) {
+        self.store.observe(took);
+    }
+
     /// The counters now.
     pub(crate) fn totals(&self) -> Totals {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let by_outcome = |o: usize| self.requests.iter().map(|a| get(&a[o])).sum::<u64>();
+        let (rewritten, passed_through, fail_open) = (by_outcome(0), by_outcome(1), by_outcome(2));
         Totals {
-            requests: get(&self.requests),
-            rewritten: get(&self.rewritten),
-            passed_through: get(&self.passed_through),
-            fail_open: get(&self.fail_open),
+            requests: get(&self.received),
+            rewritten,
+            passed_through,
+            fail_open: fail_open + get(&self.failed_after_forwarding),
             bad_requests: get(&self.bad_requests),
             bytes_saved: get(&self.bytes_saved),
             originals_stored: get(&self.originals_stored),
-            events: get(&self.events),
+            events: self.events.iter().map(get).sum(),
             agent_tool_calls: get(&self.agent_tool_calls),
             summarizer_failures: get(&self.summarizer_failures),
         }
+    }
+
+    /// Everything in Prometheus' text exposition format.
+    pub(crate) fn render(&self, gauges: &Gauges, bytes_per_token: f64) -> String {
+        let mut out = String::new();
+        let mut family = |name: &str, kind: &str, help: &str, samples: &[(String, u64)]| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (labels, value) in samples {
+                let _ = writeln!(out, "{name}{labels} {value}");
+            }
+        };
+        let mut requests = Vec::new();
+        for (a, api) in Api::ALL.iter().enumerate() {
+            for (o, (_, outcome)) in OUTCOMES.iter().enumerate() {
+                requests.push((
+                    format!("{{api=\"{}\",outcome=\"{outcome}\"}}", api.name()),
+                    get(&self.requests[a][o]),
+                ));
+            }
+        }
+        family(
+            "ctxgc_requests_total",
+            "counter",
+            "Requests on the API routes, by API and by how they were forwarded.",
+            &requests,
+        );
+        let causes: Vec<(String, u64)> = CAUSES
+            .iter()
+            .zip(&self.fail_open_by_cause)
+            .map(|(c, n)| (format!("{{cause=\"{c}\"}}"), get(n)))
+            .collect();
+        family(
+            "ctxgc_fail_open_total",
+            "counter",
+            "Internal failures after which the client's request went upstream unchanged, by cause.",
+            &causes,
+        );
+        family(
+            "ctxgc_bad_requests_total",
+            "counter",
+            "Requests refused as malformed, too large or too slow.",
+            &[(String::new(), get(&self.bad_requests))],
+        );
+        let bytes = get(&self.bytes_saved);
+        family(
+            "ctxgc_trimmed_bytes_total",
+            "counter",
+            "Bytes of tool output trimmed away at insertion.",
+            &[(String::new(), bytes)],
+        );
+        family(
+            "ctxgc_trimmed_tokens_total",
+            "counter",
+            "Tokens of tool output trimmed away at insertion, estimated from the bytes ([trim] bytes_per_token).",
+            &[(
+                String::new(),
+                (bytes as f64 / bytes_per_token.max(1.0)) as u64,
+            )],
+        );
+        let events: Vec<(String, u64)> = EVENT_KINDS
+            .iter()
+            .zip(&self.events)
+            .map(|(k, n)| (format!("{{kind=\"{k}\"}}"), get(n)))
+            .collect();
+        family(
+            "ctxgc_events_total",
+            "counter",
+            "Engine events run across requests, by kind.",
+            &events,
+        );
+        family(
+            "ctxgc_event_reclaimed_tokens_total",
+            "counter",
+            "Prompt tokens the events reclaimed (ctxgc's counts).",
+            &[(String::new(), get(&self.event_tokens_reclaimed))],
+        );
+        family(
+            "ctxgc_originals_stored_total",
+            "counter",
+            "Originals written to the store.",
+            &[(String::new(), get(&self.originals_stored))],
+        );
+        family(
+            "ctxgc_agent_tool_calls_total",
+            "counter",
+            "Calls to trim_tool_result and recall_tool_result run by the proxy.",
+            &[(String::new(), get(&self.agent_tool_calls))],
+        );
+        family(
+            "ctxgc_summarizer_failures_total",
+            "counter",
+            "Compactions whose LLM summary failed and were summarised extractively.",
+            &[(String::new(), get(&self.summarizer_failures))],
+        );
+        family(
+            "ctxgc_rewrites_in_flight",
+            "gauge",
+            "Requests being rewritten now (the rewrite queue's depth).",
+            &[(String::new(), gauges.rewrites_in_flight as u64)],
+        );
+        family(
+            "ctxgc_rewrite_slots",
+            "gauge",
+            "Requests that may be rewritten at once.",
+            &[(String::new(), gauges.rewrite_slots as u64)],
+        );
+        family(
+            "ctxgc_sessions",
+            "gauge",
+            "Sessions in the usage table.",
+            &[(String::new(), gauges.sessions as u64)],
+        );
+        self.upstream.render(
+            &mut out,
+            "ctxgc_upstream_seconds",
+            "Time from sending a request upstream to its response headers.",
+        );
+        self.store.render(
+            &mut out,
+            "ctxgc_store_seconds",
+            "Time of one store operation on the request path.",
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative_and_counts_add_up() {
+        let m = Metrics::default();
+        m.upstream_latency(Duration::from_micros(500));
+        m.upstream_latency(Duration::from_millis(20));
+        m.upstream_latency(Duration::from_secs(100));
+        m.forwarded(Api::Gemini, Forwarded::FailOpen, 0, 0, Some("store"));
+        m.forwarded(Api::Messages, Forwarded::Rewritten, 4_000, 1, None);
+        let text = m.render(
+            &Gauges {
+                rewrites_in_flight: 1,
+                rewrite_slots: 4,
+                sessions: 2,
+            },
+            4.0,
+        );
+        assert!(
+            text.contains("ctxgc_upstream_seconds_bucket{le=\"0.001\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("ctxgc_upstream_seconds_bucket{le=\"0.025\"} 2\n"));
+        assert!(text.contains("ctxgc_upstream_seconds_bucket{le=\"+Inf\"} 3\n"));
+        assert!(text.contains("ctxgc_requests_total{api=\"gemini\",outcome=\"fail_open\"} 1\n"));
+        assert!(text.contains("ctxgc_fail_open_total{cause=\"store\"} 1\n"));
+        assert!(text.contains("ctxgc_trimmed_tokens_total 1000\n"));
+        let t = m.totals();
+        assert_eq!((t.rewritten, t.passed_through, t.fail_open), (1, 0, 1));
     }
 }

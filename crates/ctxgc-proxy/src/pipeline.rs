@@ -36,7 +36,7 @@ pub(crate) fn prepare(
     let mut lineage_edit: Option<(usize, Vec<u8>)> = None;
     let mut injected = None;
     if settings.inject_tools {
-        let agent_state = agent::load(&*state.store, session)?;
+        let agent_state = state.timed(|store| agent::load(store, session))?;
         let end = agent::ClientEnd::of(request);
         agent_changed |= agent::apply(&mut request.body, request.api, &agent_state);
         // A token count includes the tools the real request will carry; its answer holds no
@@ -122,7 +122,7 @@ pub(crate) fn prepare(
                 .record_estimate(session, outcome.estimated_tokens);
         }
         if let Some(kind) = outcome.event {
-            state.metrics.event();
+            state.metrics.event(kind, outcome.reclaimed_tokens);
             tracing::info!(event = kind, tokens = outcome.estimated_tokens, "event");
         }
         // The lineage replaces the client's first `covered` items with its prefix: spliced
@@ -202,7 +202,7 @@ fn advance_lineage(
     let calibration = state.sessions.calibration(session);
     for _ in 0..LINEAGE_ATTEMPTS {
         // The lineage lives in the store, so replicas and restarts continue the session.
-        let stored = state.store.get_state(key)?;
+        let stored = state.timed(|store| store.get_state(key))?;
         let current: Option<lineage::Lineage> = stored
             .as_deref()
             .and_then(|json| serde_json::from_str(json).ok());
@@ -237,7 +237,7 @@ fn advance_lineage(
                 what: "lineage",
                 source,
             })?;
-        if state.store.swap_state(key, stored.as_deref(), &json)? {
+        if state.timed(|store| store.swap_state(key, stored.as_deref(), &json))? {
             return Ok(outcome);
         }
     }
@@ -263,7 +263,7 @@ fn commit_originals(
     if fresh.is_empty() {
         return Ok(0);
     }
-    state.store.put_all(session, &fresh)?;
+    state.timed(|store| store.put_all(session, &fresh))?;
     state
         .memos
         .note_committed(session, fresh.iter().map(|(id, _)| *id));

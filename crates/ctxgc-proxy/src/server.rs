@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Request, State};
+use axum::http::StatusCode;
 use axum::http::{HeaderMap, Uri};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use ctxgc_formats::Api;
 
@@ -48,12 +49,43 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(|| async { json(&serde_json::json!({"status": "ok"})) }),
         )
         .route("/ctxgc/stats", get(stats))
+        .route(
+            "/ctxgc/healthz",
+            get(|| async { json(&serde_json::json!({"status": "ok"})) }),
+        )
+        .route("/ctxgc/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .fallback(passthrough)
         .with_state(state)
 }
 
 async fn stats(State(s): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
     json(&s.stats_of(&headers, uri.query()))
+}
+
+/// Prometheus' scrape.
+async fn metrics(State(s): State<Arc<AppState>>) -> Response {
+    (
+        [("content-type", "text/plain; version=0.0.4; charset=utf-8")],
+        s.prometheus(),
+    )
+        .into_response()
+}
+
+/// Ready when the store answers (within its own deadline), off the async workers.
+async fn readyz(State(s): State<Arc<AppState>>) -> Response {
+    let ready = tokio::task::spawn_blocking(move || s.store_ready()).await;
+    match ready {
+        Ok(Ok(())) => json(&serde_json::json!({"status": "ready"})),
+        Ok(Err(e)) => {
+            let body = json(&serde_json::json!({"status": "unavailable", "why": e.to_string()}));
+            (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+        }
+        Err(e) => {
+            let body = json(&serde_json::json!({"status": "unavailable", "why": e.to_string()}));
+            (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+        }
+    }
 }
 
 /// Gemini's routes: the model and the method share the last segment (`{model}:{method}`).
@@ -86,10 +118,27 @@ pub async fn serve_on(
     listener: tokio::net::TcpListener,
     state: Arc<AppState>,
 ) -> std::io::Result<()> {
+    serve_until(listener, state, std::future::pending()).await
+}
+
+/// Serves until `shutdown` completes, then stops accepting and lets the requests and streams in
+/// flight finish, for at most `Timeouts::shutdown_grace`; connections still open then are cut.
+pub async fn serve_until(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> std::io::Result<()> {
     let headers_deadline = state.settings.timeouts.client_headers;
+    let grace = state.settings.timeouts.shutdown_grace;
     let app = router(state);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let stream = match accepted {
             Ok((stream, _)) => stream,
             Err(e) => {
                 // Out of descriptors, a reset before accept: wait a moment and go on.
@@ -104,14 +153,25 @@ pub async fn serve_on(
             tracing::warn!(error = %e, "cannot set TCP_NODELAY");
         }
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        // A client that does not finish its headers in time is cut (the body has its own
+        // deadline, in the handler).
+        let connection = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(headers_deadline)
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let connection = graceful.watch(connection);
         tokio::spawn(async move {
-            // A client that does not finish its headers in time is cut (the body has its own
-            // deadline, in the handler).
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(headers_deadline)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             let _ = connection.await;
         });
     }
+    drop(listener);
+    tracing::info!(
+        grace_secs = grace.as_secs(),
+        "shutting down: no new connections; waiting for the requests in flight"
+    );
+    tokio::select! {
+        () = graceful.shutdown() => tracing::info!("every request finished"),
+        () = tokio::time::sleep(grace) => tracing::warn!("the shutdown grace elapsed: open connections are cut"),
+    }
+    Ok(())
 }

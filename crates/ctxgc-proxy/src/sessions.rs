@@ -118,6 +118,11 @@ impl SessionTable {
         });
     }
 
+    /// Sessions in the table.
+    pub(crate) fn len(&self) -> usize {
+        self.sessions.lock().map_or(0, |s| s.len())
+    }
+
     /// Every session's usage now.
     pub(crate) fn snapshot(&self) -> BTreeMap<String, SessionUsage> {
         self.sessions.lock().map(|s| s.clone()).unwrap_or_default()

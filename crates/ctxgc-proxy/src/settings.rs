@@ -48,6 +48,8 @@ pub struct Timeouts {
     pub client_body: Duration,
     /// For a client to send its request headers.
     pub client_headers: Duration,
+    /// For requests and streams in flight to finish once shutdown began.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for Timeouts {
@@ -57,6 +59,7 @@ impl Default for Timeouts {
             upstream_idle: Duration::from_secs(600),
             client_body: Duration::from_secs(60),
             client_headers: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(30),
         }
     }
 }

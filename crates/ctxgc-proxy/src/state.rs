@@ -31,7 +31,7 @@ pub struct AppState {
     /// has its own deadline).
     pub(crate) store: Box<dyn Store>,
     pub(crate) memos: Memos,
-    pub(crate) metrics: Metrics,
+    pub(crate) metrics: Arc<Metrics>,
     pub(crate) sessions: SessionTable,
     pub(crate) responses: ResponseIndex,
     pub(crate) summarizer: SummarizerGate,
@@ -39,6 +39,7 @@ pub struct AppState {
     /// Requests being rewritten at once, at most: each holds its parsed body and views, so
     /// this bounds the memory a burst can take (the rest wait, then fail open).
     pub(crate) rewrite_slots: Arc<tokio::sync::Semaphore>,
+    rewrite_slots_total: usize,
 }
 
 /// Rewrite slots: twice the cores (at least 4), so a slow LLM summary holding one leaves
@@ -46,6 +47,9 @@ pub struct AppState {
 fn rewrite_slots() -> usize {
     (std::thread::available_parallelism().map_or(2, |n| n.get()) * 2).max(4)
 }
+
+/// What readiness reads from the store (it need not exist).
+const READINESS_KEY: StateKey<'static> = StateKey::Server("readiness-probe");
 
 /// Where the tenant secret is kept in the store (no session id can spell it).
 const TENANT_SECRET_KEY: StateKey<'static> = StateKey::Server("tenant-secret");
@@ -81,8 +85,9 @@ impl AppState {
         store: Box<dyn Store>,
     ) -> Result<Arc<AppState>, ProxyError> {
         let tenant_secret = tenant_secret(&settings, &*store)?;
+        let metrics = Arc::new(Metrics::default());
         Ok(Arc::new(AppState {
-            upstreams: Upstreams::new(&settings)?,
+            upstreams: Upstreams::new(&settings, metrics.clone())?,
             summarizer: SummarizerGate::new(
                 settings.summarizer.clone(),
                 settings.summarizer_cooldown,
@@ -90,11 +95,12 @@ impl AppState {
             settings,
             store,
             memos: Memos::default(),
-            metrics: Metrics::default(),
+            metrics: metrics.clone(),
             sessions: SessionTable::default(),
             responses: ResponseIndex::default(),
             tenant_secret,
             rewrite_slots: Arc::new(tokio::sync::Semaphore::new(rewrite_slots())),
+            rewrite_slots_total: rewrite_slots(),
         }))
     }
 
@@ -159,6 +165,32 @@ impl AppState {
             return stats;
         }
         stats.only(&format!("{}.", self.tenant_of(headers, query).as_str()))
+    }
+
+    /// Runs one store operation, its time observed in the metrics.
+    pub(crate) fn timed<T>(&self, operation: impl FnOnce(&dyn Store) -> T) -> T {
+        let started = std::time::Instant::now();
+        let out = operation(&*self.store);
+        self.metrics.store_latency(started.elapsed());
+        out
+    }
+
+    /// The metrics in Prometheus' text format.
+    pub(crate) fn prometheus(&self) -> String {
+        let slots = self.rewrite_slots_total;
+        let gauges = crate::metrics::Gauges {
+            rewrites_in_flight: slots.saturating_sub(self.rewrite_slots.available_permits()),
+            rewrite_slots: slots,
+            sessions: self.sessions.len(),
+        };
+        self.metrics
+            .render(&gauges, self.settings.rewrite.trim.bytes_per_token)
+    }
+
+    /// Whether the store answers within its deadline (readiness).
+    pub(crate) fn store_ready(&self) -> Result<(), ProxyError> {
+        self.timed(|store| store.get_state(READINESS_KEY))?;
+        Ok(())
     }
 
     /// Current statistics, every session included.

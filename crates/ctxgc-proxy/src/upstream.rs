@@ -6,7 +6,10 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::Response;
 use ctxgc_formats::Upstream;
 
+use std::sync::Arc;
+
 use crate::error::ProxyError;
+use crate::metrics::Metrics;
 use crate::reply::error_response;
 use crate::settings::ProxySettings;
 
@@ -17,10 +20,14 @@ pub(crate) struct Upstreams {
     anthropic: String,
     gemini: String,
     idle: std::time::Duration,
+    metrics: Arc<Metrics>,
 }
 
 impl Upstreams {
-    pub(crate) fn new(settings: &ProxySettings) -> Result<Upstreams, ProxyError> {
+    pub(crate) fn new(
+        settings: &ProxySettings,
+        metrics: Arc<Metrics>,
+    ) -> Result<Upstreams, ProxyError> {
         ctxgc_summarize::install_crypto();
         let client = reqwest::Client::builder()
             .connect_timeout(settings.timeouts.connect)
@@ -35,6 +42,7 @@ impl Upstreams {
             anthropic: settings.anthropic_upstream.clone(),
             gemini: settings.gemini_upstream.clone(),
             idle: settings.timeouts.upstream_idle,
+            metrics,
         })
     }
 
@@ -91,7 +99,10 @@ impl Upstreams {
                 builder = builder.header(name, value);
             }
         }
-        builder.body(body).send().await.map_err(|e| {
+        let started = std::time::Instant::now();
+        let sent = builder.body(body).send().await;
+        self.metrics.upstream_latency(started.elapsed());
+        sent.map_err(|e| {
             let shown = redact_url(base);
             if e.is_timeout() {
                 let secs = self.idle.as_secs();

@@ -730,6 +730,7 @@ async fn every_wait_has_a_deadline() {
         upstream_idle: Duration::from_millis(400),
         client_body: Duration::from_millis(400),
         client_headers: Duration::from_millis(400),
+        shutdown_grace: Duration::from_secs(1),
     };
     let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).to_string();
     // An upstream that never answers: 504 at the deadline.

@@ -156,6 +156,7 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             upstream_idle: Duration::from_secs(config.proxy.upstream_idle_timeout_secs),
             client_body: Duration::from_secs(config.proxy.client_body_timeout_secs),
             client_headers: Duration::from_secs(config.proxy.client_header_timeout_secs),
+            shutdown_grace: Duration::from_secs(config.proxy.shutdown_grace_secs),
         },
         tokens: config.tokens.clone(),
     };
@@ -185,9 +186,37 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
         }
     });
     runtime
-        .block_on(ctxgc_proxy::serve(args.listen, state))
+        .block_on(async {
+            let listener = tokio::net::TcpListener::bind(args.listen).await?;
+            tracing::info!(address = %listener.local_addr()?, "listening");
+            ctxgc_proxy::serve_until(listener, state, shutdown_signal()).await
+        })
         .with_context(|| format!("cannot serve on {}", args.listen))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM (a deploy, a container stop) or Ctrl-C.
+async fn shutdown_signal() {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => tracing::info!("interrupted"),
+        () = terminate => tracing::info!("terminated"),
+    }
 }
 
 #[derive(Debug, Args)]
