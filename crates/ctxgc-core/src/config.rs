@@ -59,6 +59,9 @@ impl StoreSettings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProxySettings {
+    /// Observe mode: forward every request unchanged, and compute beside it, off the request
+    /// path, what ctxgc would have sent (the stats and the dashboard say "would have saved").
+    pub observe: bool,
     /// Run the engine's events (prune first, then compaction) across requests.
     pub compact: bool,
     /// With `compact` off, still run an event on a request that comes after the session was
@@ -102,6 +105,7 @@ pub struct ProxySettings {
 impl Default for ProxySettings {
     fn default() -> Self {
         ProxySettings {
+            observe: false,
             compact: false,
             cold_events: true,
             inject_tools: false,

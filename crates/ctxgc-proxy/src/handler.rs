@@ -70,6 +70,29 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         session = session.as_str(),
         tenant = tenant.as_str().get(..8).unwrap_or(tenant.as_str()),
     );
+    if let Some(observer) = &s.observer {
+        // Forwarded as it came; what ctxgc would have sent is computed beside it.
+        observer.offer(request, bytes.clone(), session.clone());
+        s.metrics.forwarded(api, Forwarded::Unchanged, 0, 0, None);
+        return async move {
+            match s
+                .upstreams
+                .send(
+                    api.wire().upstream(),
+                    parts.method,
+                    &parts.uri,
+                    &parts.headers,
+                    bytes,
+                )
+                .await
+            {
+                Ok(response) => relay(&s, response, Some((api, session))),
+                Err(response) => response,
+            }
+        }
+        .instrument(span)
+        .await;
+    }
     async move {
         let path = parts.uri.path();
         let counting = path.ends_with("/count_tokens") || path.ends_with(":countTokens");

@@ -26,6 +26,7 @@ pub mod identity;
 pub mod lineage;
 mod memos;
 mod metrics;
+mod observe;
 mod pipeline;
 mod relay;
 mod reply;
@@ -43,6 +44,7 @@ mod summarizer;
 mod upstream;
 
 pub use error::ProxyError;
+pub use observe::ObserveTotals;
 pub use rewrite::RewriteSettings;
 pub use server::{router, serve, serve_on, serve_until};
 pub use sessions::SessionUsage;

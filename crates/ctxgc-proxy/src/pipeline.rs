@@ -154,6 +154,31 @@ pub(crate) fn prepare(
     })
 }
 
+/// ctxgc's count of a request's prompt: its conversation as the provider frames it, its system
+/// prompt and its tool definitions.
+pub(crate) fn prompt_tokens(state: &AppState, request: &ApiRequest) -> usize {
+    let wire = request.api.wire();
+    let items = request
+        .body
+        .get(wire.items_key())
+        .and_then(serde_json::Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    let system = wire.system_key().and_then(|key| request.body.get(key));
+    let tools = request
+        .body
+        .get("tools")
+        .and_then(serde_json::Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    let mut counter = state.memos.counter(request.api, &state.settings.tokens);
+    let messages = wire.view(system, items).map_or(0, |v| {
+        v.messages
+            .iter()
+            .map(|m| counter.count_message(m))
+            .sum::<usize>()
+    });
+    counter.count_tools(tools) + 3 + messages
+}
+
 /// How long the provider keeps this request's prompt cache, when the client asked for longer
 /// than the default few minutes: Anthropic's one-hour breakpoints (`"ttl": "1h"`), OpenAI's
 /// extended retention (`"prompt_cache_retention": "24h"`). Read from the body's bytes: the same

@@ -33,6 +33,15 @@ pub struct SessionUsage {
     /// Reported input / ctxgc's estimate, smoothed: scales the engine's token counts for this
     /// session (the upstream's tokenizer, tool definitions and framing as it really counts them).
     pub calibration: Option<f64>,
+    /// Observe mode: requests observed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub observed_requests: u64,
+    /// Observe mode: prompt tokens of the requests as the client sent them (ctxgc's counts).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub observed_tokens: u64,
+    /// Observe mode: prompt tokens of what ctxgc would have sent instead.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub would_send_tokens: u64,
     /// When it was last active (a counter): the least recently active leave a full table.
     #[serde(skip)]
     last_active: u64,
@@ -118,6 +127,15 @@ impl SessionTable {
         });
     }
 
+    /// Records an observed request: its prompt tokens as sent and as ctxgc would have sent it.
+    pub(crate) fn record_observed(&self, session: &SessionId, sent: usize, would: usize) {
+        self.with(session, |entry| {
+            entry.observed_requests += 1;
+            entry.observed_tokens += sent as u64;
+            entry.would_send_tokens += would as u64;
+        });
+    }
+
     /// Sessions in the table.
     pub(crate) fn len(&self) -> usize {
         self.sessions.lock().map_or(0, |s| s.len())
@@ -127,6 +145,10 @@ impl SessionTable {
     pub(crate) fn snapshot(&self) -> BTreeMap<String, SessionUsage> {
         self.sessions.lock().map(|s| s.clone()).unwrap_or_default()
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Keeps the table bounded: before a new session enters a full table, the least recently

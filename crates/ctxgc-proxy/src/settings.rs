@@ -19,6 +19,9 @@ pub struct ProxySettings {
     pub max_body_bytes: usize,
     /// Rewriting settings.
     pub rewrite: RewriteSettings,
+    /// Observe mode: forward every request unchanged and compute beside it, off the request
+    /// path, what ctxgc would have sent.
+    pub observe: bool,
     /// Who writes compaction summaries: an LLM, or `None` for the extractive summarizer.
     pub summarizer: Option<Arc<ctxgc_summarize::LlmSummarizer>>,
     /// After the LLM summarizer fails, compactions are summarised extractively for this long.

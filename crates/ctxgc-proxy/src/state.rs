@@ -13,6 +13,7 @@ use crate::error::ProxyError;
 use crate::identity::{self, Tenant, TenantSecret};
 use crate::memos::Memos;
 use crate::metrics::Metrics;
+use crate::observe::Observer;
 use crate::responses::ResponseIndex;
 use crate::sessions::SessionTable;
 use crate::settings::ProxySettings;
@@ -35,6 +36,8 @@ pub struct AppState {
     pub(crate) sessions: SessionTable,
     pub(crate) responses: ResponseIndex,
     pub(crate) summarizer: SummarizerGate,
+    /// Observe mode's queue and worker, when on.
+    pub(crate) observer: Option<Observer>,
     tenant_secret: TenantSecret,
     /// Requests being rewritten at once, at most: each holds its parsed body and views, so
     /// this bounds the memory a burst can take (the rest wait, then fail open).
@@ -85,8 +88,9 @@ impl AppState {
         store: Box<dyn Store>,
     ) -> Result<Arc<AppState>, ProxyError> {
         let tenant_secret = tenant_secret(&settings, &*store)?;
+        let settings_observe = settings.observe;
         let metrics = Arc::new(Metrics::default());
-        Ok(Arc::new(AppState {
+        let state = Arc::new(AppState {
             upstreams: Upstreams::new(&settings, metrics.clone())?,
             summarizer: SummarizerGate::new(
                 settings.summarizer.clone(),
@@ -101,7 +105,14 @@ impl AppState {
             tenant_secret,
             rewrite_slots: Arc::new(tokio::sync::Semaphore::new(rewrite_slots())),
             rewrite_slots_total: rewrite_slots(),
-        }))
+            observer: settings_observe.then(Observer::new),
+        });
+        if let Some(observer) = &state.observer {
+            observer.start(&state).map_err(|e| {
+                ProxyError::Setup(format!("cannot start the observer's thread: {e}"))
+            })?;
+        }
+        Ok(state)
     }
 
     /// Deletes what was last written longer ago than `older_than`; logs and returns how many.
@@ -195,6 +206,10 @@ impl AppState {
 
     /// Current statistics, every session included.
     pub fn stats(&self) -> Stats {
-        Stats::new(self.metrics.totals(), self.sessions.snapshot())
+        Stats::new(
+            self.metrics.totals(),
+            self.sessions.snapshot(),
+            self.observer.as_ref().map(Observer::totals),
+        )
     }
 }

@@ -30,6 +30,13 @@ pub struct Stats {
     pub agent_tool_calls: u64,
     /// Compactions whose LLM summary failed and were summarised extractively.
     pub summarizer_failures: u64,
+    /// Observe mode, when on: what the observer did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observe: Option<crate::observe::ObserveTotals>,
+    /// Observe mode: prompt tokens ctxgc would have saved over the sessions shown (ctxgc's
+    /// counts of what was sent minus what it would have sent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub would_have_saved_tokens: Option<u64>,
     /// Sessions seen.
     pub sessions: usize,
     /// Usage per session, as the upstream reported it.
@@ -38,8 +45,12 @@ pub struct Stats {
 
 impl Stats {
     /// The statistics of these counters and sessions.
-    pub(crate) fn new(t: Totals, usage: BTreeMap<String, SessionUsage>) -> Stats {
-        Stats {
+    pub(crate) fn new(
+        t: Totals,
+        usage: BTreeMap<String, SessionUsage>,
+        observe: Option<crate::observe::ObserveTotals>,
+    ) -> Stats {
+        let mut stats = Stats {
             requests: t.requests,
             rewritten: t.rewritten,
             passed_through: t.passed_through,
@@ -50,8 +61,23 @@ impl Stats {
             events: t.events,
             agent_tool_calls: t.agent_tool_calls,
             summarizer_failures: t.summarizer_failures,
+            observe,
+            would_have_saved_tokens: None,
             sessions: usage.len(),
             usage,
+        };
+        stats.sum_observed();
+        stats
+    }
+
+    fn sum_observed(&mut self) {
+        if self.observe.is_some() {
+            self.would_have_saved_tokens = Some(
+                self.usage
+                    .values()
+                    .map(|u| u.observed_tokens.saturating_sub(u.would_send_tokens))
+                    .sum(),
+            );
         }
     }
 
@@ -59,6 +85,7 @@ impl Stats {
     pub(crate) fn only(mut self, prefix: &str) -> Stats {
         self.usage.retain(|id, _| id.starts_with(prefix));
         self.sessions = self.usage.len();
+        self.sum_observed();
         self
     }
 }

@@ -343,6 +343,7 @@ async fn start(name: &str) -> Harness {
         anthropic_upstream: up.clone(),
         gemini_upstream: up,
         max_body_bytes: 4 << 20,
+        observe: false,
         rewrite: RewriteSettings {
             trim: Default::default(),
             window: 32_000,

@@ -181,6 +181,7 @@ async fn start(engine: bool) -> Harness {
         anthropic_upstream: "http://127.0.0.1:1".into(),
         gemini_upstream: upstream.url.clone(),
         max_body_bytes: 8 * 1024 * 1024,
+        observe: false,
         rewrite: RewriteSettings {
             trim: Default::default(),
             window: 32_000,

@@ -53,6 +53,7 @@ fn settings(upstream: &str) -> ProxySettings {
         anthropic_upstream: upstream.to_owned(),
         gemini_upstream: upstream.to_owned(),
         max_body_bytes: 4 * 1024 * 1024,
+        observe: false,
         rewrite: RewriteSettings {
             trim: Default::default(),
             window: 32_000,
@@ -286,4 +287,62 @@ async fn shutdown_lets_a_ten_second_stream_finish_and_accepts_nothing_new() {
     assert!(started.elapsed() >= Duration::from_secs(SLOW_EVENTS as u64));
     let finished = tokio::time::timeout(Duration::from_secs(5), server).await;
     assert!(matches!(finished, Ok(Ok(Ok(())))), "the server returned");
+}
+
+#[tokio::test]
+async fn observe_mode_forwards_every_byte_and_says_what_it_would_have_saved() {
+    let upstream = FakeUpstream::start(reply).await;
+    let settings = ProxySettings {
+        observe: true,
+        ..settings(&upstream.url)
+    };
+    let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    // As a client writes it: spacing and key order ctxgc would not reproduce.
+    let body = serde_json::to_string_pretty(&chat_body()).unwrap();
+    for _ in 0..3 {
+        let r = reqwest::Client::new()
+            .post(format!("{proxy}/v1/chat/completions"))
+            .bearer_auth("sk-observed-SECRET")
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        r.bytes().await.unwrap();
+        let seen = upstream.log.last().unwrap();
+        assert_eq!(seen.body, body.as_bytes(), "forwarded byte for byte");
+    }
+    // The observer works beside the requests: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let stats = loop {
+        let stats = state.stats();
+        if stats.observe.is_some_and(|o| o.observed == 3) || Instant::now() > deadline {
+            break stats;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let observe = stats.observe.unwrap();
+    assert_eq!(
+        (observe.observed, observe.skipped, observe.failed),
+        (3, 0, 0)
+    );
+    assert_eq!(stats.rewritten, 0, "nothing was changed");
+    let session = stats.usage.values().next().unwrap();
+    assert_eq!(session.observed_requests, 3);
+    assert!(
+        session.would_send_tokens * 3 < session.observed_tokens,
+        "{} would be sent instead of {}",
+        session.would_send_tokens,
+        session.observed_tokens
+    );
+    assert_eq!(
+        stats.would_have_saved_tokens,
+        Some(session.observed_tokens - session.would_send_tokens)
+    );
+    // The upstream's usage is recorded beside it, as the baseline.
+    assert_eq!(session.input_tokens + session.cache_read_tokens, 3 * 900);
 }

@@ -187,6 +187,7 @@ async fn start_full(
         anthropic_upstream: up.clone(),
         gemini_upstream: up,
         max_body_bytes: 2 * 1024 * 1024,
+        observe: false,
         rewrite: RewriteSettings {
             trim: Default::default(),
             window,
@@ -675,6 +676,7 @@ async fn proxy_at(upstream: &str, timeouts: ctxgc_proxy::Timeouts) -> String {
         anthropic_upstream: upstream.to_owned(),
         gemini_upstream: upstream.to_owned(),
         max_body_bytes: 1024 * 1024,
+        observe: false,
         rewrite: RewriteSettings {
             trim: Default::default(),
             window: 32_000,

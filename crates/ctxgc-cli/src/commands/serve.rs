@@ -55,6 +55,11 @@ pub struct ServeArgs {
     /// (overrides `[proxy] compact = true` and `cold_events = true`).
     #[arg(long, conflicts_with = "compact")]
     pub no_compact: bool,
+    /// Observe mode: forward every request unchanged and compute beside it what ctxgc would have
+    /// sent, to see what it would save before letting it change anything (also
+    /// `[proxy] observe = true`).
+    #[arg(long)]
+    pub observe: bool,
     /// Add trim_tool_result and recall_tool_result to requests that carry tools and run the
     /// model's calls to them inside the proxy (also `[proxy] inject_tools = true`).
     #[arg(long)]
@@ -137,6 +142,7 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
         anthropic_upstream: args.anthropic_upstream,
         gemini_upstream: args.gemini_upstream,
         max_body_bytes: args.max_body_bytes,
+        observe: config.proxy.observe || args.observe,
         rewrite: RewriteSettings {
             trim: config.trim.clone(),
             window: args.window.unwrap_or(config.trim.default_window),
