@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks what the scripted upstream recorded during one conformance run.
 
-Usage: check.py RECORD STATS_JSON CONFIG
+Usage: check.py RECORD STATS_JSON CONFIG [CLIENT_RECORD]
 - every request was accepted (no 400: pairs, order, breakpoints and thinking rules held);
 - a client's pinned messages (system/developer notes after the first user message) are in
   every request of its session;
@@ -9,7 +9,10 @@ Usage: check.py RECORD STATS_JSON CONFIG
   as a prompt cache sees it): prefix breaks are at most the events the proxy ran plus the
   model's agent-tool calls (a trim replaces the latest result);
 - with the agent tools and a small window (CONFIG `agent`), the proxy ran at least one event and
-  the model's trim and recall ran inside the proxy.
+  the model's trim and recall ran inside the proxy;
+- in observe mode (CONFIG `observe`), every body the upstream received is one the client sent,
+  byte for byte (CLIENT_RECORD: their SHA-256, as the relay in front of the proxy saw them), and
+  the proxy observed the requests and says what it would have saved.
 Prints one line and exits 1 on the first failed check.
 """
 import json
@@ -67,6 +70,18 @@ def main():
         problems.append("%d prefix breaks but only %d events and agent tool calls: history was rewritten outside them" % (breaks, allowed))
     if stats.get("fail_open", 0):
         problems.append("the proxy failed open %d times" % stats["fail_open"])
+    if config == "observe":
+        sent = [json.loads(line)["sha256"] for line in open(sys.argv[4])]
+        for k, r in enumerate(requests):
+            if r.get("sha256") not in sent:
+                problems.append("request %d (%s) reached the upstream changed in observe mode" % (k, r["path"]))
+        observe = stats.get("observe") or {}
+        if observe.get("observed", 0) < 1:
+            problems.append("the proxy observed no request: %s" % observe)
+        if not stats.get("would_have_saved_tokens"):
+            problems.append("the proxy says it would have saved nothing")
+        if breaks:
+            problems.append("observe mode broke a prefix %d times" % breaks)
     if config == "agent":
         if events < 1:
             problems.append("no event ran at the small window")
@@ -74,6 +89,9 @@ def main():
             problems.append("the model's trim/recall calls did not run in the proxy")
     summary = "%d requests in %d sessions, %d events, %d prefix breaks, %d agent tool calls, %d fail-open" % (
         len(requests), len(by_session), events, breaks, stats.get("agent_tool_calls", 0), stats.get("fail_open", 0))
+    if config == "observe":
+        summary += ", %d observed, %s tokens it would have saved" % (
+            (stats.get("observe") or {}).get("observed", 0), stats.get("would_have_saved_tokens"))
     if problems:
         print("FAIL: " + summary + "\n  " + "\n  ".join(problems[:10]))
         sys.exit(1)

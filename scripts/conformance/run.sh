@@ -6,7 +6,9 @@
 # scripted upstream that enforces the APIs' rules with their real 400 texts (upstream.py).
 # Every client runs through the proxy with its defaults and with
 # `--compact --inject-tools --window 16000`; it must finish normally with zero API errors, and
-# check.py checks every request the upstream received.
+# check.py checks every request the upstream received. A third configuration, `--observe`, puts a
+# recording relay (relay.py) in front of the proxy and checks that every request reached the
+# upstream byte for byte as the client sent it, while the proxy says what it would have saved.
 #
 #   scripts/conformance/run.sh [CLIENT...]
 #   (default: all: sdk codex claude-code mini-swe-agent gemini-sdk gemini-cli)
@@ -59,22 +61,33 @@ failed=0
 run() {
   local name=$1 config=$2; shift 2
   local dir="$out/$name-$config"; mkdir -p "$dir/work"
-  local up_port px_port; up_port=$(port); px_port=$(port)
+  local up_port px_port rl_port; up_port=$(port); px_port=$(port); rl_port=$(port)
   python3 "$here/upstream.py" "$up_port" "$dir/upstream.jsonl" & local up=$!
   local flags=(); [ "$config" = agent ] && flags=(--compact --inject-tools --window 16000)
-  "$ctxgc" serve --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
+  [ "$config" = observe ] && flags=(--observe)
+  printf '[proxy]\nadmin_token = "conformance-admin-token"\n' >"$dir/ctxgc.toml"
+  "$ctxgc" serve --config "$dir/ctxgc.toml" --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
     --anthropic-upstream "http://127.0.0.1:$up_port" --gemini-upstream "http://127.0.0.1:$up_port" --store memory "${flags[@]}" 2>"$dir/serve.log" & local px=$!
+  local client_url="http://127.0.0.1:$px_port" rl=""
+  if [ "$config" = observe ]; then
+    # What the client sends is recorded in front of the proxy, to hold the upstream's against.
+    python3 "$here/relay.py" "$rl_port" "$client_url" "$dir/client.jsonl" & rl=$!
+    client_url="http://127.0.0.1:$rl_port"; touch "$dir/client.jsonl"
+    wait_port "$rl_port"
+  fi
   wait_port "$up_port" && wait_port "$px_port"
   touch "$dir/upstream.jsonl"
   local status=0
-  PROXY="http://127.0.0.1:$px_port" DIR="$dir" timeout 300 bash -c '"$@"' client "$@" >"$dir/client.log" 2>&1 || status=$?
-  curl -s "http://127.0.0.1:$px_port/ctxgc/stats" >"$dir/stats.json"
-  kill "$up" "$px" 2>/dev/null || true; wait "$up" "$px" 2>/dev/null || true
+  PROXY="$client_url" DIR="$dir" timeout 300 bash -c '"$@"' client "$@" >"$dir/client.log" 2>&1 || status=$?
+  # Observe mode works beside the requests: give it a moment to finish.
+  [ "$config" = observe ] && sleep 1
+  curl -s -H "x-ctxgc-admin-token: conformance-admin-token" "http://127.0.0.1:$px_port/ctxgc/stats" >"$dir/stats.json"
+  kill "$up" "$px" $rl 2>/dev/null || true; wait "$up" "$px" $rl 2>/dev/null || true
   local verdict
   if [ $status -ne 0 ]; then
     verdict="FAIL: the client exited $status; its last lines: $(tail -5 "$dir/client.log" | tr '\n' ' ')"
   else
-    verdict=$(python3 "$here/check.py" "$dir/upstream.jsonl" "$dir/stats.json" "$config" 2>&1) || true
+    verdict=$(python3 "$here/check.py" "$dir/upstream.jsonl" "$dir/stats.json" "$config" "$dir/client.jsonl" 2>&1) || true
   fi
   printf '%-26s %-8s %s\n' "$name" "$config" "$verdict"
   case "$verdict" in ok:*) ;; *) failed=1 ;; esac
@@ -127,7 +140,7 @@ export -f sdk_client codex_client claude_client mini_client gemini_sdk_client ge
 export sdk codex claude mini genai gemini here
 
 for client in "${clients[@]}"; do
-  for config in defaults agent; do
+  for config in defaults agent observe; do
     case "$client" in
       sdk) for mode in chat chat-stream responses responses-stream messages messages-stream; do
              run "sdk-$mode" "$config" sdk_client "$mode"

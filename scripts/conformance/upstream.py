@@ -474,7 +474,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(404, "application/json", b'{"error":{"message":"not found"}}')
         verdict = check(body)
         record = {"api": api, "path": path, "session": session_key(api, body), "stream": bool(body.get("stream")),
-                  "status": 200, "body": body}
+                  "status": 200, "body": body, "sha256": hashlib.sha256(raw).hexdigest()}
         if verdict:
             status, message, kind = verdict
             record.update(status=status, error=message)
@@ -494,7 +494,8 @@ class Handler(BaseHTTPRequestHandler):
         if method == "countTokens":
             return self.reply(200, "application/json", json.dumps({"totalTokens": usage_of(raw)}).encode())
         record = {"api": "gemini", "path": self.path.split("?")[0], "session": session_key("gemini", body),
-                  "stream": method == "streamGenerateContent", "status": 200, "body": body}
+                  "stream": method == "streamGenerateContent", "status": 200, "body": body,
+                  "sha256": hashlib.sha256(raw).hexdigest()}
         verdict = check_gemini(body)
         if verdict:
             status, message, kind = verdict
