@@ -32,6 +32,12 @@ pub struct StoreSettings {
     /// Milliseconds one store operation may take (a locked SQLite file, a stalled Redis); past
     /// it the request is forwarded unchanged (fail open).
     pub timeout_ms: u64,
+    /// Redis: every key starts with `{prefix}:` (deployments sharing one Redis keep apart).
+    pub redis_key_prefix: String,
+    /// Redis over TLS (`rediss://`): a PEM file of the CA that signed the server's certificate;
+    /// unset: the system's roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for StoreSettings {
@@ -39,6 +45,8 @@ impl Default for StoreSettings {
         StoreSettings {
             retention_days: 7,
             timeout_ms: 2_000,
+            redis_key_prefix: "ctxgc".into(),
+            redis_ca_file: None,
         }
     }
 }

@@ -22,7 +22,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 mod pool;
 mod redis;
-pub use redis::RedisStore;
+pub use redis::{
+    MAX_CONNECTIONS as REDIS_MAX_CONNECTIONS, RedisOptions, RedisStore, redact as redact_redis_url,
+};
 
 use pool::Pool;
 

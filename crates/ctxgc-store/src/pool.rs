@@ -42,21 +42,21 @@ impl<C> Pool<C> {
         }
     }
 
-    /// Lends a connection made by `open` when none is idle (the pool then grows by one when
-    /// it is given back, up to `keep` idle ones).
-    pub(crate) fn take_or_open<E>(
-        &self,
-        open: impl FnOnce() -> Result<C, E>,
-    ) -> Result<Lent<'_, C>, E> {
-        let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
-        let conn = match idle {
-            Some(conn) => conn,
-            None => open()?,
-        };
-        Ok(Lent {
+    /// An idle connection, if one is.
+    pub(crate) fn take_idle(&self) -> Option<Lent<'_, C>> {
+        let conn = self.idle.lock().ok()?.pop()?;
+        Some(Lent {
             pool: self,
             conn: Some(conn),
         })
+    }
+
+    /// Lends a connection the caller just made.
+    pub(crate) fn lend(&self, conn: C) -> Lent<'_, C> {
+        Lent {
+            pool: self,
+            conn: Some(conn),
+        }
     }
 
     fn give_back(&self, conn: C, keep: usize) {

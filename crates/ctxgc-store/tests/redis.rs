@@ -167,3 +167,193 @@ fn keys_expire_after_the_retention_except_the_stores_own() {
         Some("kept")
     );
 }
+
+/// What a team's Redis asks of a client: a password, an ACL user, TLS with its own CA.
+mod secured {
+    use super::*;
+    use ctxgc_store::RedisOptions;
+    use ctxgc_test_support::redis_server::{make_certificates, start_with};
+
+    fn round_trip(store: &RedisStore) {
+        let s = SessionId::new("team.s-1");
+        let id = ContentId::of(b"the original");
+        store.put(&s, id, "the original").unwrap();
+        assert_eq!(store.get(&s, id).unwrap().as_deref(), Some("the original"));
+        assert!(store.swap_state(StateKey::Lineage(&s), None, "l1").unwrap());
+        assert!(
+            store
+                .swap_state(StateKey::Lineage(&s), Some("l1"), "l2")
+                .unwrap()
+        );
+        assert!(
+            !store
+                .swap_state(StateKey::Lineage(&s), Some("l1"), "l3")
+                .unwrap()
+        );
+    }
+
+    fn port_of(url: &str) -> &str {
+        url.rsplit(':').next().unwrap()
+    }
+
+    #[test]
+    fn a_password_protected_redis_is_reached_and_a_wrong_password_is_a_clear_error() {
+        let args = ["--requirepass", "pass-SECRET-1"].map(String::from);
+        let Some((_server, url)) = start_with(&args) else {
+            return;
+        };
+        let port = port_of(&url);
+        let store =
+            RedisStore::connect(&format!("redis://:pass-SECRET-1@127.0.0.1:{port}/3")).unwrap();
+        round_trip(&store);
+        for wrong in [
+            format!("redis://:wrong-SECRET-2@127.0.0.1:{port}"),
+            format!("redis://127.0.0.1:{port}"),
+        ] {
+            let e = RedisStore::connect(&wrong).err().unwrap().to_string();
+            assert!(!e.contains("SECRET"), "the password is never shown: {e}");
+            assert!(e.contains(&format!("127.0.0.1:{port}")), "{e}");
+            assert!(
+                e.contains("WRONGPASS") || e.contains("NOAUTH") || e.contains("uthentication"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_acl_user_is_reached_with_its_own_key_prefix() {
+        let args = [
+            "--user",
+            "default",
+            "off",
+            "--user",
+            "ctxgc",
+            "on",
+            ">user-SECRET-3",
+            "~team-a:*",
+            "+@all",
+        ]
+        .map(String::from);
+        let Some((_server, url)) = start_with(&args) else {
+            return;
+        };
+        let port = port_of(&url);
+        let with_prefix = |prefix: &str| {
+            RedisStore::connect_with(
+                &format!("redis://ctxgc:user-SECRET-3@127.0.0.1:{port}"),
+                RedisOptions {
+                    key_prefix: prefix.into(),
+                    ..RedisOptions::default()
+                },
+            )
+            .unwrap()
+        };
+        // The user may touch `team-a:*` keys only: the store writes nowhere else.
+        round_trip(&with_prefix("team-a"));
+        let outside = with_prefix("team-b");
+        let e = outside
+            .put(&SessionId::new("s"), ContentId::of(b"x"), "x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("NOPERM") || e.contains("permission"), "{e}");
+        assert!(!e.contains("SECRET"), "{e}");
+    }
+
+    #[test]
+    fn a_tls_redis_is_reached_with_the_operators_ca() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = std::env::temp_dir().join(format!("ctxgc-redis-tls-{}", std::process::id()));
+        let (ca, cert, key) = make_certificates(&dir);
+        let args = [
+            "--tls-cert-file".to_owned(),
+            cert.display().to_string(),
+            "--tls-key-file".to_owned(),
+            key.display().to_string(),
+            "--tls-ca-cert-file".to_owned(),
+            ca.display().to_string(),
+            "--tls-auth-clients".to_owned(),
+            "no".to_owned(),
+            "--requirepass".to_owned(),
+            "tls-SECRET-4".to_owned(),
+        ];
+        let Some((_server, url)) = start_with(&args) else {
+            return;
+        };
+        let port = port_of(&url);
+        let tls_url = format!("rediss://:tls-SECRET-4@127.0.0.1:{port}");
+        let store = RedisStore::connect_with(
+            &tls_url,
+            RedisOptions {
+                ca_file: Some(ca.clone()),
+                ..RedisOptions::default()
+            },
+        )
+        .unwrap();
+        round_trip(&store);
+        // Two replicas share it.
+        let other = RedisStore::connect_with(
+            &tls_url,
+            RedisOptions {
+                ca_file: Some(ca),
+                ..RedisOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            other
+                .get(&SessionId::new("team.s-1"), ContentId::of(b"the original"))
+                .unwrap()
+                .as_deref(),
+            Some("the original")
+        );
+        // Without the CA, the server's certificate is not trusted.
+        let e = RedisStore::connect(&tls_url).err().unwrap().to_string();
+        assert!(!e.contains("SECRET"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_compare_and_set_script_is_sent_once_then_called_by_its_sha() {
+        let Some((_server, url)) = start_with(&[]) else {
+            return;
+        };
+        let store = RedisStore::connect(&url).unwrap();
+        let s = SessionId::new("s");
+        let mut expected: Option<String> = None;
+        for k in 0..20 {
+            let next = format!("state {k}");
+            assert!(
+                store
+                    .swap_state(StateKey::Lineage(&s), expected.as_deref(), &next)
+                    .unwrap()
+            );
+            expected = Some(next);
+        }
+        let client = redis_client(&url);
+        let mut con = client.get_connection().unwrap();
+        let stats: String = ::redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut con)
+            .unwrap();
+        let calls = |name: &str| {
+            stats
+                .lines()
+                .find(|l| l.starts_with(&format!("cmdstat_{name}:")))
+                .and_then(|l| l.split("calls=").nth(1))
+                .and_then(|v| v.split(',').next())
+                .map_or(0, |v| v.parse::<u64>().unwrap())
+        };
+        // The first call finds no script (NOSCRIPT), loads it once, and calls it again by SHA.
+        assert_eq!(calls("evalsha"), 21, "{stats}");
+        assert_eq!(calls("script|load"), 1, "{stats}");
+        assert_eq!(
+            calls("eval"),
+            0,
+            "the script is never sent with a call: {stats}"
+        );
+    }
+
+    fn redis_client(url: &str) -> ::redis::Client {
+        ::redis::Client::open(url).unwrap()
+    }
+}

@@ -36,22 +36,36 @@ impl Drop for Server {
 /// Starts a server on a free port; `None` (test skipped) when redis-server is not installed,
 /// which fails on CI.
 pub fn start() -> Option<(Server, String)> {
+    start_with(&[])
+}
+
+/// Starts a server on a free port with these extra arguments (`--requirepass`, ACL users, TLS:
+/// then the port given is its TLS port). Returns it and `redis://127.0.0.1:PORT`.
+pub fn start_with(extra: &[String]) -> Option<(Server, String)> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .ok()?
         .local_addr()
         .ok()?
         .port();
+    let tls = extra.iter().any(|a| a == "--tls-cert-file");
+    let mut args: Vec<String> = if tls {
+        vec![
+            "--port".into(),
+            "0".into(),
+            "--tls-port".into(),
+            port.to_string(),
+        ]
+    } else {
+        vec!["--port".into(), port.to_string()]
+    };
+    args.extend(
+        ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+            .iter()
+            .map(|s| s.to_string()),
+    );
+    args.extend(extra.iter().cloned());
     let child = Command::new("redis-server")
-        .args([
-            "--port",
-            &port.to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ])
+        .args(&args)
         .stdout(Stdio::null())
         .spawn();
     let Ok(child) = child else {
@@ -75,4 +89,75 @@ pub fn start() -> Option<(Server, String)> {
         "redis-server did not accept connections within 5 s"
     );
     None
+}
+
+/// A CA and a certificate for 127.0.0.1 signed by it, made with openssl in `dir`: returns the
+/// paths of the CA certificate, the server certificate and the server key.
+pub fn make_certificates(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = |name: &str| dir.join(name);
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("openssl runs");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=ctxgc test CA",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+    ]);
+    std::fs::write(
+        path("san.ext"),
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "san.ext",
+        "-out",
+        "server.crt",
+    ]);
+    (path("ca.crt"), path("server.crt"), path("server.key"))
 }

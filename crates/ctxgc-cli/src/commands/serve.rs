@@ -10,7 +10,7 @@ use clap::Args;
 use ctxgc_core::config::Config;
 use ctxgc_core::store::{MemoryStore, OriginalStore, Store};
 use ctxgc_proxy::{AppState, ProxySettings, RewriteSettings};
-use ctxgc_store::{RedisStore, SqliteStore};
+use ctxgc_store::{RedisOptions, RedisStore, SqliteStore, redact_redis_url};
 
 use super::summarizer::SummarizerArgs;
 
@@ -31,7 +31,8 @@ pub struct ServeArgs {
     /// Gemini upstream (`generateContent`, `streamGenerateContent`, `countTokens`).
     #[arg(long, default_value = ctxgc_proxy::GEMINI_UPSTREAM)]
     pub gemini_upstream: String,
-    /// Where originals go: `sqlite:PATH` (default: the XDG data dir), `redis://HOST:PORT`
+    /// Where originals go: `sqlite:PATH` (default: the XDG data dir),
+    /// `redis://[user:password@]HOST:PORT[/DB]` or `rediss://...` (TLS; `[store] redis_ca_file`)
     /// (shared by several replicas) or `memory`.
     #[arg(long)]
     pub store: Option<String>,
@@ -126,13 +127,27 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             &spec["sqlite:".len()..],
             timeout,
         )?),
-        Some(spec) if spec.starts_with("redis://") => Box::new(
-            RedisStore::connect_with_timeout(spec, timeout)
-                .with_context(|| format!("--store {spec}"))?
-                .with_retention(retention),
-        ),
+        Some(spec) if spec.starts_with("redis://") || spec.starts_with("rediss://") => {
+            // TLS needs the process's crypto provider before the first connection.
+            ctxgc_summarize::install_crypto();
+            Box::new(
+                RedisStore::connect_with(
+                    spec,
+                    RedisOptions {
+                        timeout,
+                        key_prefix: config.store.redis_key_prefix.clone(),
+                        ca_file: config.store.redis_ca_file.clone(),
+                        retention: Some(retention),
+                    },
+                )
+                .with_context(|| format!("--store {}", redact_redis_url(spec)))?,
+            )
+        }
         Some(spec) => {
-            bail!("--store must be sqlite:PATH, redis://HOST:PORT or memory, not `{spec}`")
+            bail!(
+                "--store must be sqlite:PATH, redis://[user:password@]HOST:PORT[/DB], rediss://... or memory, not `{}`",
+                redact_redis_url(spec)
+            )
         }
     };
     let compact = (config.proxy.compact || args.compact) && !args.no_compact;
