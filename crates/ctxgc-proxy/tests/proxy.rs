@@ -1086,6 +1086,55 @@ async fn a_second_replica_continues_the_lineage_from_the_shared_store() {
     .await;
 }
 
+/// A team's Redis: TLS with its own CA, a password, an ACL user limited to its key prefix.
+/// Two replicas share it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_a_tls_redis_with_an_acl_user() {
+    ctxgc_summarize::install_crypto();
+    let dir = std::env::temp_dir().join(format!("ctxgc-proxy-tls-{}", std::process::id()));
+    let (ca, cert, key) = redis_server::make_certificates(&dir);
+    let args: Vec<String> = [
+        "--tls-cert-file",
+        &cert.display().to_string(),
+        "--tls-key-file",
+        &key.display().to_string(),
+        "--tls-ca-cert-file",
+        &ca.display().to_string(),
+        "--tls-auth-clients",
+        "no",
+        "--user",
+        "default",
+        "off",
+        "--user",
+        "proxy",
+        "on",
+        ">acl-SECRET",
+        "~team:*",
+        "+@all",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let Some((_server, url)) = redis_server::start_with(&args) else {
+        return;
+    };
+    let port = url.rsplit(':').next().unwrap();
+    let tls_url = format!("rediss://proxy:acl-SECRET@127.0.0.1:{port}");
+    let store = || {
+        ctxgc_store::RedisStore::connect_with(
+            &tls_url,
+            ctxgc_store::RedisOptions {
+                key_prefix: "team".into(),
+                ca_file: Some(ca.clone()),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    replicas_continue_each_other(Box::new(store()), Box::new(store())).await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// Replica A runs a session through an event; the next turn goes to replica B (a load
 /// balancer's choice), which must send the prefix A sent, from the shared store alone.
 async fn replicas_continue_each_other(store_a: Box<dyn Store>, store_b: Box<dyn Store>) {
