@@ -6,11 +6,13 @@ body the client sent, so that check.py can hold each body the upstream received 
 
 Usage: relay.py PORT TARGET_URL RECORD
 """
+import gzip
 import hashlib
 import http.client
 import json
 import sys
 import threading
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
@@ -28,8 +30,16 @@ class Relay(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length", "0") or 0)
         body = self.rfile.read(length) if length else b""
         if body:
+            # The proxy decodes a compressed body before it forwards it (and drops the header):
+            # what it must forward unchanged is the decoded JSON.
+            encoding = (self.headers.get("content-encoding") or "").strip().lower()
+            sent = body
+            if encoding in ("gzip", "x-gzip"):
+                sent = gzip.decompress(body)
+            elif encoding == "deflate":
+                sent = zlib.decompress(body)
             with LOCK, open(self.server.record, "a") as f:
-                f.write(json.dumps({"path": self.path.split("?")[0], "sha256": hashlib.sha256(body).hexdigest()}) + "\n")
+                f.write(json.dumps({"path": self.path.split("?")[0], "sha256": hashlib.sha256(sent).hexdigest()}) + "\n")
         target = urlsplit(self.server.target)
         conn = http.client.HTTPConnection(target.hostname, target.port, timeout=300)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
