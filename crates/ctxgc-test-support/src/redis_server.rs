@@ -42,11 +42,36 @@ pub fn start() -> Option<(Server, String)> {
 /// Starts a server on a free port with these extra arguments (`--requirepass`, ACL users, TLS:
 /// then the port given is its TLS port). Returns it and `redis://127.0.0.1:PORT`.
 pub fn start_with(extra: &[String]) -> Option<(Server, String)> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .ok()?
-        .local_addr()
-        .ok()?
-        .port();
+    // A port found free can be taken by another test's server before this one binds it: then
+    // this server exits at once, and another port is tried.
+    for _ in 0..5 {
+        match start_on_a_free_port(extra) {
+            Started::Up(server, url) => return Some((server, url)),
+            Started::Missing => return None,
+            Started::PortTaken => continue,
+        }
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "redis-server did not start on a free port in 5 tries"
+    );
+    None
+}
+
+enum Started {
+    Up(Server, String),
+    Missing,
+    PortTaken,
+}
+
+fn start_on_a_free_port(extra: &[String]) -> Started {
+    let Some(port) = std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()
+        .and_then(|l| l.local_addr().ok())
+        .map(|a| a.port())
+    else {
+        return Started::PortTaken;
+    };
     let tls = extra.iter().any(|a| a == "--tls-cert-file");
     let mut args: Vec<String> = if tls {
         vec![
@@ -67,6 +92,7 @@ pub fn start_with(extra: &[String]) -> Option<(Server, String)> {
     let child = Command::new("redis-server")
         .args(&args)
         .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn();
     let Ok(child) = child else {
         assert!(
@@ -74,13 +100,21 @@ pub fn start_with(extra: &[String]) -> Option<(Server, String)> {
             "redis-server is missing on CI: .ci/run should install it"
         );
         eprintln!("redis-server not installed: skipped (apt-get install redis-server)");
-        return None;
+        return Started::Missing;
     };
-    let server = Server(child);
-    let url = format!("redis://127.0.0.1:{port}");
+    let mut server = Server(child);
     for _ in 0..100 {
+        // Ours exited (the port was taken meanwhile): whatever answers there is not ours.
+        if matches!(server.0.try_wait(), Ok(Some(_))) {
+            return Started::PortTaken;
+        }
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Some((server, url));
+            // Listening; still ours a moment later (a bind failure ends it at once).
+            std::thread::sleep(Duration::from_millis(20));
+            if matches!(server.0.try_wait(), Ok(Some(_))) {
+                return Started::PortTaken;
+            }
+            return Started::Up(server, format!("redis://127.0.0.1:{port}"));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -88,7 +122,7 @@ pub fn start_with(extra: &[String]) -> Option<(Server, String)> {
         std::env::var_os("CI").is_none(),
         "redis-server did not accept connections within 5 s"
     );
-    None
+    Started::PortTaken
 }
 
 /// A CA and a certificate for 127.0.0.1 signed by it, made with openssl in `dir`: returns the
