@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use crate::wire_api::{
     CacheHint, Kind, Origin, ResponseCall, ResponseEvent, ResultSlot, Upstream, Usage, View,
-    WireApi,
+    WireApi, drop_shown_parts, place_in_turns,
 };
 use crate::{Api, FormatError};
 
@@ -406,45 +406,21 @@ impl WireApi for Gemini {
         if !has_results {
             return false;
         }
-        let split = |parts: &mut Vec<Value>, kind: &str| -> (Vec<Value>, Vec<Value>) {
-            let (mine, other): (Vec<Value>, Vec<Value>) = std::mem::take(parts)
-                .into_iter()
-                .partition(|p| p.get(kind).is_some());
-            (other, mine)
-        };
-        if let Some(parts) = items[i]["parts"].as_array_mut() {
-            let (other, calls) = split(parts, "functionCall");
-            *parts = other;
-            parts.extend(place(calls, Kind::Calls));
-        }
-        if let Some(parts) = items[i + 1]["parts"].as_array_mut() {
-            let (other, results) = split(parts, "functionResponse");
-            *parts = place(results, Kind::Results);
-            parts.extend(other);
-        }
+        place_in_turns(
+            items,
+            i,
+            "parts",
+            (&|p| p.get("functionCall").is_some(), &|p| {
+                p.get("functionResponse").is_some()
+            }),
+            place,
+        );
         true
     }
     fn drop_repeated_round(&self, items: &mut Vec<Value>, after: usize, round: &[Value]) {
-        let Some(ours) = round.first().and_then(|t| t["parts"].as_array()) else {
-            return;
-        };
-        let shown: Vec<&Value> = ours
-            .iter()
-            .filter(|p| p.get("functionCall").is_none())
-            .collect();
-        let Some(parts) = items
-            .get_mut(after)
-            .filter(|m| m["role"] == "model")
-            .and_then(|m| m["parts"].as_array_mut())
-        else {
-            return;
-        };
-        let repeated = parts
-            .iter()
-            .zip(&shown)
-            .take_while(|(client, ours)| *client == **ours)
-            .count();
-        parts.drain(..repeated);
+        drop_shown_parts(items, after, round, ("model", "parts"), &|p| {
+            p.get("functionCall").is_some()
+        });
     }
     fn cache_hint(&self) -> CacheHint {
         CacheHint::Implicit

@@ -172,6 +172,65 @@ fn same(a: &Value, b: &Value) -> bool {
     strip(a) == strip(b)
 }
 
+/// Whether a part of a turn is of some kind.
+pub(crate) type PartTest<'a> = &'a dyn Fn(&Value) -> bool;
+
+/// Puts a merge's calls after the other parts of the assistant turn `items[i]` and its results
+/// before the other parts of the turn after it, both in the list under `list`; `is_call` and
+/// `is_result` pick the parts `place` orders ours among.
+pub(crate) fn place_in_turns(
+    items: &mut [Value],
+    i: usize,
+    list: &str,
+    (is_call, is_result): (PartTest<'_>, PartTest<'_>),
+    place: &dyn Fn(Vec<Value>, Kind) -> Vec<Value>,
+) {
+    let split = |parts: &mut Vec<Value>, pick: PartTest<'_>| {
+        let (mine, other): (Vec<Value>, Vec<Value>) =
+            std::mem::take(parts).into_iter().partition(|p| pick(p));
+        (other, mine)
+    };
+    if let Some(parts) = items[i][list].as_array_mut() {
+        let (other, calls) = split(parts, is_call);
+        *parts = other;
+        parts.extend(place(calls, Kind::Calls));
+    }
+    if let Some(parts) = items[i + 1][list].as_array_mut() {
+        let (other, results) = split(parts, is_result);
+        *parts = place(results, Kind::Results);
+        parts.extend(other);
+    }
+}
+
+/// Removes from the start of the assistant turn `items[after]` (role `role`, parts under
+/// `list`) the parts an internal round already showed the client (`round`'s first item, its
+/// calls excepted).
+pub(crate) fn drop_shown_parts(
+    items: &mut [Value],
+    after: usize,
+    round: &[Value],
+    (role, list): (&str, &str),
+    is_call: PartTest<'_>,
+) {
+    let Some(ours) = round.first().and_then(|a| a[list].as_array()) else {
+        return;
+    };
+    let shown: Vec<&Value> = ours.iter().filter(|p| !is_call(p)).collect();
+    let Some(parts) = items
+        .get_mut(after)
+        .filter(|m| m["role"] == role)
+        .and_then(|m| m[list].as_array_mut())
+    else {
+        return;
+    };
+    let repeated = parts
+        .iter()
+        .zip(&shown)
+        .take_while(|(client, ours)| same(client, ours))
+        .count();
+    parts.drain(..repeated);
+}
+
 /// How an API's prompt cache is steered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheHint {
@@ -797,42 +856,21 @@ impl WireApi for Messages {
         }
         // Calls among the turn's tool_use blocks, results among the user turn's results;
         // other blocks keep their places before them.
-        let split = |blocks: &mut Vec<Value>, kind: &str| -> (Vec<Value>, Vec<Value>) {
-            let (mine, other): (Vec<Value>, Vec<Value>) = std::mem::take(blocks)
-                .into_iter()
-                .partition(|b| b["type"] == kind);
-            (other, mine)
-        };
-        if let Some(content) = items[i]["content"].as_array_mut() {
-            let (other, calls) = split(content, "tool_use");
-            *content = other;
-            content.extend(place(calls, Kind::Calls));
-        }
-        if let Some(content) = items[i + 1]["content"].as_array_mut() {
-            let (other, results) = split(content, "tool_result");
-            *content = place(results, Kind::Results);
-            content.extend(other);
-        }
+        place_in_turns(
+            items,
+            i,
+            "content",
+            (&|b| b["type"] == "tool_use", &|b| {
+                b["type"] == "tool_result"
+            }),
+            place,
+        );
         true
     }
     fn drop_repeated_round(&self, items: &mut Vec<Value>, after: usize, round: &[Value]) {
-        let Some(ours) = round.first().and_then(|a| a["content"].as_array()) else {
-            return;
-        };
-        let shown: Vec<&Value> = ours.iter().filter(|b| b["type"] != "tool_use").collect();
-        let Some(content) = items
-            .get_mut(after)
-            .filter(|m| m["role"] == "assistant")
-            .and_then(|m| m["content"].as_array_mut())
-        else {
-            return;
-        };
-        let repeated = content
-            .iter()
-            .zip(&shown)
-            .take_while(|(client, ours)| same(client, ours))
-            .count();
-        content.drain(..repeated);
+        drop_shown_parts(items, after, round, ("assistant", "content"), &|b| {
+            b["type"] == "tool_use"
+        });
     }
     fn cache_hint(&self) -> CacheHint {
         CacheHint::Breakpoints

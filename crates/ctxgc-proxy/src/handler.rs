@@ -38,20 +38,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         // Gemini's countTokens may wrap its request (`generateContentRequest`): counted
         // upstream as sent.
         Err(_) if api == Api::Gemini && parts.uri.path().ends_with(":countTokens") => {
-            return match s
-                .upstreams
-                .send(
-                    api.wire().upstream(),
-                    parts.method,
-                    &parts.uri,
-                    &parts.headers,
-                    bytes,
-                )
-                .await
-            {
-                Ok(response) => relay(&s, response, None),
-                Err(response) => response,
-            };
+            return send_and_relay(&s, api.wire().upstream(), parts, bytes, None).await;
         }
         Err(e) => {
             s.metrics.bad_request();
@@ -74,24 +61,10 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         // Forwarded as it came; what ctxgc would have sent is computed beside it.
         observer.offer(request, bytes.clone(), session.clone());
         s.metrics.forwarded(api, Forwarded::Unchanged, 0, 0, None);
-        return async move {
-            match s
-                .upstreams
-                .send(
-                    api.wire().upstream(),
-                    parts.method,
-                    &parts.uri,
-                    &parts.headers,
-                    bytes,
-                )
-                .await
-            {
-                Ok(response) => relay(&s, response, Some((api, session))),
-                Err(response) => response,
-            }
-        }
-        .instrument(span)
-        .await;
+        let upstream = api.wire().upstream();
+        return send_and_relay(&s, upstream, parts, bytes, Some((api, session)))
+            .instrument(span)
+            .await;
     }
     async move {
         let path = parts.uri.path();
@@ -130,23 +103,29 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
             };
             return agentic::run(cx, forward_bytes).await;
         }
-        match s
-            .upstreams
-            .send(
-                upstream,
-                parts.method,
-                &parts.uri,
-                &parts.headers,
-                forward_bytes,
-            )
-            .await
-        {
-            Ok(response) => relay(&s, response, Some((api, session))),
-            Err(response) => response,
-        }
+        send_and_relay(&s, upstream, parts, forward_bytes, Some((api, session))).await
     }
     .instrument(span)
     .await
+}
+
+/// Sends `body` upstream with the client's request line and headers, and relays the answer
+/// (reading its usage for `tapped`, a request of that API and session).
+async fn send_and_relay(
+    s: &Arc<AppState>,
+    upstream: ctxgc_formats::Upstream,
+    parts: axum::http::request::Parts,
+    body: Bytes,
+    tapped: Option<(Api, ctxgc_core::store::SessionId)>,
+) -> Response {
+    match s
+        .upstreams
+        .send(upstream, parts.method, &parts.uri, &parts.headers, body)
+        .await
+    {
+        Ok(response) => relay(s, response, tapped),
+        Err(response) => response,
+    }
 }
 
 /// Runs the pipeline in a blocking task once a rewrite slot is free: rewriting is synchronous
@@ -189,14 +168,7 @@ pub(crate) async fn passthrough(State(s): State<Arc<AppState>>, req: Request) ->
         Err(refusal) => return refusal.into_response(),
     };
     let upstream = s.upstreams.for_other(&parts.uri, &parts.headers);
-    match s
-        .upstreams
-        .send(upstream, parts.method, &parts.uri, &parts.headers, bytes)
-        .await
-    {
-        Ok(response) => relay(&s, response, None),
-        Err(response) => response,
-    }
+    send_and_relay(&s, upstream, parts, bytes, None).await
 }
 
 /// The request body, within the configured deadline and size.
