@@ -19,6 +19,7 @@ use crate::metrics::Forwarded;
 use crate::pipeline::{self, Prepared};
 use crate::relay::relay;
 use crate::reply::{Refusal, error_response};
+use crate::sessions::Forwarding;
 use crate::state::{AppState, REWRITE_QUEUE_DEADLINE};
 
 /// A request of `api`: rewritten, forwarded, its answer relayed.
@@ -49,6 +50,14 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
             return error_response(StatusCode::BAD_REQUEST, "invalid_request_error", why);
         }
     };
+    // Gemini names the model in the path (`/v1beta/models/{model}:method`).
+    let model = request.body["model"]
+        .as_str()
+        .map(str::to_owned)
+        .or_else(|| {
+            let (_, rest) = parts.uri.path().split_once("/models/")?;
+            Some(rest.split(':').next()?.to_owned())
+        });
     let tenant = s.tenant_of(&parts.headers, parts.uri.query());
     let session = s.session_of(&tenant, &request, &parts.headers);
     let span = tracing::info_span!(
@@ -75,12 +84,27 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
                     out,
                     stored,
                     injected,
+                    event,
+                    fresh,
                 }) => {
                     let (how, body) = match out.body {
                         Some(body) => (Forwarded::Rewritten, Bytes::from(body)),
                         None => (Forwarded::Unchanged, bytes.clone()),
                     };
                     s.metrics.forwarded(api, how, out.bytes_saved, stored, None);
+                    if !counting {
+                        s.sessions.record_forwarded(
+                            &session,
+                            &Forwarding {
+                                api: api.name(),
+                                model: model.as_deref(),
+                                received_bytes: bytes.len(),
+                                sent_bytes: body.len(),
+                                event,
+                                fresh: &fresh,
+                            },
+                        );
+                    }
                     (body, injected)
                 }
                 Err(why) => {

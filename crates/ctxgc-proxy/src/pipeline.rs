@@ -18,6 +18,10 @@ pub(crate) struct Prepared {
     pub(crate) stored: u64,
     /// The agent tools were injected: where the client's own history ended.
     pub(crate) injected: Option<agent::ClientEnd>,
+    /// The engine's event on this request, if one ran.
+    pub(crate) event: Option<&'static str>,
+    /// Originals newly written to the store: id and size in bytes.
+    pub(crate) fresh: Vec<(ctxgc_core::ContentId, usize)>,
 }
 
 /// Everything done to a request before it is forwarded: the session's agent state replayed and
@@ -34,6 +38,7 @@ pub(crate) fn prepare(
     let mut agent_changed = false;
     let mut lineage_changed = false;
     let mut lineage_edit: Option<(usize, Vec<u8>)> = None;
+    let mut event = None;
     let mut injected = None;
     if settings.inject_tools {
         let agent_state = state.timed(|store| agent::load(store, session))?;
@@ -121,6 +126,7 @@ pub(crate) fn prepare(
                 .sessions
                 .record_estimate(session, outcome.estimated_tokens);
         }
+        event = outcome.event;
         if let Some(kind) = outcome.event {
             state.metrics.event(kind, outcome.reclaimed_tokens);
             tracing::info!(event = kind, tokens = outcome.estimated_tokens, "event");
@@ -146,11 +152,13 @@ pub(crate) fn prepare(
         });
         out.body = Some(spliced.unwrap_or_else(|| request.to_bytes()));
     }
-    let stored = commit_originals(state, session, &out.originals)?;
+    let fresh = commit_originals(state, session, &out.originals)?;
     Ok(Prepared {
         out,
-        stored,
+        stored: fresh.len() as u64,
         injected,
+        event,
+        fresh,
     })
 }
 
@@ -278,7 +286,7 @@ fn commit_originals(
     state: &AppState,
     session: &SessionId,
     originals: &[(ctxgc_core::ContentId, String)],
-) -> Result<u64, ProxyError> {
+) -> Result<Vec<(ctxgc_core::ContentId, usize)>, ProxyError> {
     let mut fresh: Vec<(ctxgc_core::ContentId, &str)> = Vec::new();
     for (id, text) in originals {
         if !state.memos.is_committed(session, *id) && !fresh.iter().any(|(f, _)| f == id) {
@@ -286,13 +294,13 @@ fn commit_originals(
         }
     }
     if fresh.is_empty() {
-        return Ok(0);
+        return Ok(Vec::new());
     }
     state.timed(|store| store.put_all(session, &fresh))?;
     state
         .memos
         .note_committed(session, fresh.iter().map(|(id, _)| *id));
-    Ok(fresh.len() as u64)
+    Ok(fresh.iter().map(|(id, text)| (*id, text.len())).collect())
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::http::{HeaderMap, Uri};
 use axum::response::{IntoResponse, Response};
@@ -49,6 +49,10 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(|| async { json(&serde_json::json!({"status": "ok"})) }),
         )
         .route("/ctxgc/stats", get(stats))
+        .route("/ctxgc/", get(dashboard))
+        .route("/ctxgc", get(dashboard))
+        .route("/ctxgc/sessions/{id}", get(session_detail))
+        .route("/ctxgc/sessions/{id}/originals/{rid}", get(original))
         .route(
             "/ctxgc/healthz",
             get(|| async { json(&serde_json::json!({"status": "ok"})) }),
@@ -61,6 +65,70 @@ pub fn router(state: Arc<AppState>) -> Router {
 
 async fn stats(State(s): State<Arc<AppState>>, headers: HeaderMap, uri: Uri) -> Response {
     json(&s.stats_of(&headers, uri.query()))
+}
+
+/// The dashboard: one page, its script and style inline, nothing fetched from elsewhere.
+async fn dashboard() -> Response {
+    (
+        [
+            ("content-type", "text/html; charset=utf-8"),
+            (
+                "content-security-policy",
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:",
+            ),
+            ("cache-control", "no-store"),
+        ],
+        include_str!("dashboard.html"),
+    )
+        .into_response()
+}
+
+fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        json(&serde_json::json!({"error": "no such session for this caller"})),
+    )
+        .into_response()
+}
+
+/// One session in full, if the caller may see it (its own tenant's, or the admin token).
+async fn session_detail(
+    State(s): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    match s.session_detail(&headers, uri.query(), &id) {
+        Some(detail) => json(&detail),
+        None => not_found(),
+    }
+}
+
+/// An original a session hid, by its recall id, under the same rule.
+async fn original(
+    State(s): State<Arc<AppState>>,
+    Path((id, rid)): Path<(String, String)>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let found =
+        tokio::task::spawn_blocking(move || s.original_for(&headers, uri.query(), &id, &rid)).await;
+    match found {
+        Ok(Ok(Some(text))) => {
+            ([("content-type", "text/plain; charset=utf-8")], text).into_response()
+        }
+        Ok(Ok(None)) => not_found(),
+        Ok(Err(e)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            json(&serde_json::json!({"error": e.to_string()})),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json(&serde_json::json!({"error": e.to_string()})),
+        )
+            .into_response(),
+    }
 }
 
 /// Prometheus' scrape.

@@ -2,7 +2,7 @@
 //! calibration between them, and when its latest request came. Bounded: before a new session
 //! enters a full table, the least recently active tenth leaves.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -15,9 +15,70 @@ use ctxgc_formats::wire_api::Usage;
 /// Sessions the table keeps, at most (the least recently active go first).
 pub(crate) const MAX_SESSIONS: usize = 10_000;
 
+/// Requests and trims a session keeps for the dashboard, at most.
+const HISTORY: usize = 200;
+const TRIMS: usize = 100;
+
+/// One request of a session, as the dashboard draws it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestPoint {
+    /// Its number in the session (this replica's count).
+    pub n: u64,
+    /// Bytes of the body the client sent.
+    pub received_bytes: u64,
+    /// Bytes of the body forwarded.
+    pub sent_bytes: u64,
+    /// The engine's event on it, if any (`prune`, `compaction`).
+    pub event: Option<&'static str>,
+    /// Input tokens the upstream reported (uncached, cache reads, cache writes), once it did.
+    pub reported: Option<[u64; 3]>,
+}
+
+/// An original stored while forwarding a request: what a trim or an event hid.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrimRecord {
+    /// The request it came with.
+    pub n: u64,
+    /// Its recall id.
+    pub id: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+/// A session as the dashboard shows it: its usage, its latest requests and what was hidden.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionDetail {
+    /// The session id.
+    pub id: String,
+    /// Its usage.
+    pub usage: SessionUsage,
+    /// Its latest requests, oldest first.
+    pub history: Vec<RequestPoint>,
+    /// What its requests hid, oldest first.
+    pub trims: Vec<TrimRecord>,
+}
+
+/// One forwarded request, as the session table records it.
+pub(crate) struct Forwarding<'a> {
+    pub(crate) api: &'static str,
+    pub(crate) model: Option<&'a str>,
+    pub(crate) received_bytes: usize,
+    pub(crate) sent_bytes: usize,
+    pub(crate) event: Option<&'static str>,
+    pub(crate) fresh: &'a [(ctxgc_core::ContentId, usize)],
+}
+
 /// Per-session usage as the upstream reported it.
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct SessionUsage {
+    /// The API of its latest request.
+    pub api: Option<&'static str>,
+    /// The model of its latest request.
+    pub model: Option<String>,
+    /// Bytes of the bodies the client sent.
+    pub received_bytes: u64,
+    /// Bytes of the bodies forwarded.
+    pub sent_bytes: u64,
     /// Requests seen.
     pub requests: u64,
     /// Input tokens reported (uncached).
@@ -42,6 +103,12 @@ pub struct SessionUsage {
     /// Observe mode: prompt tokens of what ctxgc would have sent instead.
     #[serde(skip_serializing_if = "is_zero")]
     pub would_send_tokens: u64,
+    #[serde(skip)]
+    history: VecDeque<RequestPoint>,
+    #[serde(skip)]
+    trims: VecDeque<TrimRecord>,
+    #[serde(skip)]
+    forwarded: u64,
     /// When it was last active (a counter): the least recently active leave a full table.
     #[serde(skip)]
     last_active: u64,
@@ -124,7 +191,58 @@ impl SessionTable {
             entry.cache_write_tokens += u.cache_write;
             entry.output_tokens += u.output;
             entry.calibrate(u.input + u.cache_read + u.cache_write);
+            if let Some(point) = entry.history.back_mut().filter(|p| p.reported.is_none()) {
+                point.reported = Some([u.input, u.cache_read, u.cache_write]);
+            }
         });
+    }
+
+    /// Records a forwarded request for the dashboard: its sizes, its event, what it hid.
+    pub(crate) fn record_forwarded(&self, session: &SessionId, f: &Forwarding<'_>) {
+        self.with(session, |entry| {
+            entry.api = Some(f.api);
+            if let Some(model) = f.model
+                && entry.model.as_deref() != Some(model)
+            {
+                entry.model = Some(model.to_owned());
+            }
+            entry.received_bytes += f.received_bytes as u64;
+            entry.sent_bytes += f.sent_bytes as u64;
+            entry.forwarded += 1;
+            let n = entry.forwarded;
+            if entry.history.len() == HISTORY {
+                entry.history.pop_front();
+            }
+            entry.history.push_back(RequestPoint {
+                n,
+                received_bytes: f.received_bytes as u64,
+                sent_bytes: f.sent_bytes as u64,
+                event: f.event,
+                reported: None,
+            });
+            for (id, bytes) in f.fresh {
+                if entry.trims.len() == TRIMS {
+                    entry.trims.pop_front();
+                }
+                entry.trims.push_back(TrimRecord {
+                    n,
+                    id: id.to_string(),
+                    bytes: *bytes as u64,
+                });
+            }
+        });
+    }
+
+    /// One session in full, when the table has it.
+    pub(crate) fn detail(&self, session: &str) -> Option<SessionDetail> {
+        let sessions = self.sessions.lock().ok()?;
+        let entry = sessions.get(session)?;
+        Some(SessionDetail {
+            id: session.to_owned(),
+            usage: entry.clone(),
+            history: entry.history.iter().cloned().collect(),
+            trims: entry.trims.iter().cloned().collect(),
+        })
     }
 
     /// Records an observed request: its prompt tokens as sent and as ctxgc would have sent it.

@@ -166,13 +166,8 @@ impl AppState {
 
     /// [`Self::stats_for`] a caller that may name itself with a `key` query parameter.
     pub(crate) fn stats_of(&self, headers: &HeaderMap, query: Option<&str>) -> Stats {
-        let admin = self.settings.admin_token.as_deref().is_some_and(|token| {
-            headers
-                .get("x-ctxgc-admin-token")
-                .is_some_and(|v| v.as_bytes() == token.as_bytes())
-        });
         let stats = self.stats();
-        if admin {
+        if self.is_admin(headers) {
             return stats;
         }
         stats.only(&format!("{}.", self.tenant_of(headers, query).as_str()))
@@ -204,12 +199,57 @@ impl AppState {
         Ok(())
     }
 
+    /// Whether a caller with these headers may see `session`: its tenant's, or the admin's.
+    fn may_see(&self, headers: &HeaderMap, query: Option<&str>, session: &str) -> bool {
+        self.is_admin(headers)
+            || session.starts_with(&format!("{}.", self.tenant_of(headers, query).as_str()))
+    }
+
+    fn is_admin(&self, headers: &HeaderMap) -> bool {
+        self.settings.admin_token.as_deref().is_some_and(|token| {
+            headers
+                .get("x-ctxgc-admin-token")
+                .is_some_and(|v| v.as_bytes() == token.as_bytes())
+        })
+    }
+
+    /// One session in full, if the caller may see it.
+    pub(crate) fn session_detail(
+        &self,
+        headers: &HeaderMap,
+        query: Option<&str>,
+        session: &str,
+    ) -> Option<crate::sessions::SessionDetail> {
+        self.may_see(headers, query, session)
+            .then(|| self.sessions.detail(session))
+            .flatten()
+    }
+
+    /// An original of `session` by its recall id, if the caller may see the session.
+    pub(crate) fn original_for(
+        &self,
+        headers: &HeaderMap,
+        query: Option<&str>,
+        session: &str,
+        id: &str,
+    ) -> Result<Option<String>, ProxyError> {
+        let Some(id) = ctxgc_core::ContentId::parse(id) else {
+            return Ok(None);
+        };
+        if !self.may_see(headers, query, session) {
+            return Ok(None);
+        }
+        let session = SessionId::new(session);
+        Ok(self.timed(|store| store.get(&session, id))?)
+    }
+
     /// Current statistics, every session included.
     pub fn stats(&self) -> Stats {
         Stats::new(
             self.metrics.totals(),
             self.sessions.snapshot(),
             self.observer.as_ref().map(Observer::totals),
+            self.settings.rewrite.trim.bytes_per_token,
         )
     }
 }

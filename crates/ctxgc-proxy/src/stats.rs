@@ -37,10 +37,42 @@ pub struct Stats {
     /// counts of what was sent minus what it would have sent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub would_have_saved_tokens: Option<u64>,
+    /// Tokens the requests shown carried in, as the clients sent them, estimated from their
+    /// bytes (`[trim] bytes_per_token`).
+    pub received_tokens_estimate: u64,
+    /// Tokens of what was forwarded instead, estimated the same way.
+    pub sent_tokens_estimate: u64,
+    /// Of the input the upstream reported for the sessions shown, the share read from its cache.
+    pub cache_read_share: Option<f64>,
+    /// The input ctxgc removed, priced as uncached input at each session's model's price (USD;
+    /// models without a known price count nothing). In observe mode: what it would have saved.
+    pub saved_usd_estimate: f64,
     /// Sessions seen.
     pub sessions: usize,
     /// Usage per session, as the upstream reported it.
     pub usage: BTreeMap<String, SessionUsage>,
+    #[serde(skip)]
+    bytes_per_token: f64,
+}
+
+/// The price of one uncached input token of `model` (USD), from the replay lab's price table:
+/// the longest table name the model's name starts with, dots read as dashes
+/// (`claude-sonnet-4-5-20250929` is `claude-sonnet-4.5`).
+fn input_usd_per_token(model: &str) -> Option<f64> {
+    static TABLE: std::sync::OnceLock<Vec<(String, f64)>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        ctxgc_replay::prices::builtin()
+            .into_iter()
+            .map(|p| (p.name.replace('.', "-"), p.input / 1e6))
+            .collect()
+    });
+    let model = model.to_ascii_lowercase().replace('.', "-");
+    let model = model.rsplit('/').next().unwrap_or(&model);
+    table
+        .iter()
+        .filter(|(name, _)| model.starts_with(name.as_str()))
+        .max_by_key(|(name, _)| name.len())
+        .map(|(_, price)| *price)
 }
 
 impl Stats {
@@ -49,6 +81,7 @@ impl Stats {
         t: Totals,
         usage: BTreeMap<String, SessionUsage>,
         observe: Option<crate::observe::ObserveTotals>,
+        bytes_per_token: f64,
     ) -> Stats {
         let mut stats = Stats {
             requests: t.requests,
@@ -63,6 +96,11 @@ impl Stats {
             summarizer_failures: t.summarizer_failures,
             observe,
             would_have_saved_tokens: None,
+            received_tokens_estimate: 0,
+            sent_tokens_estimate: 0,
+            cache_read_share: None,
+            saved_usd_estimate: 0.0,
+            bytes_per_token: bytes_per_token.max(1.0),
             sessions: usage.len(),
             usage,
         };
@@ -70,7 +108,33 @@ impl Stats {
         stats
     }
 
+    /// The totals over the sessions shown.
     fn sum_observed(&mut self) {
+        let tokens = |bytes: u64| (bytes as f64 / self.bytes_per_token) as u64;
+        self.received_tokens_estimate = tokens(self.usage.values().map(|u| u.received_bytes).sum());
+        self.sent_tokens_estimate = tokens(self.usage.values().map(|u| u.sent_bytes).sum());
+        let read: u64 = self.usage.values().map(|u| u.cache_read_tokens).sum();
+        let input: u64 = self
+            .usage
+            .values()
+            .map(|u| u.input_tokens + u.cache_read_tokens + u.cache_write_tokens)
+            .sum();
+        self.cache_read_share = (input > 0).then(|| read as f64 / input as f64);
+        self.saved_usd_estimate = self
+            .usage
+            .values()
+            .map(|u| {
+                let saved = match &self.observe {
+                    Some(_) => u.observed_tokens.saturating_sub(u.would_send_tokens),
+                    None => tokens(u.received_bytes.saturating_sub(u.sent_bytes)),
+                };
+                u.model
+                    .as_deref()
+                    .and_then(input_usd_per_token)
+                    .unwrap_or(0.0)
+                    * saved as f64
+            })
+            .sum();
         if self.observe.is_some() {
             self.would_have_saved_tokens = Some(
                 self.usage
@@ -87,5 +151,21 @@ impl Stats {
         self.sessions = self.usage.len();
         self.sum_observed();
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::input_usd_per_token;
+
+    #[test]
+    fn a_models_price_is_its_longest_known_prefix() {
+        let sonnet = input_usd_per_token("claude-sonnet-4-5-20250929").unwrap();
+        assert!((sonnet - 3.0 / 1e6).abs() < 1e-12, "{sonnet}");
+        let mini = input_usd_per_token("gpt-5-mini-2025-08-07").unwrap();
+        let full = input_usd_per_token("gpt-5").unwrap();
+        assert!(mini < full, "gpt-5-mini is not priced as gpt-5");
+        assert!(input_usd_per_token("models/gemini-2.5-pro").is_some());
+        assert_eq!(input_usd_per_token("my-local-llama"), None);
     }
 }

@@ -1,0 +1,61 @@
+// Drives the dashboard in headless Chromium (see test.sh). Exits 1 on the first failed check.
+import { createRequire } from "node:module";
+const require = createRequire(import.meta.url);
+const { chromium } = require("playwright-core");
+
+const { PROXY, KEY_A, KEY_B, SHOT } = process.env;
+const fail = (why) => { console.error("FAIL: " + why); process.exit(1); };
+const stats = async (key) => (await fetch(PROXY + "/ctxgc/stats", { headers: { authorization: "Bearer " + key } })).json();
+
+const browser = await chromium.launch({
+  executablePath: "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const elsewhere = [];
+  page.on("request", (r) => { if (!r.url().startsWith(PROXY)) elsewhere.push(r.url()); });
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(PROXY + "/ctxgc/");
+  await page.fill("#key", KEY_A);
+  await page.click("#auth button[type=submit]");
+  await page.waitForSelector("tr.session", { timeout: 10000 });
+  const a = await stats(KEY_A), b = await stats(KEY_B);
+  // Its numbers are /ctxgc/stats's for this caller.
+  const card = async (metric) => (await page.textContent(`[data-metric="${metric}"] .value`)).trim();
+  const n = (x) => Number(String(x).replace(/[^0-9.]/g, ""));
+  if (n(await card("requests")) !== a.requests) fail(`requests card ${await card("requests")} vs ${a.requests}`);
+  if (n(await card("received")) !== a.received_tokens_estimate) fail(`received card vs ${a.received_tokens_estimate}`);
+  if (n(await card("sent")) !== a.sent_tokens_estimate) fail(`sent card vs ${a.sent_tokens_estimate}`);
+  if (n(await card("fail_open")) !== a.fail_open) fail("fail-open card");
+  const shown = await page.$$eval("tr.session", (rows) => rows.map((r) => r.dataset.session));
+  const mine = Object.keys(a.usage).sort(), theirs = Object.keys(b.usage);
+  if (JSON.stringify(shown.slice().sort()) !== JSON.stringify(mine)) fail(`sessions shown ${shown} vs ${mine}`);
+  if (mine.length !== 2 || theirs.length !== 2) fail(`expected two sessions per tenant: ${mine} / ${theirs}`);
+  const text = await page.content();
+  for (const id of theirs) if (text.includes(id)) fail("another tenant's session is shown: " + id);
+  if (text.includes(KEY_A) || text.includes(KEY_B)) fail("a key appears in the page");
+  // A session's chart, its hidden outputs, and one original through recall.
+  await page.click(`tr.session[data-session="${mine[0]}"]`);
+  await page.waitForSelector("#trims tbody tr", { timeout: 10000 });
+  if ((await page.$$("#chart polyline")).length !== 2) fail("the chart has no lines");
+  const hidden = await page.$$("#trims tbody tr");
+  if (hidden.length < 1) fail("no hidden output listed");
+  await page.click("#trims tbody tr button");
+  await page.waitForSelector("#original:not([hidden])");
+  const original = await page.textContent("#original");
+  if (!original.includes("error[E0308]: mismatched types")) fail("the original did not come back whole");
+  // Another tenant's session is not served to this caller.
+  const other = await page.evaluate(async (id) => (await fetch("/ctxgc/sessions/" + encodeURIComponent(id), {
+    headers: { authorization: "Bearer " + sessionStorage.getItem("ctxgc-key") } })).status, theirs[0]);
+  if (other !== 404) fail("another tenant's session detail answered " + other);
+  if (elsewhere.length) fail("the page fetched from elsewhere: " + elsewhere);
+  if (errors.length) fail("script errors: " + errors);
+  await page.click("#original");
+  await page.screenshot({ path: SHOT, fullPage: true });
+  console.log(`ok: ${a.requests} requests, ${mine.length} sessions of the caller shown, ${theirs.length} of another tenant hidden, ${hidden.length} originals listed; screenshot ${SHOT}`);
+} finally {
+  await browser.close();
+}
