@@ -15,34 +15,44 @@ use ctxgc_formats::wire_api::Usage;
 /// Sessions the table keeps, at most (the least recently active go first).
 pub(crate) const MAX_SESSIONS: usize = 10_000;
 
-/// Requests and trims a session keeps for the dashboard, at most.
-const HISTORY: usize = 200;
-const TRIMS: usize = 100;
+/// Requests and stored originals a session keeps for the dashboard, at most: with the compact
+/// records below, about 6 KB a session (the table keeps at most `MAX_SESSIONS`).
+const HISTORY: usize = 100;
+const TRIMS: usize = 50;
 
 /// One request of a session, as the dashboard draws it.
 #[derive(Debug, Clone, Serialize)]
 pub struct RequestPoint {
     /// Its number in the session (this replica's count).
-    pub n: u64,
-    /// Bytes of the body the client sent.
-    pub received_bytes: u64,
+    pub n: u32,
+    /// Bytes of the body the client sent (bodies are far under 4 GB: `--max-body-bytes`).
+    pub received_bytes: u32,
     /// Bytes of the body forwarded.
-    pub sent_bytes: u64,
+    pub sent_bytes: u32,
     /// The engine's event on it, if any (`prune`, `compaction`).
     pub event: Option<&'static str>,
     /// Input tokens the upstream reported (uncached, cache reads, cache writes), once it did.
-    pub reported: Option<[u64; 3]>,
+    pub reported: Option<[u32; 3]>,
 }
 
 /// An original stored while forwarding a request: what a trim or an event hid.
 #[derive(Debug, Clone, Serialize)]
 pub struct TrimRecord {
     /// The request it came with.
-    pub n: u64,
+    pub n: u32,
     /// Its recall id.
-    pub id: String,
+    #[serde(serialize_with = "as_text")]
+    pub id: ctxgc_core::ContentId,
     /// Its size in bytes.
-    pub bytes: u64,
+    pub bytes: u32,
+}
+
+fn as_text<S: serde::Serializer>(id: &ctxgc_core::ContentId, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(id)
+}
+
+fn small(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// A session as the dashboard shows it: its usage, its latest requests and what was hidden.
@@ -192,7 +202,7 @@ impl SessionTable {
             entry.output_tokens += u.output;
             entry.calibrate(u.input + u.cache_read + u.cache_write);
             if let Some(point) = entry.history.back_mut().filter(|p| p.reported.is_none()) {
-                point.reported = Some([u.input, u.cache_read, u.cache_write]);
+                point.reported = Some([small(u.input), small(u.cache_read), small(u.cache_write)]);
             }
         });
     }
@@ -209,14 +219,14 @@ impl SessionTable {
             entry.received_bytes += f.received_bytes as u64;
             entry.sent_bytes += f.sent_bytes as u64;
             entry.forwarded += 1;
-            let n = entry.forwarded;
+            let n = small(entry.forwarded);
             if entry.history.len() == HISTORY {
                 entry.history.pop_front();
             }
             entry.history.push_back(RequestPoint {
                 n,
-                received_bytes: f.received_bytes as u64,
-                sent_bytes: f.sent_bytes as u64,
+                received_bytes: small(f.received_bytes as u64),
+                sent_bytes: small(f.sent_bytes as u64),
                 event: f.event,
                 reported: None,
             });
@@ -226,8 +236,8 @@ impl SessionTable {
                 }
                 entry.trims.push_back(TrimRecord {
                     n,
-                    id: id.to_string(),
-                    bytes: *bytes as u64,
+                    id: *id,
+                    bytes: small(*bytes as u64),
                 });
             }
         });
