@@ -42,6 +42,8 @@ try {
   await page.waitForSelector("#trims tbody tr", { timeout: 10000 });
   if ((await page.$$("#chart polyline")).length !== 2) fail("the chart has no lines");
   const hidden = await page.$$("#trims tbody tr");
+  const events = await page.$$("#events tbody tr");
+  if (a.events > 0 && events.length < 1) fail("the session's events are not listed");
   if (hidden.length < 1) fail("no hidden output listed");
   await page.click("#trims tbody tr button");
   await page.waitForSelector("#original:not([hidden])");
@@ -55,7 +57,7 @@ try {
   if (errors.length) fail("script errors: " + errors);
   await page.click("#original");
   await page.screenshot({ path: SHOT, fullPage: true });
-  console.log(`ok: ${a.requests} requests, ${mine.length} sessions of the caller shown, ${theirs.length} of another tenant hidden, ${hidden.length} originals listed; screenshot ${SHOT}`);
+  console.log(`ok: ${a.requests} requests, ${mine.length} sessions of the caller shown, ${theirs.length} of another tenant hidden, ${hidden.length} originals and ${events.length} events listed; screenshot ${SHOT}`);
 } finally {
   await browser.close();
 }

@@ -30,7 +30,7 @@ wait_port() { for _ in $(seq 100); do python3 -c "import socket; socket.create_c
 up_port=$(port); px_port=$(port)
 python3 "$root/scripts/conformance/upstream.py" "$up_port" "$out/upstream.jsonl" & up=$!
 printf '[proxy]\nadmin_token = "dashboard-admin-token"\n' >"$out/ctxgc.toml"
-"$root/target/debug/ctxgc" serve --config "$out/ctxgc.toml" --listen "127.0.0.1:$px_port" --store memory \
+"$root/target/debug/ctxgc" serve --config "$out/ctxgc.toml" --listen "127.0.0.1:$px_port" --store memory --compact --window 8000 \
   --openai-upstream "http://127.0.0.1:$up_port" --anthropic-upstream "http://127.0.0.1:$up_port" 2>"$out/serve.log" & px=$!
 trap 'kill $up $px 2>/dev/null || true' EXIT
 wait_port "$up_port" && wait_port "$px_port"
@@ -46,7 +46,7 @@ def post(key, body):
 for key in ("sk-dashboard-A-SECRET", "sk-dashboard-B-SECRET"):
     for task in ("Fix the failing build", "Add a --verbose flag"):
         messages = [{"role": "user", "content": "%s (%s)" % (task, key[-8:])}]
-        for turn in range(3):
+        for turn in range(10):
             log = "".join("[%05d] compiling module_%d ... ok\n" % (i, i) for i in range(3000)) + "error[E0308]: mismatched types in turn %d\n" % turn
             messages.append({"role": "assistant", "content": None, "tool_calls": [{"id": "c%d" % turn, "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"make\"}"}}]})
             messages.append({"role": "tool", "tool_call_id": "c%d" % turn, "content": log})

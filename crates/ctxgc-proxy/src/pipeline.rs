@@ -20,8 +20,9 @@ pub(crate) struct Prepared {
     pub(crate) injected: Option<agent::ClientEnd>,
     /// The engine's event on this request, if one ran.
     pub(crate) event: Option<&'static str>,
-    /// Originals newly written to the store: id and size in bytes.
-    pub(crate) fresh: Vec<(ctxgc_core::ContentId, usize)>,
+    /// Originals newly written to the store: id, size in bytes, and the size of what entered
+    /// instead when a trim hid it (an event's abstracts are not counted per original).
+    pub(crate) fresh: Vec<(ctxgc_core::ContentId, usize, Option<usize>)>,
 }
 
 /// Everything done to a request before it is forwarded: the session's agent state replayed and
@@ -152,7 +153,10 @@ pub(crate) fn prepare(
         });
         out.body = Some(spliced.unwrap_or_else(|| request.to_bytes()));
     }
-    let fresh = commit_originals(state, session, &out.originals)?;
+    let fresh = commit_originals(state, session, &out.originals)?
+        .into_iter()
+        .map(|(id, bytes)| (id, bytes, out.kept_bytes.get(&id).copied()))
+        .collect::<Vec<_>>();
     Ok(Prepared {
         out,
         stored: fresh.len() as u64,

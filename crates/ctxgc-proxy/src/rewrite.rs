@@ -72,6 +72,8 @@ pub struct Rewritten {
     pub added_breakpoints: bool,
     /// Facts of every tool output's original, by call id (what the engine plans with).
     pub metas: BTreeMap<String, ResultMeta>,
+    /// For each original in `originals` that a trim hid, the bytes of what entered instead.
+    pub kept_bytes: BTreeMap<ContentId, usize>,
 }
 
 /// A tool result's text inside the body: where it is and what the tool is.
@@ -328,6 +330,7 @@ pub fn rewrite_with(
             ));
             out.bytes_saved += slot.text.len().saturating_sub(trimmed.text.len());
             if !stored(o.meta.id) {
+                out.kept_bytes.insert(o.meta.id, trimmed.text.len());
                 out.originals.push((o.meta.id, slot.text.to_owned()));
             }
             if let Some((id, pointed)) = &o.pointer_original

@@ -45,6 +45,8 @@ pub struct TrimRecord {
     pub id: ctxgc_core::ContentId,
     /// Its size in bytes.
     pub bytes: u32,
+    /// The size of what entered the history instead, when a trim hid it.
+    pub kept_bytes: Option<u32>,
 }
 
 fn as_text<S: serde::Serializer>(id: &ctxgc_core::ContentId, s: S) -> Result<S::Ok, S::Error> {
@@ -75,7 +77,7 @@ pub(crate) struct Forwarding<'a> {
     pub(crate) received_bytes: usize,
     pub(crate) sent_bytes: usize,
     pub(crate) event: Option<&'static str>,
-    pub(crate) fresh: &'a [(ctxgc_core::ContentId, usize)],
+    pub(crate) fresh: &'a [(ctxgc_core::ContentId, usize, Option<usize>)],
 }
 
 /// Per-session usage as the upstream reported it.
@@ -230,7 +232,7 @@ impl SessionTable {
                 event: f.event,
                 reported: None,
             });
-            for (id, bytes) in f.fresh {
+            for (id, bytes, kept) in f.fresh {
                 if entry.trims.len() == TRIMS {
                     entry.trims.pop_front();
                 }
@@ -238,6 +240,7 @@ impl SessionTable {
                     n,
                     id: *id,
                     bytes: small(*bytes as u64),
+                    kept_bytes: kept.map(|k| small(k as u64)),
                 });
             }
         });
