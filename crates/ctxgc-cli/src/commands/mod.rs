@@ -1,3 +1,5 @@
+//! The subcommands, one module each, and what they share (window sizes on the command line).
+
 pub mod compact;
 pub mod import;
 pub mod replay;
