@@ -13,7 +13,6 @@ use axum::response::Response;
 use ctxgc_formats::{Api, ApiRequest, FormatError};
 use tracing::Instrument;
 
-use crate::agentic;
 use crate::error::ProxyError;
 use crate::metrics::Forwarded;
 use crate::pipeline::{self, Prepared};
@@ -21,6 +20,7 @@ use crate::relay::relay;
 use crate::reply::{Refusal, error_response};
 use crate::sessions::Forwarding;
 use crate::state::{AppState, REWRITE_QUEUE_DEADLINE};
+use crate::{agentic, shadow};
 
 /// A request of `api`: rewritten, forwarded, its answer relayed.
 pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Response {
@@ -66,9 +66,9 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         session = session.as_str(),
         tenant = tenant.as_str().get(..8).unwrap_or(tenant.as_str()),
     );
-    if let Some(observer) = &s.observer {
+    if s.observer.is_some() {
         // Forwarded as it came; what ctxgc would have sent is computed beside it.
-        observer.offer(request, bytes.clone(), session.clone());
+        shadow::observe(&s, request, bytes.clone(), session.clone());
         s.metrics.forwarded(api, Forwarded::Unchanged, 0, 0, None);
         let upstream = api.wire().upstream();
         return send_and_relay(&s, upstream, parts, bytes, Some((api, session)))

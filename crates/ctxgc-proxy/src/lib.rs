@@ -35,6 +35,7 @@ pub mod rewrite;
 mod server;
 mod sessions;
 mod settings;
+mod shadow;
 pub mod splice;
 pub mod splice_json;
 pub mod sse;

@@ -1,28 +1,24 @@
-//! Observe mode (`serve --observe`): every request goes upstream byte for byte, and beside it,
-//! off the request path, the pipeline computes what ctxgc would have sent (trims, pointers,
-//! events, as they would have run) and the session table records the prompt tokens both ways.
-//! The request path only copies the request into a bounded queue; when the queue is full the
-//! request is not observed, and that is counted.
+//! Observe mode's queue (`serve --observe`): every request goes upstream byte for byte, and a
+//! copy waits here, in a bounded queue, for the worker (`shadow`) that computes what ctxgc
+//! would have sent. The request path only copies the request into the queue; when the queue is
+//! full the request is not observed, and that is counted.
 
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, Weak};
 
 use axum::body::Bytes;
 use ctxgc_core::store::SessionId;
 use ctxgc_formats::ApiRequest;
 
-use crate::pipeline;
-use crate::state::AppState;
-
 /// Requests waiting to be observed, at most.
 const QUEUE: usize = 64;
 
 /// One request to observe.
-struct Job {
-    request: ApiRequest,
-    raw: Bytes,
-    session: SessionId,
+pub(crate) struct Job {
+    pub(crate) request: ApiRequest,
+    pub(crate) raw: Bytes,
+    pub(crate) session: SessionId,
 }
 
 /// The queue and its worker.
@@ -62,26 +58,14 @@ impl Observer {
         }
     }
 
-    /// Starts the worker, a thread of its own (the pipeline is blocking work); it ends when
-    /// the server's state is dropped.
-    pub(crate) fn start(&self, state: &Arc<AppState>) -> std::io::Result<()> {
-        let Some(jobs) = self.jobs.lock().ok().and_then(|mut j| j.take()) else {
-            return Ok(());
-        };
-        let state = Arc::downgrade(state);
-        std::thread::Builder::new()
-            .name("ctxgc-observe".into())
-            .spawn(move || work(&state, &jobs))
-            .map(|_| ())
+    /// The queue's receiving end, once: the worker that takes it runs the observations.
+    pub(crate) fn take_jobs(&self) -> Option<Receiver<Job>> {
+        self.jobs.lock().ok()?.take()
     }
 
     /// Queues a copy of a request; a full queue skips it (counted).
-    pub(crate) fn offer(&self, request: ApiRequest, raw: Bytes, session: SessionId) {
-        match self.queue.try_send(Job {
-            request,
-            raw,
-            session,
-        }) {
+    pub(crate) fn offer(&self, job: Job) {
+        match self.queue.try_send(job) {
             Ok(()) => {
                 self.queued.fetch_add(1, Ordering::Relaxed);
             }
@@ -89,6 +73,12 @@ impl Observer {
                 self.skipped.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// One observation ended, done or failed.
+    pub(crate) fn finished(&self, done: bool) {
+        let counter = if done { &self.observed } else { &self.failed };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn totals(&self) -> ObserveTotals {
@@ -104,39 +94,4 @@ impl Observer {
                 .saturating_sub(observed + failed),
         }
     }
-}
-
-fn work(state: &Weak<AppState>, jobs: &Receiver<Job>) {
-    while let Ok(job) = jobs.recv() {
-        let Some(state) = state.upgrade() else {
-            return;
-        };
-        let Some(observer) = state.observer.as_ref() else {
-            return;
-        };
-        match observe(&state, job) {
-            Ok(()) => observer.observed.fetch_add(1, Ordering::Relaxed),
-            Err(why) => {
-                tracing::debug!(error = %why, "observation failed");
-                observer.failed.fetch_add(1, Ordering::Relaxed)
-            }
-        };
-    }
-}
-
-/// What ctxgc would have sent for one request, and the prompt tokens both ways.
-fn observe(state: &AppState, job: Job) -> Result<(), crate::error::ProxyError> {
-    let Job {
-        mut request,
-        raw,
-        session,
-    } = job;
-    let sent = pipeline::prompt_tokens(state, &request);
-    let prepared = pipeline::prepare(state, &mut request, &raw, &session, false)?;
-    let would = match prepared.out.body {
-        Some(body) => pipeline::prompt_tokens(state, &ApiRequest::parse(request.api, &body)?),
-        None => sent,
-    };
-    state.sessions.record_observed(&session, sent, would);
-    Ok(())
 }

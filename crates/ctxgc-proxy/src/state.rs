@@ -107,11 +107,6 @@ impl AppState {
             rewrite_slots_total: rewrite_slots(),
             observer: settings_observe.then(Observer::new),
         });
-        if let Some(observer) = &state.observer {
-            observer.start(&state).map_err(|e| {
-                ProxyError::Setup(format!("cannot start the observer's thread: {e}"))
-            })?;
-        }
         Ok(state)
     }
 
