@@ -82,7 +82,6 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
             match run_pipeline(&s, request, &bytes, &session, counting).await {
                 Ok(Prepared {
                     out,
-                    stored,
                     injected,
                     event,
                     fresh,
@@ -91,6 +90,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
                         Some(body) => (Forwarded::Rewritten, Bytes::from(body)),
                         None => (Forwarded::Unchanged, bytes.clone()),
                     };
+                    let stored = fresh.len() as u64;
                     s.metrics.forwarded(api, how, out.bytes_saved, stored, None);
                     if !counting {
                         s.sessions.record_forwarded(

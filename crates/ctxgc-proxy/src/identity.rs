@@ -137,8 +137,12 @@ pub use ctxgc_core::store::SessionId;
 impl Tenant {
     /// Whether `session` belongs to this tenant.
     pub fn owns(&self, session: &SessionId) -> bool {
+        self.owns_id(session.as_str())
+    }
+
+    /// Whether the session with this id belongs to this tenant.
+    pub fn owns_id(&self, session: &str) -> bool {
         session
-            .as_str()
             .strip_prefix(self.as_str())
             .is_some_and(|rest| rest.starts_with('.'))
     }

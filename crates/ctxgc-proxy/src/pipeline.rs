@@ -14,8 +14,6 @@ use crate::{agent, lineage, rewrite, splice_json};
 pub(crate) struct Prepared {
     /// The rewrite: the new body, if any, and the originals it hides.
     pub(crate) out: rewrite::Rewritten,
-    /// Originals newly written to the store.
-    pub(crate) stored: u64,
     /// The agent tools were injected: where the client's own history ended.
     pub(crate) injected: Option<agent::ClientEnd>,
     /// The engine's event on this request, if one ran.
@@ -159,7 +157,6 @@ pub(crate) fn prepare(
         .collect::<Vec<_>>();
     Ok(Prepared {
         out,
-        stored: fresh.len() as u64,
         injected,
         event,
         fresh,

@@ -65,7 +65,7 @@ impl<'a> Event<'a> {
 }
 
 /// Cuts a byte stream into events.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Framer {
     buf: Vec<u8>,
     /// Where the event being read starts in `buf`.
@@ -76,22 +76,28 @@ pub struct Framer {
     line_empty: bool,
     /// The last byte scanned was a CR: an LF right after it ends the same line.
     after_cr: bool,
-    /// Nothing scanned yet: the first line is empty.
-    begun: bool,
+}
+
+impl Default for Framer {
+    fn default() -> Self {
+        Framer::new()
+    }
 }
 
 impl Framer {
-    /// A framer at the start of a stream.
+    /// A framer at the start of a stream: on an empty line.
     pub fn new() -> Framer {
-        Framer::default()
+        Framer {
+            buf: Vec::new(),
+            start: 0,
+            scanned: 0,
+            line_empty: true,
+            after_cr: false,
+        }
     }
 
     /// Feeds bytes as they arrived; `each` sees every event they complete, in order.
     pub fn feed(&mut self, chunk: &[u8], mut each: impl FnMut(Event<'_>)) {
-        if !self.begun {
-            self.begun = true;
-            self.line_empty = true;
-        }
         self.buf.extend_from_slice(chunk);
         let mut i = self.scanned;
         while i < self.buf.len() {

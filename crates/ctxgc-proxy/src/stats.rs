@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::identity::Tenant;
 use crate::metrics::Totals;
 use crate::sessions::SessionUsage;
 
@@ -104,12 +105,12 @@ impl Stats {
             sessions: usage.len(),
             usage,
         };
-        stats.sum_observed();
+        stats.sum_shown();
         stats
     }
 
     /// The totals over the sessions shown.
-    fn sum_observed(&mut self) {
+    fn sum_shown(&mut self) {
         let tokens = |bytes: u64| (bytes as f64 / self.bytes_per_token) as u64;
         self.received_tokens_estimate = tokens(self.usage.values().map(|u| u.received_bytes).sum());
         self.sent_tokens_estimate = tokens(self.usage.values().map(|u| u.sent_bytes).sum());
@@ -145,11 +146,11 @@ impl Stats {
         }
     }
 
-    /// Only the sessions whose ids start with `prefix` (one tenant's).
-    pub(crate) fn only(mut self, prefix: &str) -> Stats {
-        self.usage.retain(|id, _| id.starts_with(prefix));
+    /// Only the sessions of `tenant`.
+    pub(crate) fn only(mut self, tenant: &Tenant) -> Stats {
+        self.usage.retain(|id, _| tenant.owns_id(id));
         self.sessions = self.usage.len();
-        self.sum_observed();
+        self.sum_shown();
         self
     }
 }
