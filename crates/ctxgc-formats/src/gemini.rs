@@ -440,15 +440,8 @@ impl WireApi for Gemini {
     fn results_in<'a>(&self, item: &'a Value) -> Vec<(Option<&'a str>, &'a Value, String)> {
         responses_of(item)
             .filter_map(|(j, r)| {
-                let key = response_text_key(&r["response"])?;
-                Some((
-                    r["id"].as_str(),
-                    &r["response"][key],
-                    format!(
-                        "/parts/{j}/functionResponse/response/{}",
-                        pointer_token(key)
-                    ),
-                ))
+                let (content, pointer) = text_slot(j, r)?;
+                Some((r["id"].as_str(), content, pointer))
             })
             .collect()
     }
@@ -467,15 +460,12 @@ impl WireApi for Gemini {
         responses_of(item)
             .zip(ids)
             .filter_map(|((j, r), id)| {
-                let key = response_text_key(&r["response"])?;
+                let (content, pointer) = text_slot(j, r)?;
                 Some(ResultSlot {
                     call_id: Some(Cow::Owned(id)),
                     tool: r["name"].as_str(),
-                    content: &r["response"][key],
-                    pointer: format!(
-                        "/parts/{j}/functionResponse/response/{}",
-                        pointer_token(key)
-                    ),
+                    content,
+                    pointer,
                 })
             })
             .collect()
@@ -548,6 +538,17 @@ impl WireApi for Gemini {
             origin,
         })
     }
+}
+
+/// The text of response `r`, part `j` of its turn, and its JSON pointer within the turn, when
+/// the response holds its text in one string field.
+fn text_slot(j: usize, r: &Value) -> Option<(&Value, String)> {
+    let key = response_text_key(&r["response"])?;
+    let pointer = format!(
+        "/parts/{j}/functionResponse/response/{}",
+        pointer_token(key)
+    );
+    Some((&r["response"][key], pointer))
 }
 
 /// A key as a JSON pointer token.
