@@ -8,6 +8,7 @@
 use std::io::{self, Read, Write};
 
 use ctxgc_core::trim::search::looks_like_search;
+use ctxgc_core::trim::terminal::Renderer;
 use ctxgc_core::trim::{self, LineBudget, LineTrimmer, Mode, Profile, TrimConfig, looks_like_json};
 
 const CHUNK: usize = 256 * 1024;
@@ -60,15 +61,26 @@ pub struct StreamReport {
     pub trimmed: bool,
 }
 
-/// Reads `input` to its end and writes the trimmed output; `original` receives every input byte.
+/// Reads `input` to its end and writes the trimmed output; `original` receives every input byte
+/// as it came, while the trimmer sees the output as a terminal would show it (unless the
+/// profile's mode is `never`), rendered by the same code as the library's.
 pub fn trim_stream(
     spec: &StreamSpec<'_>,
-    mut input: impl Read,
+    input: impl Read,
     output: &mut impl Write,
-    mut original: Option<&mut dyn Write>,
+    original: Option<&mut dyn Write>,
 ) -> io::Result<StreamReport> {
     let mut report = StreamReport::default();
-    let mut buf = vec![0u8; CHUNK];
+    let mut source = Source {
+        input,
+        original,
+        renderer: (spec.profile.mode != Mode::Never).then(Renderer::new),
+        raw: vec![0u8; CHUNK],
+        shown: Vec::with_capacity(CHUNK),
+        raw_bytes: 0,
+        shown_bytes: 0,
+        changed: false,
+    };
     let mut prefix: Vec<u8> = Vec::new();
 
     // Decide the shape from the first bytes; buffer structured output while it stays small.
@@ -76,16 +88,11 @@ pub fn trim_stream(
     let mut eof = false;
     let mut structured = spec.wants_structure();
     while structured {
-        let n = read_some(&mut input, &mut buf)?;
-        if n == 0 {
+        let Some(shown) = source.next_chunk()? else {
             eof = true;
             break;
-        }
-        if let Some(w) = original.as_deref_mut() {
-            w.write_all(&buf[..n])?;
-        }
-        prefix.extend_from_slice(&buf[..n]);
-        report.bytes_in += n as u64;
+        };
+        prefix.extend_from_slice(shown);
         if prefix.len() > structured_max || !could_be_structured(spec.profile.mode, &prefix) {
             structured = false;
         }
@@ -94,10 +101,12 @@ pub fn trim_stream(
         && eof
         && let Ok(text) = std::str::from_utf8(&prefix)
     {
+        // Already rendered: the library's render finds nothing more to do.
         let trimmed = trim::trim_with_limit(spec.config, spec.profile, spec.limit, text);
         output.write_all(trimmed.text.as_bytes())?;
+        report.bytes_in = source.raw_bytes;
         report.bytes_out = trimmed.text.len() as u64;
-        report.trimmed = trimmed.trimmed;
+        report.trimmed = trimmed.trimmed || source.changed;
         return Ok(report);
     }
 
@@ -107,24 +116,65 @@ pub fn trim_stream(
     drop(prefix);
     flush(output, &mut out, &mut report)?;
     while !eof {
-        let n = read_some(&mut input, &mut buf)?;
-        if n == 0 {
-            eof = true;
-            continue;
+        match source.next_chunk()? {
+            Some(shown) => trimmer.push(shown, &mut out),
+            None => eof = true,
         }
-        if let Some(w) = original.as_deref_mut() {
-            w.write_all(&buf[..n])?;
-        }
-        report.bytes_in += n as u64;
-        trimmer.push(&buf[..n], &mut out);
         if !out.is_empty() {
             flush(output, &mut out, &mut report)?;
         }
     }
     let stats = trimmer.finish(&mut out);
-    report.trimmed = stats.trimmed;
+    report.bytes_in = source.raw_bytes;
+    report.trimmed = stats.trimmed || source.changed;
     flush(output, &mut out, &mut report)?;
     Ok(report)
+}
+
+/// The input, read a chunk at a time: saved raw, then rendered.
+struct Source<'w, R> {
+    input: R,
+    original: Option<&'w mut dyn Write>,
+    renderer: Option<Renderer>,
+    raw: Vec<u8>,
+    shown: Vec<u8>,
+    raw_bytes: u64,
+    shown_bytes: u64,
+    /// Whether rendering changed any byte.
+    changed: bool,
+}
+
+impl<R: Read> Source<'_, R> {
+    /// The next rendered chunk (possibly empty while a line is pending), or `None` at the end.
+    fn next_chunk(&mut self) -> io::Result<Option<&[u8]>> {
+        let n = read_some(&mut self.input, &mut self.raw)?;
+        self.shown.clear();
+        let raw = &self.raw[..n];
+        if let Some(w) = self.original.as_deref_mut() {
+            w.write_all(raw)?;
+        }
+        self.raw_bytes += n as u64;
+        match (&mut self.renderer, n) {
+            (None, 0) => Ok(None),
+            (None, _) => Ok(Some(raw)),
+            (Some(_), 0) => {
+                let Some(renderer) = self.renderer.take() else {
+                    return Ok(None);
+                };
+                renderer.finish(&mut self.shown);
+                self.shown_bytes += self.shown.len() as u64;
+                // Rendering that changes a byte changes the length, but for contrived cursor
+                // moves; this only decides what `ctxgc run` reports.
+                self.changed = self.shown_bytes != self.raw_bytes;
+                Ok((!self.shown.is_empty()).then_some(&self.shown[..]))
+            }
+            (Some(renderer), _) => {
+                renderer.push(raw, &mut self.shown);
+                self.shown_bytes += self.shown.len() as u64;
+                Ok(Some(&self.shown[..]))
+            }
+        }
+    }
 }
 
 /// Whether a prefix may still turn out to be JSON or search results.
@@ -208,5 +258,30 @@ mod tests {
         assert_eq!(saved, text.as_bytes());
         assert!(report.trimmed);
         assert_eq!(report.bytes_in, text.len() as u64);
+    }
+
+    #[test]
+    fn terminal_output_is_rendered_as_the_library_renders_it() {
+        let config = TrimConfig::default();
+        let mut raw = String::new();
+        for step in 0..3000 {
+            raw.push_str(&format!("\u{1b}[32mcompiling\u{1b}[0m crate{step}\n"));
+            for pct in (0..=100).step_by(10) {
+                raw.push_str(&format!("\r\u{1b}[K[{pct:>3}%] downloading"));
+            }
+            raw.push('\n');
+        }
+        raw.push_str("error: build failed\n");
+        for limit in [4000, 10_000_000] {
+            let (mut out, mut saved) = (Vec::new(), Vec::new());
+            let s = spec(&config, "terminal", limit);
+            let report = trim_stream(&s, raw.as_bytes(), &mut out, Some(&mut saved)).unwrap();
+            let expected = trim::trim_with_limit(&config, s.profile, limit, &raw);
+            let out = String::from_utf8(out).unwrap();
+            assert_eq!(out, expected.text, "limit {limit}");
+            assert!(!out.contains('\u{1b}') && !out.contains('\r'));
+            assert!(report.trimmed);
+            assert_eq!(saved, raw.as_bytes(), "the original is saved raw");
+        }
     }
 }

@@ -5,6 +5,9 @@
 
 use serde_json::{Value, json};
 
+use crate::ContentId;
+use crate::recall::{self, RecallQuery};
+
 /// Name of the tool that replaces the latest tool result with the model's summary.
 pub const TRIM_TOOL: &str = "trim_tool_result";
 /// Name of the tool that returns an original.
@@ -64,6 +67,68 @@ pub fn gemini() -> Vec<Value> {
         .map(|(name, description, parameters)| json!({"name": name, "description": description, "parameters": parameters}))
         .collect();
     vec![json!({"functionDeclarations": declarations})]
+}
+
+/// A call of one of ctxgc's tools, its arguments checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentCall {
+    /// `trim_tool_result`: show `summary` instead of the latest tool result.
+    Trim {
+        /// The model's summary, trimmed of surrounding whitespace.
+        summary: String,
+    },
+    /// `recall_tool_result`: the original of `id`, whole or in part.
+    Recall {
+        /// Which original.
+        id: ContentId,
+        /// Which part of it.
+        query: RecallQuery,
+    },
+}
+
+/// Reads a call of tool `name` with JSON `arguments`: `None` when the tool is not one of
+/// ctxgc's, `Some(Err(text))` with the answer the model gets when an argument is wrong (so it
+/// can correct the call), else the call. The proxy and the Python package both read calls here.
+pub fn parse_call(name: &str, arguments: &Value) -> Option<Result<AgentCall, String>> {
+    let arg = |key: &str| arguments.get(key).and_then(Value::as_str);
+    Some(match name {
+        TRIM_TOOL => match arg("summary").map(str::trim).filter(|s| !s.is_empty()) {
+            Some(summary) => Ok(AgentCall::Trim {
+                summary: summary.to_owned(),
+            }),
+            None => Err("error: `summary` is required and must not be empty".into()),
+        },
+        RECALL_TOOL => parse_recall(arg("id"), arg("lines"), arg("pattern")),
+        _ => return None,
+    })
+}
+
+fn parse_recall(
+    id: Option<&str>,
+    lines: Option<&str>,
+    pattern: Option<&str>,
+) -> Result<AgentCall, String> {
+    let raw_id = id.ok_or("error: `id` (r-...) is required")?;
+    let id = ContentId::parse(raw_id.trim()).ok_or_else(|| {
+        format!(
+            "error: `{raw_id}` is not an id; ids look like r-0123456789abcdef and appear in trim markers, summaries and abstracts"
+        )
+    })?;
+    let lines = match lines {
+        Some(l) => Some(
+            recall::parse_lines(l)
+                .ok_or_else(|| format!("error: `lines` must look like \"40-80\", not `{l}`"))?,
+        ),
+        None => None,
+    };
+    Ok(AgentCall::Recall {
+        id,
+        query: RecallQuery {
+            lines,
+            pattern: pattern.map(str::to_owned),
+            context: 2,
+        },
+    })
 }
 
 #[cfg(test)]

@@ -186,6 +186,62 @@ pub fn anthropic_messages(messages: &[Message]) -> (Option<Value>, Vec<Value>) {
     (system, out)
 }
 
+/// OpenAI Responses `input` items: one item per message of a system or user role, per text or
+/// call of an assistant turn, per tool result; reasoning and other opaque items as they came.
+pub fn responses_items(messages: &[Message]) -> Vec<Value> {
+    let implicit = implicit_ids(messages);
+    let mut out = Vec::with_capacity(messages.len());
+    for m in messages {
+        match m.role {
+            Role::Tool => {
+                for r in m.tool_results() {
+                    if implicit.contains(r.call_id.as_str()) {
+                        out.push(json!({"role": "user", "content": r.text()}));
+                    } else {
+                        out.push(json!({"type": "function_call_output", "call_id": r.call_id, "output": r.text()}));
+                    }
+                }
+            }
+            Role::Assistant => {
+                for block in &m.content {
+                    match block {
+                        Block::Text { text } if !text.is_empty() => out.push(json!({
+                            "type": "message", "role": "assistant",
+                            "content": [{"type": "output_text", "text": text}]
+                        })),
+                        Block::ToolCall(c) if !c.implicit => out.push(json!({
+                            "type": "function_call", "call_id": c.id, "name": c.name,
+                            "arguments": c.arguments
+                        })),
+                        Block::Thinking { raw, .. } if raw.get("type").is_some() => {
+                            out.push(raw.clone())
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Role::System | Role::User => {
+                let mut parts: Vec<Value> = Vec::new();
+                for block in &m.content {
+                    match block {
+                        Block::Text { text } => {
+                            parts.push(json!({"type": "input_text", "text": text}))
+                        }
+                        Block::Image { source } => parts.push(source.clone()),
+                        _ => {}
+                    }
+                }
+                let content = match parts.as_slice() {
+                    [one] if one["type"] == "input_text" => one["text"].clone(),
+                    _ => Value::Array(parts),
+                };
+                out.push(json!({"role": m.role.as_str(), "content": content}));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 
 use ctxgc_core::ContentId;
-use ctxgc_core::agent_tools::{RECALL_TOOL, TRIM_TOOL};
-use ctxgc_core::recall::{self, RecallQuery};
+use ctxgc_core::agent_tools::{self, AgentCall};
+use ctxgc_core::recall;
 use ctxgc_core::store::{SessionId, StateKey, Store};
 
 use crate::error::ProxyError;
@@ -324,12 +324,13 @@ pub fn execute(
     state: &mut AgentState,
     max_bytes: usize,
 ) -> Result<String, ProxyError> {
-    let arg = |key: &str| call.arguments.get(key).and_then(Value::as_str);
-    match call.name.as_str() {
-        TRIM_TOOL => {
-            let Some(summary) = arg("summary").filter(|s| !s.trim().is_empty()) else {
-                return Ok("error: `summary` is required and must not be empty".into());
-            };
+    let parsed = match agent_tools::parse_call(&call.name, &call.arguments) {
+        None => return Err(ProxyError::NotOurTool(call.name.clone())),
+        Some(Err(answer)) => return Ok(answer),
+        Some(Ok(parsed)) => parsed,
+    };
+    match parsed {
+        AgentCall::Trim { summary } => {
             let Some((call_id, original)) = latest_result(api, client_body) else {
                 return Ok(
                     "error: nothing to trim: only the latest message, when it is a tool result, can be replaced"
@@ -341,38 +342,13 @@ pub fn execute(
             store.put(session, id, &original)?;
             state.trims.insert(
                 call_id,
-                format!(
-                    "[summary by the model; original: id {id}] {}",
-                    summary.trim()
-                ),
+                format!("[summary by the model; original: id {id}] {summary}"),
             );
             Ok(format!(
                 "done: the latest tool result now shows your summary; recall id {id} gives the original"
             ))
         }
-        RECALL_TOOL => {
-            let Some(raw_id) = arg("id") else {
-                return Ok("error: `id` (r-...) is required".into());
-            };
-            let Some(id) = ContentId::parse(raw_id.trim()) else {
-                return Ok(format!(
-                    "error: `{raw_id}` is not an id; ids look like r-0123456789abcdef and appear in trim markers, summaries and abstracts"
-                ));
-            };
-            let lines = match arg("lines").map(|l| (l, recall::parse_lines(l))) {
-                Some((l, None)) => {
-                    return Ok(format!(
-                        "error: `lines` must look like \"40-80\", not `{l}`"
-                    ));
-                }
-                Some((_, range)) => range,
-                None => None,
-            };
-            let query = RecallQuery {
-                lines,
-                pattern: arg("pattern").map(str::to_owned),
-                context: 2,
-            };
+        AgentCall::Recall { id, query } => {
             let original = store.get(session, id)?;
             Ok(match original {
                 None => format!("error: no original with id {id} in this session"),
@@ -382,7 +358,6 @@ pub fn execute(
                 },
             })
         }
-        other => Err(ProxyError::NotOurTool(other.to_owned())),
     }
 }
 
