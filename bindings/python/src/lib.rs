@@ -247,6 +247,13 @@ impl Store {
         })
     }
 
+    /// Where `ctxgc serve` and the CLI keep originals by default: `$XDG_DATA_HOME/ctxgc/
+    /// ctxgc.sqlite`, else `~/.local/share/ctxgc/ctxgc.sqlite`.
+    #[staticmethod]
+    fn default_location() -> String {
+        SqliteStore::default_path().display().to_string()
+    }
+
     /// Stores `text` (idempotent) and returns its recall id.
     #[pyo3(signature = (text, *, session="default"))]
     fn put(&self, py: Python<'_>, text: &str, session: &str) -> PyResult<String> {

@@ -25,8 +25,13 @@ pub struct StreamSpec<'a> {
 }
 
 impl StreamSpec<'_> {
-    fn line_budget(&self) -> LineBudget {
-        let mut budget = self.config.line_budget(self.profile, self.limit);
+    fn line_budget(&self, prefix: &[u8]) -> LineBudget {
+        let scanned = &prefix[..prefix.len().min(trim::BUDGET_SCAN_BYTES)];
+        let head = match std::str::from_utf8(scanned) {
+            Ok(text) => text,
+            Err(e) => std::str::from_utf8(&scanned[..e.valid_up_to()]).unwrap_or_default(),
+        };
+        let mut budget = trim::line_budget_for(self.config, self.profile, self.limit, head);
         if self.head_lines.is_some() || self.tail_lines.is_some() {
             let head = self.head_lines.unwrap_or(0);
             let tail = self.tail_lines.unwrap_or(0);
@@ -44,6 +49,12 @@ impl StreamSpec<'_> {
             budget.tail_lines = Some(tail);
         }
         budget
+    }
+
+    /// Whether the line budget depends on the output's first bytes (explicit line counts
+    /// replace it).
+    fn wants_budget_scan(&self) -> bool {
+        self.head_lines.is_none() && self.tail_lines.is_none()
     }
 
     fn wants_structure(&self) -> bool {
@@ -110,7 +121,14 @@ pub fn trim_stream(
         return Ok(report);
     }
 
-    let mut trimmer = LineTrimmer::new(spec.line_budget(), spec.profile.name.clone());
+    // The budget is judged on the output's first bytes, as the library judges it.
+    while !eof && prefix.len() < trim::BUDGET_SCAN_BYTES && spec.wants_budget_scan() {
+        match source.next_chunk()? {
+            Some(shown) => prefix.extend_from_slice(shown),
+            None => eof = true,
+        }
+    }
+    let mut trimmer = LineTrimmer::new(spec.line_budget(&prefix), spec.profile.name.clone());
     let mut out = Vec::with_capacity(CHUNK);
     trimmer.push(&prefix, &mut out);
     drop(prefix);

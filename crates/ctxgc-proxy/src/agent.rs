@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 
 use ctxgc_core::ContentId;
-use ctxgc_core::agent_tools::{self, AgentCall};
+use ctxgc_core::agent_tools::{self, AgentCall, RECALL_TOOL, TRIM_TOOL};
 use ctxgc_core::recall;
 use ctxgc_core::store::{SessionId, StateKey, Store};
 

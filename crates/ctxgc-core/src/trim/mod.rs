@@ -176,15 +176,41 @@ pub fn trim_with_limit(
 }
 
 fn trim_lines(config: &TrimConfig, profile: &Profile, limit: usize, text: &str) -> String {
-    let budget = if profile.mode == Mode::Auto && looks_like_numbered_view(text) {
+    let budget = line_budget_for(config, profile, limit, scan_prefix(text));
+    let (out, _) = LineTrimmer::trim_all(budget, &profile.name, text.as_bytes());
+    // The trimmer cuts only at char boundaries of valid UTF-8 input.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// How many leading bytes of an output decide its line budget: a streaming trimmer reads this
+/// much before it starts, so the library and `ctxgc trim` split the same output the same way
+/// in bounded memory.
+pub const BUDGET_SCAN_BYTES: usize = 64 * 1024;
+
+/// The first [`BUDGET_SCAN_BYTES`] of `text`, cut at a char boundary.
+fn scan_prefix(text: &str) -> &str {
+    let mut end = text.len().min(BUDGET_SCAN_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// The line budget for an output of `profile` under `limit`, judged on `head`, the output's
+/// first [`BUDGET_SCAN_BYTES`] (a numbered view of a file keeps both ends; a log keeps its
+/// tail and salient lines).
+pub fn line_budget_for(
+    config: &TrimConfig,
+    profile: &Profile,
+    limit: usize,
+    head: &str,
+) -> LineBudget {
+    if profile.mode == Mode::Auto && looks_like_numbered_view(head) {
         let [head, tail, salient] = NUMBERED_VIEW_SPLIT;
         LineBudget::from_shares(limit, head, tail, salient, config.line_max_bytes)
     } else {
         config.line_budget(profile, limit)
-    };
-    let (out, _) = LineTrimmer::trim_all(budget, &profile.name, text.as_bytes());
-    // The trimmer cuts only at char boundaries of valid UTF-8 input.
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }
 }
 
 /// How a numbered view of a file (`nl -ba f | sed -n a,bp`, `cat -n`) that came through a shell

@@ -1,0 +1,169 @@
+"""ctxgc as a Hermes plugin (``hermes-agent`` 0.19).
+
+Installed with ``pip install 'ctxgc[hermes]'``, the package registers the entry point
+``ctxgc`` in Hermes's ``hermes_agent.plugins`` group. Turn it on in ``~/.hermes/config.yaml``::
+
+    plugins:
+      enabled: [ctxgc]
+    context:
+      engine: ctxgc
+
+The plugin's ``register(ctx)`` adds:
+
+- a ``transform_tool_result`` hook: each tool result is stored, then trimmed (head + salient
+  lines + tail, rendered as a terminal shows it) before it enters the history; Hermes's own
+  truncation keeps only the head;
+- the ``ctxgc`` context engine: when the prompt nears the window it prunes old outputs to
+  one-line abstracts first and summarises only when that does not buy enough room (with
+  Hermes's auxiliary ``compression`` model, else ctxgc's extractive summary), and it gives the
+  model ``recall_tool_result`` (and ``trim_tool_result``) to get any original back.
+
+Settings: ``$CTXGC_CONFIG`` (a ``ctxgc.toml``), ``$CTXGC_STORE`` (SQLite path or Redis URL;
+default: the file ``ctxgc serve`` uses).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from typing import Any
+
+from agent.context_engine import ContextEngine
+
+from .. import Config, Session, Store, SummaryRequest, trim
+from ._common import bare_function_schemas, config_from_env, store_from_env
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CtxgcContextEngine", "register"]
+
+
+def _hermes_summarizer(request: SummaryRequest) -> str:
+    """Summaries with Hermes's auxiliary model for the ``compression`` task."""
+    from agent.auxiliary_client import call_llm
+
+    response = call_llm(task="compression", messages=request["messages"])
+    return response.choices[0].message.content or ""
+
+
+class CtxgcContextEngine(ContextEngine):
+    """Hermes context engine backed by a :class:`ctxgc.Session` per Hermes session."""
+
+    def __init__(
+        self,
+        *,
+        config: Config | None = None,
+        store: Store | None = None,
+        summarizer: Any = _hermes_summarizer,
+        context_length: int = 0,
+    ) -> None:
+        self.config = config if config is not None else config_from_env()
+        self.store = store if store is not None else store_from_env(config=self.config)
+        self.summarizer = summarizer
+        # Hermes asks for a compression from this threshold on: ctxgc's own trigger.
+        self.threshold_percent = self.config.trigger
+        self.context_length = context_length or self.config.default_window
+        self.threshold_tokens = int(self.context_length * self.threshold_percent)
+        self.session_id = "hermes"
+        self._session: Session | None = None
+
+    @property
+    def name(self) -> str:
+        return "ctxgc"
+
+    # -- insertion: the tool-result transform ---------------------------------------------
+
+    def transform_tool_result(
+        self, tool_name: str = "", result: Any = None, session_id: str = "", **_: Any
+    ) -> str | None:
+        """Stores the result and returns its trimmed text, or ``None`` to keep it as it is."""
+        if not isinstance(result, str):
+            return None
+        trimmed = trim(result, tool=tool_name or "tool", window=self.context_length,
+                       config=self.config)
+        if not trimmed.trimmed:
+            return None
+        # The original is committed before anything that names it enters the history.
+        self.store.put(result, session=session_id or self.session_id)
+        return trimmed.text
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _current(self) -> Session:
+        if self._session is None:
+            self._session = Session(
+                "openai",
+                store=self.store,
+                config=self.config,
+                window=self.context_length,
+                summarizer=self.summarizer,
+                session_id=self.session_id,
+            )
+        return self._session
+
+    def update_from_response(self, usage: dict[str, Any]) -> None:
+        self.last_prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        self.last_completion_tokens = int(usage.get("completion_tokens") or 0)
+        self.last_total_tokens = int(usage.get("total_tokens") or 0)
+
+    def should_compress(self, prompt_tokens: int | None = None) -> bool:
+        tokens = prompt_tokens if prompt_tokens is not None else self.last_prompt_tokens
+        return bool(self.threshold_tokens) and tokens >= self.threshold_tokens
+
+    def compress(
+        self,
+        messages: list[dict[str, Any]],
+        current_tokens: int | None = None,
+        focus_topic: str | None = None,
+        force: bool = False,
+        memory_context: str = "",
+    ) -> list[dict[str, Any]]:
+        """The history after ctxgc's event: old outputs pruned to abstracts first, the middle
+        summarised only when that does not buy enough room. The system prompt and the latest
+        user message stay verbatim; every tool call keeps its result."""
+        session = self._current()
+        prompt = session.prepare(messages)
+        if session.last_event is not None:
+            self.compression_count += 1
+            logger.info("ctxgc event: %s", session.last_event)
+        return prompt
+
+    # -- recall -----------------------------------------------------------------------------
+
+    def get_tool_schemas(self) -> list[dict[str, Any]]:
+        return bare_function_schemas(self._current().tools())
+
+    def handle_tool_call(self, name: str, args: dict[str, Any], **kwargs: Any) -> str:
+        answer = self._current().handle_tool_call(name, args)
+        if answer is None:
+            return json.dumps({"error": f"Unknown context engine tool: {name}"})
+        return json.dumps({"result": answer}, ensure_ascii=False)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def on_session_start(self, session_id: str, **kwargs: Any) -> None:
+        self.session_id = session_id or "hermes"
+        self._session = None
+
+    def on_session_reset(self) -> None:
+        super().on_session_reset()
+        self._session = None
+
+    def update_model(self, model: str, context_length: int, *args: Any, **kwargs: Any) -> None:
+        super().update_model(model, context_length, *args, **kwargs)
+        self._session = None
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> CtxgcContextEngine:
+        # Hermes copies the plugin's engine per agent: share the store (a connection) and the
+        # settings, start a fresh session.
+        clone = copy.copy(self)
+        clone._session = None
+        return clone
+
+
+def register(ctx: Any) -> None:
+    """Hermes plugin entry point."""
+    engine = CtxgcContextEngine()
+    ctx.register_hook("transform_tool_result", engine.transform_tool_result)
+    ctx.register_context_engine(engine)

@@ -1,0 +1,200 @@
+"""ctxgc as a LangChain 1.x agent middleware (``pip install 'ctxgc[langchain]'``)::
+
+    from langchain.agents import create_agent
+    from ctxgc.integrations.langchain import CtxgcMiddleware
+
+    agent = create_agent(model, tools=[...], middleware=[CtxgcMiddleware(window=200_000)])
+
+- ``wrap_tool_call``: each tool result is stored, then trimmed before it enters the state;
+- ``wrap_model_call``: the model gets the prompt after ctxgc's events (prune first, then a
+  summary by ``summarizer``, by default the agent's own model), prefix-stable between events;
+  the system message is never changed;
+- ``tools``: ``recall_tool_result`` (and ``trim_tool_result``), answered by the middleware.
+
+One :class:`ctxgc.Session` per LangGraph thread (``thread_id``), at most ``max_sessions``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    ToolMessage,
+    convert_to_messages,
+    convert_to_openai_messages,
+)
+from langchain_core.tools import StructuredTool
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command
+
+from .. import RECALL_TOOL, TRIM_TOOL, Config, Session, Store, SummaryRequest, trim
+from ._common import config_from_env, store_from_env
+
+__all__ = ["CtxgcMiddleware"]
+
+Summarizer = Callable[[SummaryRequest], "str | Awaitable[str]"]
+
+
+def _thread_id() -> str:
+    try:
+        from langgraph.config import get_config
+
+        return str(get_config().get("configurable", {}).get("thread_id") or "default")
+    except RuntimeError:  # outside a graph run
+        return "default"
+
+
+class CtxgcMiddleware(AgentMiddleware):
+    """Insertion trimming, cache-timed events and recall for a LangChain agent."""
+
+    def __init__(
+        self,
+        *,
+        window: int | None = None,
+        model: str | None = None,
+        config: Config | None = None,
+        store: Store | None = None,
+        summarizer: Summarizer | None = None,
+        agent_tools: bool = True,
+        max_sessions: int = 256,
+    ) -> None:
+        super().__init__()
+        self.config = config if config is not None else config_from_env()
+        self.store = store if store is not None else store_from_env(config=self.config)
+        self.window = window
+        self.model_name = model
+        self.summarizer = summarizer
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
+        self.tools = self._make_tools() if agent_tools else []
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    def session(self, thread_id: str | None = None) -> Session:
+        """The session of a LangGraph thread (the current one by default)."""
+        key = thread_id or _thread_id()
+        session = self._sessions.get(key)
+        if session is None:
+            session = Session(
+                "openai",
+                store=self.store,
+                config=self.config,
+                window=self.window,
+                model=self.model_name,
+                session_id=f"langchain:{key}",
+            )
+            self._sessions[key] = session
+            while len(self._sessions) > self.max_sessions:
+                self._sessions.popitem(last=False)
+        self._sessions.move_to_end(key)
+        return session
+
+    def _window(self) -> int:
+        return self.session().window
+
+    # -- insertion --------------------------------------------------------------------------
+
+    def _trimmed(self, request: ToolCallRequest, result: Any) -> Any:
+        if not isinstance(result, ToolMessage) or not isinstance(result.content, str):
+            return result
+        name = request.tool_call.get("name") or "tool"
+        if name in (RECALL_TOOL, TRIM_TOOL):
+            return result
+        out = trim(result.content, tool=name, window=self._window(), config=self.config)
+        if not out.trimmed:
+            return result
+        session = self.session()
+        # The original is committed before the text that names it enters the state.
+        self.store.put(result.content, session=session.session_id)
+        return result.model_copy(update={"content": out.text})
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        return self._trimmed(request, handler(request))
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        return self._trimmed(request, await handler(request))
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _summarizer_for(self, request: ModelRequest) -> Summarizer:
+        if self.summarizer is not None:
+            return self.summarizer
+
+        async def with_the_agents_model(summary: SummaryRequest) -> str:
+            reply = await request.model.ainvoke(convert_to_messages(summary["messages"]))
+            return reply.text if isinstance(reply, AIMessage) else str(reply.content)
+
+        return with_the_agents_model
+
+    @staticmethod
+    def _as_dicts(messages: list[AnyMessage]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        dicts = convert_to_openai_messages(messages)
+        originals = {json.dumps(d, sort_keys=True): m for d, m in zip(dicts, messages, strict=True)}
+        return dicts, originals
+
+    @staticmethod
+    def _as_messages(prompt: list[dict[str, Any]], originals: dict[str, Any]) -> list[AnyMessage]:
+        # Messages the engine left alone go back as the very objects the state holds.
+        out: list[AnyMessage] = []
+        for item in prompt:
+            original = originals.get(json.dumps(item, sort_keys=True))
+            out.append(original if original is not None else convert_to_messages([item])[0])
+        return out
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        session = self.session()
+        session.summarizer = self.summarizer  # sync path: only a sync summarizer
+        dicts, originals = self._as_dicts(request.messages)
+        prompt = session.prepare(dicts)
+        return handler(request.override(messages=self._as_messages(prompt, originals)))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        session = self.session()
+        session.summarizer = self._summarizer_for(request)
+        dicts, originals = self._as_dicts(request.messages)
+        prompt = await session.aprepare(dicts)
+        return await handler(request.override(messages=self._as_messages(prompt, originals)))
+
+    # -- the agent's tools ------------------------------------------------------------------
+
+    def _make_tools(self) -> list[StructuredTool]:
+        specs = {t["function"]["name"]: t["function"] for t in Session("openai").tools()}
+
+        def recall_tool_result(id: str, lines: str | None = None, pattern: str | None = None) -> str:
+            args = {"id": id, "lines": lines, "pattern": pattern}
+            call = {k: v for k, v in args.items() if v is not None}
+            return self.session().handle_tool_call(RECALL_TOOL, call) or ""
+
+        def trim_tool_result(summary: str) -> str:
+            return self.session().handle_tool_call(TRIM_TOOL, {"summary": summary}) or ""
+
+        return [
+            StructuredTool.from_function(
+                recall_tool_result,
+                name=RECALL_TOOL,
+                description=specs[RECALL_TOOL]["description"],
+            ),
+            StructuredTool.from_function(
+                trim_tool_result, name=TRIM_TOOL, description=specs[TRIM_TOOL]["description"]
+            ),
+        ]

@@ -1,0 +1,120 @@
+"""ctxgc for the OpenAI Agents SDK (``pip install 'ctxgc[openai-agents]'``)::
+
+    from agents import Agent, RunConfig, Runner
+    from ctxgc.integrations.openai_agents import Ctxgc
+
+    ctxgc = Ctxgc(window=400_000)
+    agent = Agent(name="coder", tools=ctxgc.wrap_tools([run_shell, read_file]) + [ctxgc.recall_tool()])
+    result = await Runner.run(agent, task, run_config=RunConfig(call_model_input_filter=ctxgc.input_filter))
+
+- :meth:`Ctxgc.wrap_tool`: the tool's text output is stored, then trimmed before the SDK puts
+  it into the history (the SDK's ``ToolOutputTrimmer`` keeps a head-only preview and no
+  original);
+- :meth:`Ctxgc.input_filter`: a ``call_model_input_filter`` that runs ctxgc's events on the
+  Responses items the model is about to get (``instructions`` are never changed);
+- :meth:`Ctxgc.recall_tool`: ``recall_tool_result`` as a ``FunctionTool``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from agents import FunctionTool
+from agents.run_config import CallModelData, ModelInputData
+from agents.tool_context import ToolContext
+
+from .. import RECALL_TOOL, Config, Session, Store, SummaryRequest, trim
+from ._common import config_from_env, store_from_env
+
+__all__ = ["Ctxgc"]
+
+Summarizer = Callable[[SummaryRequest], "str | Awaitable[str]"]
+
+
+def _plain(item: Any) -> Any:
+    """An input item as plain JSON data (the SDK mixes TypedDicts and pydantic models)."""
+    if hasattr(item, "model_dump"):
+        return item.model_dump(exclude_unset=True, mode="json")
+    return item
+
+
+class Ctxgc:
+    """ctxgc for one agent run (one session); make one per conversation."""
+
+    def __init__(
+        self,
+        *,
+        window: int | None = None,
+        model: str | None = None,
+        config: Config | None = None,
+        store: Store | None = None,
+        summarizer: Summarizer | None = None,
+        session_id: str = "openai-agents",
+    ) -> None:
+        self.config = config if config is not None else config_from_env()
+        self.store = store if store is not None else store_from_env(config=self.config)
+        self.session = Session(
+            "responses",
+            store=self.store,
+            config=self.config,
+            window=window,
+            model=model,
+            summarizer=summarizer,
+            session_id=session_id,
+        )
+
+    # -- insertion --------------------------------------------------------------------------
+
+    def wrap_tool(self, tool: FunctionTool) -> FunctionTool:
+        """The same tool, its text output stored and trimmed at insertion."""
+        invoke = tool.on_invoke_tool
+
+        async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
+            output = await invoke(context, arguments)
+            if not isinstance(output, str):
+                return output
+            out = trim(output, tool=tool.name, window=self.session.window, config=self.config)
+            if not out.trimmed:
+                return output
+            # The original is committed before the text that names it is returned.
+            self.store.put(output, session=self.session.session_id)
+            return out.text
+
+        return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+
+    def wrap_tools(self, tools: Sequence[FunctionTool]) -> list[FunctionTool]:
+        """:meth:`wrap_tool` on each tool."""
+        return [self.wrap_tool(t) for t in tools]
+
+    # -- events -----------------------------------------------------------------------------
+
+    async def input_filter(self, data: CallModelData[Any]) -> ModelInputData:
+        """``RunConfig.call_model_input_filter``: the items after ctxgc's events."""
+        items = [_plain(item) for item in data.model_data.input]
+        prompt = await self.session.aprepare(items)
+        return ModelInputData(input=prompt, instructions=data.model_data.instructions)
+
+    # -- recall -----------------------------------------------------------------------------
+
+    def recall_tool(self) -> FunctionTool:
+        """``recall_tool_result`` as a ``FunctionTool``."""
+        spec = next(t for t in self.session.tools() if t["name"] == RECALL_TOOL)
+
+        async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> str:
+            try:
+                parsed = json.loads(arguments or "{}")
+            except json.JSONDecodeError:
+                return "error: the arguments are not JSON"
+            call = {k: v for k, v in parsed.items() if v is not None}
+            return self.session.handle_tool_call(RECALL_TOOL, call) or ""
+
+        return FunctionTool(
+            name=RECALL_TOOL,
+            description=spec["description"],
+            params_json_schema=spec["parameters"],
+            on_invoke_tool=on_invoke_tool,
+            strict_json_schema=False,
+        )
