@@ -393,7 +393,7 @@ fn parse_items(json_text: &str, what: &str) -> PyResult<Vec<Value>> {
 
 /// One conversation under management (the core engine's `Session`), fed the framework's whole
 /// history on every call and answering the prompt to send.
-#[pyclass(module = "ctxgc._ctxgc", unsendable)]
+#[pyclass(module = "ctxgc._ctxgc")]
 struct NativeSession {
     shape: Shape3,
     engine: CoreSession,

@@ -31,7 +31,9 @@ def require_path(env: str) -> Path:
     value = os.environ.get(env)
     if not value or not Path(value).exists():
         if IN_CI:
-            pytest.fail(f"${env} must name an existing path under CI (bindings/python/ci.sh sets it)")
+            pytest.fail(
+                f"${env} must name an existing path under CI (bindings/python/ci.sh sets it)"
+            )
         pytest.skip(f"${env} is not set")
     return Path(value)
 
@@ -49,8 +51,21 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         port = s.getsockname()[1]
     workdir = tmp_path_factory.mktemp("redis")
     proc = subprocess.Popen(
-        [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--requirepass", "s3cret-pass", "--dir", str(workdir)],
+        [
+            server,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--requirepass",
+            "s3cret-pass",
+            "--dir",
+            str(workdir),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -73,15 +88,27 @@ def tool_session(turns: int, lines: int = 400) -> list[dict[str, Any]]:
         {"role": "user", "content": "Fix the failing test in tests/test_io.py."},
     ]
     for k in range(turns):
-        messages.append({
-            "role": "assistant",
-            "content": f"Step {k}: running the tests.",
-            "tool_calls": [{"id": f"call_{k}", "type": "function",
-                            "function": {"name": "bash", "arguments": '{"cmd": "pytest -x"}'}}],
-        })
+        messages.append(
+            {
+                "role": "assistant",
+                "content": f"Step {k}: running the tests.",
+                "tool_calls": [
+                    {
+                        "id": f"call_{k}",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": '{"cmd": "pytest -x"}'},
+                    }
+                ],
+            }
+        )
         body = "".join(f"tests/test_io.py::test_case_{k}_{j} PASSED\n" for j in range(lines))
-        messages.append({"role": "tool", "tool_call_id": f"call_{k}",
-                         "content": body + f"E   AssertionError: step {k}\nexit code: 1\n"})
+        messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": f"call_{k}",
+                "content": body + f"E   AssertionError: step {k}\nexit code: 1\n",
+            }
+        )
     return messages
 
 

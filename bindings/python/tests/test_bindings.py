@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import pairs_intact, require_path, tool_session
 
 import ctxgc
+from conftest import pairs_intact, require_path, tool_session
 
 WINDOW = 32_000
 
@@ -111,8 +111,11 @@ def test_store_round_trip_in_memory_sqlite_and_redis(tmp_path: Path, redis_url: 
         assert store.get(rid, session="other") is None, "sessions are apart"
         assert store.recall(rid, session="s1") == original
         part = store.recall(rid, lines="10-12", session="s1")
-        assert part.splitlines() == ["    10| 10: value 100", "    11| 11: value 121",
-                                     "    12| 12: value 144"]
+        assert part.splitlines() == [
+            "    10| 10: value 100",
+            "    11| 11: value 121",
+            "    12| 12: value 144",
+        ]
         assert "value 2500" in store.recall(rid, pattern=r"^50:", session="s1")
         with pytest.raises(ctxgc.RecallError, match="lines"):
             store.recall(rid, lines="ten", session="s1")
@@ -162,7 +165,8 @@ def test_session_trims_stores_and_runs_events_keeping_pairs() -> None:
     rid = ctxgc.trim(original, tool="bash", window=WINDOW).id
     assert session.recall(rid) == original
     assert session.handle_tool_call("recall_tool_result", {"id": rid, "lines": "1-1"}) == (
-        "     1| tests/test_io.py::test_case_39_0 PASSED\n")
+        "     1| tests/test_io.py::test_case_39_0 PASSED\n"
+    )
     assert session.handle_tool_call("bash", {}) is None
 
 
@@ -209,10 +213,21 @@ def test_anthropic_and_responses_shapes() -> None:
     for k in range(30):
         body = "".join(f"row {k} {j} of a long listing\n" for j in range(3000))
         anthropic += [
-            {"role": "assistant", "content": [
-                {"type": "tool_use", "id": f"tu_{k}", "name": "Bash", "input": {"command": "ls"}}]},
-            {"role": "user", "content": [
-                {"type": "tool_result", "tool_use_id": f"tu_{k}", "content": body}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": f"tu_{k}",
+                        "name": "Bash",
+                        "input": {"command": "ls"},
+                    }
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"tu_{k}", "content": body}],
+            },
         ]
         responses += [
             {"type": "function_call", "call_id": f"fc_{k}", "name": "shell", "arguments": "{}"},

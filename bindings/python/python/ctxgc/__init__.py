@@ -206,7 +206,8 @@ class Session:
 
     @property
     def events(self) -> list[Event]:
-        """The event log: ``insert-trim``, ``prune-only``, ``compaction``, ``fallback``, ``agent-trim``..."""
+        """The event log: ``insert-trim``, ``prune-only``, ``compaction``, ``fallback``,
+        ``agent-trim``..."""
         return json.loads(self._native.events_json())
 
     def report(self) -> dict[str, Any]:

@@ -51,8 +51,8 @@ enum Escape {
     Csi(String),
     /// Inside an operating-system command (`ESC ]`), up to BEL or `ESC \`.
     Osc,
-    /// After ESC inside an operating-system command.
-    OscEscape,
+    /// After ESC inside an operating-system command (`ESC \` may end it).
+    OscEnd,
     /// After a charset designation (`ESC (` and kin), which takes one more character.
     Charset,
 }
@@ -183,10 +183,10 @@ impl Renderer {
             }
             Escape::Osc => match c {
                 '\u{7}' => {}
-                '\u{1b}' => self.escape = Escape::OscEscape,
+                '\u{1b}' => self.escape = Escape::OscEnd,
                 _ => self.escape = Escape::Osc,
             },
-            Escape::OscEscape => {
+            Escape::OscEnd => {
                 if c != '\\' {
                     self.ground(c, out);
                 }

@@ -80,8 +80,9 @@ class CtxgcContextEngine(ContextEngine):
         """Stores the result and returns its trimmed text, or ``None`` to keep it as it is."""
         if not isinstance(result, str):
             return None
-        trimmed = trim(result, tool=tool_name or "tool", window=self.context_length,
-                       config=self.config)
+        trimmed = trim(
+            result, tool=tool_name or "tool", window=self.context_length, config=self.config
+        )
         if not trimmed.trimmed:
             return None
         # The original is committed before anything that names it enters the history.

@@ -180,7 +180,9 @@ class CtxgcMiddleware(AgentMiddleware):
     def _make_tools(self) -> list[StructuredTool]:
         specs = {t["function"]["name"]: t["function"] for t in Session("openai").tools()}
 
-        def recall_tool_result(id: str, lines: str | None = None, pattern: str | None = None) -> str:
+        def recall_tool_result(
+            id: str, lines: str | None = None, pattern: str | None = None
+        ) -> str:
             args = {"id": id, "lines": lines, "pattern": pattern}
             call = {k: v for k, v in args.items() if v is not None}
             return self.session().handle_tool_call(RECALL_TOOL, call) or ""

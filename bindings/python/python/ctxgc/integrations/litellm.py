@@ -27,8 +27,14 @@ __all__ = ["CtxgcHook", "ctxgc_hook"]
 class CtxgcHook(CustomLogger):
     """Deterministic insertion trimming of tool results, originals stored."""
 
-    def __init__(self, *, config: Config | None = None, store: Store | None = None,
-                 window: int | None = None, session: str = "litellm") -> None:
+    def __init__(
+        self,
+        *,
+        config: Config | None = None,
+        store: Store | None = None,
+        window: int | None = None,
+        session: str = "litellm",
+    ) -> None:
         super().__init__()
         self.config = config if config is not None else config_from_env()
         self._store = store
@@ -70,15 +76,21 @@ class CtxgcHook(CustomLogger):
         return changed
 
     def _trimmed(self, text: str, tool: str, model: str | None) -> str | None:
-        out = trim(text, tool=tool, window=self.window, model=None if self.window else model,
-                   config=self.config)
+        out = trim(
+            text,
+            tool=tool,
+            window=self.window,
+            model=None if self.window else model,
+            config=self.config,
+        )
         if not out.trimmed:
             return None
         self.store.put(text, session=self.session)
         return out.text
 
-    async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict,
-                                  call_type: str) -> dict:
+    async def async_pre_call_hook(
+        self, user_api_key_dict: Any, cache: Any, data: dict, call_type: str
+    ) -> dict:
         messages = data.get("messages")
         if isinstance(messages, list):
             self.trim_messages(messages, data.get("model"))

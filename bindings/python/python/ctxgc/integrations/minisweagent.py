@@ -35,16 +35,23 @@ __all__ = ["CtxgcModel"]
 class CtxgcModel:
     """A mini-swe-agent model that manages the context of the model it wraps."""
 
-    def __init__(self, *, inner_model_class: str = "", ctxgc: dict[str, Any] | None = None,
-                 **inner_config: Any) -> None:
+    def __init__(
+        self,
+        *,
+        inner_model_class: str = "",
+        ctxgc: dict[str, Any] | None = None,
+        **inner_config: Any,
+    ) -> None:
         options = dict(ctxgc or {})
         config_path = options.pop("config", None)
         self.ctxgc_config: Config = config_from_env(config_path)
         store = store_from_env(options.pop("store", None), config=self.ctxgc_config)
         window = options.pop("window", None)
         if options:
-            raise ValueError(f"unknown ctxgc option(s): {', '.join(sorted(options))} "
-                             "(expected window, config, store)")
+            raise ValueError(
+                f"unknown ctxgc option(s): {', '.join(sorted(options))} "
+                "(expected window, config, store)"
+            )
         model_name = inner_config.get("model_name", "")
         self.inner = get_model_class(model_name, inner_model_class)(**copy.deepcopy(inner_config))
         self.session = Session(

@@ -3,9 +3,11 @@
     from agents import Agent, RunConfig, Runner
     from ctxgc.integrations.openai_agents import Ctxgc
 
-    ctxgc = Ctxgc(window=400_000)
-    agent = Agent(name="coder", tools=ctxgc.wrap_tools([run_shell, read_file]) + [ctxgc.recall_tool()])
-    result = await Runner.run(agent, task, run_config=RunConfig(call_model_input_filter=ctxgc.input_filter))
+    cx = Ctxgc(window=400_000)
+    tools = [*cx.wrap_tools([run_shell, read_file]), cx.recall_tool()]
+    agent = Agent(name="coder", tools=tools)
+    config = RunConfig(call_model_input_filter=cx.input_filter)
+    result = await Runner.run(agent, task, run_config=config)
 
 - :meth:`Ctxgc.wrap_tool`: the tool's text output is stored, then trimmed before the SDK puts
   it into the history (the SDK's ``ToolOutputTrimmer`` keeps a head-only preview and no

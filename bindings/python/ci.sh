@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds the ctxgc wheel with maturin and runs the Python tests: the bindings (byte-equal to
+# `ctxgc trim` on every shared tool output, recall in memory/SQLite/Redis, sessions), then each
+# integration in its own virtualenv with its framework pinned from PyPI. Virtualenvs are cached
+# under ~/.cache/ctxgc and reused. Needs target/release/ctxgc (built here) and ../shared.
+set -euo pipefail
+cd "$(dirname "$0")"
+root=$(cd ../.. && pwd)
+cache=${CTXGC_CACHE:-$HOME/.cache/ctxgc}
+mkdir -p "$cache"
+
+# name | what pip installs (pinned: the versions the integrations are tested against)
+venvs=(
+  "tools|maturin==1.16.0 ruff==0.14.0 pytest==9.0.1"
+  "hermes|hermes-agent==0.19.0 pytest==9.0.1"
+  "langchain|langchain==1.5.2 pytest==9.0.1"
+  "agents|openai-agents==0.24.0 pytest==9.0.1"
+  "miniswe|mini-swe-agent==2.4.6 pytest==9.0.1"
+  "litellm|litellm==1.110.2 pytest==9.0.1"
+)
+venv_dir() { echo "$cache/py-$1-$(echo "$2" | sha1sum | cut -c1-8)"; }
+for entry in "${venvs[@]}"; do
+  name=${entry%%|*}; pins=${entry#*|}; dir=$(venv_dir "$name" "$pins")
+  if [ ! -x "$dir/bin/python" ] || [ ! -f "$dir/.complete" ]; then
+    rm -rf "$dir"
+    python3 -m venv "$dir"
+    # shellcheck disable=SC2086
+    "$dir/bin/pip" install -q $pins
+    touch "$dir/.complete"
+  fi
+done
+tools=$(venv_dir tools "${venvs[0]#*|}")
+
+"$tools/bin/ruff" check python tests bench.py
+"$tools/bin/ruff" format --check python tests bench.py
+
+cargo build --release -q -p ctxgc-cli --manifest-path "$root/Cargo.toml"
+wheels=$root/target/wheels
+rm -rf "$wheels"
+"$tools/bin/maturin" build --release -q -o "$wheels"
+wheel=$(ls "$wheels"/ctxgc-*.whl)
+
+canonical=$root/target/python-canonical
+rm -rf "$canonical"
+"$root/target/release/ctxgc" import --out "$canonical" \
+  "$root/../shared/data/transcripts" "$root/../shared/data/client-logs" > /dev/null
+export CTXGC_BIN=$root/target/release/ctxgc CTXGC_CANONICAL=$canonical CTXGC_CONFIG=
+
+run() { # venv-name test-file
+  local entry dir
+  for entry in "${venvs[@]}"; do
+    if [ "${entry%%|*}" = "$1" ]; then dir=$(venv_dir "$1" "${entry#*|}"); fi
+  done
+  "$dir/bin/pip" install -q --force-reinstall --no-deps "$wheel"
+  "$dir/bin/python" -c "import ctxgc"
+  "$dir/bin/python" -m pytest -q -p no:cacheprovider "$2"
+}
+run tools tests/test_bindings.py
+run hermes tests/test_hermes.py
+run langchain tests/test_langchain.py
+run agents tests/test_openai_agents.py
+run miniswe tests/test_minisweagent.py
+run litellm tests/test_litellm.py
