@@ -187,6 +187,82 @@ fn table<S: AsRef<str>>(header: &[S], cells: &[Vec<String>]) -> String {
 }
 
 /// The whole page. `tables` are (window, cache, model, rows).
+/// Cost (relative to `none`) against recall, one dot per policy, the Pareto frontier drawn
+/// through the rows on it, `foresight` (the bound) as a ring.
+fn frontier_chart(policies: &[String], rows: &[Row]) -> String {
+    let (w, h, left, bottom, top, right) = (560.0, 320.0, 56.0, 40.0, 12.0, 150.0);
+    let points: Vec<(&Row, f64, f64)> = rows
+        .iter()
+        .filter_map(|r| Some((r, r.recall?, r.cost_vs_none?)))
+        .collect();
+    if points.is_empty() {
+        return String::new();
+    }
+    let min_recall = points.iter().map(|p| p.1).fold(1.0, f64::min).min(0.9);
+    let max_cost = points.iter().map(|p| p.2).fold(1.0, f64::max);
+    let min_cost = points.iter().map(|p| p.2).fold(1.0, f64::min).min(0.4);
+    let x = |recall: f64| left + (recall - min_recall) / (1.0 - min_recall) * (w - left - right);
+    let y = |cost: f64| top + (max_cost - cost) / (max_cost - min_cost) * (h - top - bottom);
+    let mut svg = format!(
+        r#"<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="cost against recall">"#
+    );
+    let _ = write!(
+        svg,
+        r##"<line x1="{left}" y1="{b}" x2="{r}" y2="{b}" stroke="#9ca3af"/><line x1="{left}" y1="{top}" x2="{left}" y2="{b}" stroke="#9ca3af"/><text x="{mx}" y="{ty}" font-size="11" text-anchor="middle">recall (higher is better)</text><text x="12" y="{my}" font-size="11" transform="rotate(-90 12 {my})" text-anchor="middle">cost vs none (lower is better)</text><text x="{left}" y="{ty}" font-size="10">{lo:.0}%</text><text x="{r}" y="{ty}" font-size="10" text-anchor="end">100%</text><text x="{lx}" y="{cy}" font-size="10" text-anchor="end">{maxc:.2}x</text><text x="{lx}" y="{b}" font-size="10" text-anchor="end">{minc:.2}x</text>"##,
+        b = h - bottom,
+        r = w - right,
+        mx = (left + w - right) / 2.0,
+        ty = h - bottom + 28.0,
+        my = (top + h - bottom) / 2.0,
+        lo = min_recall * 100.0,
+        lx = left - 4.0,
+        cy = top + 8.0,
+        maxc = max_cost,
+        minc = min_cost,
+    );
+    let mut frontier: Vec<&(&Row, f64, f64)> = points.iter().filter(|p| p.0.pareto).collect();
+    frontier.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let path: Vec<String> = frontier
+        .iter()
+        .map(|p| format!("{:.1},{:.1}", x(p.1), y(p.2)))
+        .collect();
+    if path.len() > 1 {
+        let _ = write!(
+            svg,
+            r##"<polyline points="{}" fill="none" stroke="#111827" stroke-dasharray="4 3"/>"##,
+            path.join(" ")
+        );
+    }
+    for (i, (row, recall, cost)) in points.iter().enumerate() {
+        let (cx, cy) = (x(*recall), y(*cost));
+        let color = policy_color(policies, &row.policy);
+        if row.policy == "foresight" {
+            let _ = write!(
+                svg,
+                r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="6" fill="none" stroke="{color}" stroke-width="2"><title>foresight (the bound)</title></circle>"#
+            );
+        } else {
+            let _ = write!(
+                svg,
+                r#"<circle class="point" data-policy="{p}" cx="{cx:.1}" cy="{cy:.1}" r="4.5" fill="{color}"><title>{p}: {c:.3}x at {rc:.1}%</title></circle>"#,
+                p = esc(&row.policy),
+                c = cost,
+                rc = recall * 100.0
+            );
+        }
+        let _ = write!(
+            svg,
+            r#"<text x="{lx:.1}" y="{ly:.1}" font-size="10" fill="{color}">{name}{mark}</text>"#,
+            lx = w - right + 8.0,
+            ly = top + 12.0 + i as f64 * 13.0,
+            name = esc(&row.policy),
+            mark = if row.pareto { " *" } else { "" },
+        );
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
 pub fn report(
     tables: &[(u64, &str, &str, &[Row])],
     runs: &[SessionRun],
@@ -252,6 +328,13 @@ th{background:#f3f4f6}.legend span{margin-right:14px;font-size:12px}.legend i{di
             1.0,
         ));
         page.push_str("</div></div>");
+        page.push_str("<div><b>Cost and recall: the frontier</b><br>");
+        page.push_str(&frontier_chart(&policies, rows));
+        let _ = write!(
+            page,
+            r#"<p class="note">{}</p></div>"#,
+            esc(crate::table::WITH_RECALLS_NOTE)
+        );
     }
     for section in sections {
         let _ = write!(page, "<h2>{}</h2>", esc(&section.title));

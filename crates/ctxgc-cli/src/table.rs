@@ -46,6 +46,22 @@ pub fn num(n: impl Into<u64>) -> String {
     ctxgc_core::trim::lines::group(n.into())
 }
 
+/// What a storing policy costs, relative to `none`, and shows when the agent recalls what it
+/// hid (`-` for a policy that stores nothing, or hid nothing it stored).
+fn with_recalls(r: &Row) -> String {
+    match (r.recall_with_recalls, r.cost_vs_none) {
+        (Some(recall), Some(vs)) if r.cost_with_recalls > r.cost => format!(
+            "{:.3}x, {:.1}%",
+            vs * r.cost_with_recalls / r.cost,
+            recall * 100.0
+        ),
+        _ => "-".into(),
+    }
+}
+
+/// The note under every policy table: what "with recalls" assumes.
+pub const WITH_RECALLS_NOTE: &str = "with recalls: each reference a policy hid but stored is priced as one recall round (one more request on the current prefix, read from the cache, plus the recalled text) and counted as seen; it assumes the agent notices what it misses. frontier: no other policy (foresight aside) is as cheap at as much recall.";
+
 /// The policy table's columns.
 pub fn policy_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
     let with_path = rows.iter().any(|r| r.path.is_some());
@@ -68,6 +84,8 @@ pub fn policy_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
         "peak prompt",
         "overflows",
         "recall",
+        "with recalls",
+        "frontier",
     ]);
     if with_path {
         header.extend(["of client's", "path"]);
@@ -98,6 +116,8 @@ pub fn policy_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {
                 r.overflows.to_string(),
                 r.recall
                     .map_or("-".into(), |x| format!("{:.1}%", x * 100.0)),
+                with_recalls(r),
+                if r.pareto { "yes" } else { "" }.to_owned(),
             ]);
             if with_path {
                 row.push(

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::Policy;
+use crate::engine::{Policy, Preset};
 use crate::tokens::TokenSettings;
 use crate::trim::{ConfigError, TrimConfig};
 
@@ -202,6 +202,13 @@ fn validate_engine(e: &crate::engine::Policy) -> Result<(), LoadError> {
             why: "between 1 and 10",
         });
     }
+    if !(0.0..=1.0).contains(&e.warm_prune_min_share) {
+        return Err(LoadError::Section {
+            section,
+            key: "warm_prune_min_share",
+            why: "a share in [0, 1]",
+        });
+    }
     if e.protected_min > e.protected_max {
         return Err(LoadError::Section {
             section,
@@ -227,9 +234,56 @@ fn validate_engine(e: &crate::engine::Policy) -> Result<(), LoadError> {
 }
 
 impl Config {
+    /// The built-in defaults with a preset's settings.
+    pub fn with_preset(preset: Preset) -> Config {
+        let mut config = Config {
+            engine: preset.policy(),
+            ..Config::default()
+        };
+        config.trim.limit_scale = preset.limit_scale();
+        config
+    }
+
+    /// Applies a preset on top of this configuration (`ctxgc serve --preset`): its engine
+    /// settings and its trim scale replace the file's.
+    pub fn apply_preset(&mut self, preset: Preset) {
+        let engine = preset.policy();
+        self.engine.economic_margin = engine.economic_margin;
+        self.engine.warm_prune_min_share = engine.warm_prune_min_share;
+        self.engine.warm_prune_gap_turns = engine.warm_prune_gap_turns;
+        self.engine.mask_keep_turns = engine.mask_keep_turns;
+        self.trim.limit_scale = preset.limit_scale();
+    }
+
     /// Parses a `ctxgc.toml` text; absent keys take their defaults.
     pub fn from_toml(text: &str) -> Result<Config, LoadError> {
-        let config: Config = toml::from_str(text)?;
+        let mut table: toml::Table = toml::from_str(text)?;
+        // `[engine] preset` names the base the other `[engine]` keys override.
+        if let Some(toml::Value::Table(engine)) = table.get_mut("engine")
+            && let Some(preset) = engine.remove("preset")
+        {
+            let preset = preset
+                .as_str()
+                .and_then(Preset::parse)
+                .ok_or(LoadError::Section {
+                    section: "engine",
+                    key: "preset",
+                    why: "\"safe\" or \"lean\"",
+                })?;
+            let mut base = toml::Table::try_from(preset.policy()).map_err(|e| {
+                LoadError::Toml(<toml::de::Error as serde::de::Error>::custom(e.to_string()))
+            })?;
+            base.extend(std::mem::take(engine));
+            *engine = base;
+            let trim = table
+                .entry("trim")
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let toml::Value::Table(trim) = trim {
+                trim.entry("limit_scale")
+                    .or_insert(toml::Value::Float(preset.limit_scale()));
+            }
+        }
+        let config: Config = table.try_into()?;
         config.trim.validate()?;
         if !(1..=3_650).contains(&config.store.retention_days) {
             return Err(LoadError::Store {

@@ -118,11 +118,21 @@ impl RecallMemo {
     /// How many of `strings` appear verbatim in the request (`hashes` are the messages' content
     /// hashes, aligned with `messages`).
     pub fn found(&mut self, strings: &[String], messages: &[Message], hashes: &[u64]) -> usize {
+        strings.len() - self.missing(strings, messages, hashes).len()
+    }
+
+    /// Those of `strings` the request does not show.
+    pub fn missing<'s>(
+        &mut self,
+        strings: &'s [String],
+        messages: &[Message],
+        hashes: &[u64],
+    ) -> Vec<&'s String> {
         let mut texts: HashMap<usize, String> = HashMap::new();
         strings
             .iter()
             .filter(|s| {
-                (0..messages.len()).rev().any(|i| {
+                !(0..messages.len()).rev().any(|i| {
                     let key = (hashes[i], (*s).clone());
                     if let Some(&hit) = self.seen.get(&key) {
                         return hit;
@@ -133,7 +143,7 @@ impl RecallMemo {
                     hit
                 })
             })
-            .count()
+            .collect()
     }
 }
 

@@ -45,6 +45,16 @@ pub struct Row {
     /// Share of the gap between `none` and `foresight` that the policy closes:
     /// (cost of none - cost) / (cost of none - cost of foresight).
     pub gap_closed: Option<f64>,
+    /// Cost when the agent recalls every reference the policy hid but stored, one recall round
+    /// each (one more request on the current prefix, read from the cache, plus the recalled
+    /// text): it assumes the agent notices what it misses. Equal to `cost` for a policy that
+    /// stores nothing.
+    pub cost_with_recalls: f64,
+    /// Recall counting those recalled references as seen.
+    pub recall_with_recalls: Option<f64>,
+    /// On the cost-recall frontier: no other policy (foresight aside) is as cheap or cheaper
+    /// at as much recall or more, and better in one.
+    pub pareto: bool,
     /// On client logs: whether the policy ran on the requests the client sent (`client`), on
     /// the underlying conversation with the client's own compactions taken out
     /// (`underlying`), or on both kinds of session (`mixed`); `None` without client logs.
@@ -76,6 +86,21 @@ pub fn rows(
         let mut earliest: Vec<usize> = agent().filter_map(|r| r.earliest_changed).collect();
         earliest.sort_unstable();
         let (found, asked) = agent().fold((0, 0), |(f, a), r| (f + r.recall.0, a + r.recall.1));
+        let recallable: usize = agent().map(|r| r.recallable).sum();
+        let cost: f64 = mine.iter().map(|r| r.cost(cache, price)).sum();
+        let rounds: f64 = agent()
+            .map(|r| {
+                r.recall_rounds
+                    .iter()
+                    .map(|&recalled| {
+                        (r.tokens as f64 * price.cache_read
+                            + (recalled + RECALL_CALL_TOKENS) as f64 * price.input
+                            + RECALL_CALL_TOKENS as f64 * price.output)
+                            / 1e6
+                    })
+                    .sum::<f64>()
+            })
+            .sum();
         Row {
             policy: policy.clone(),
             requests: turns,
@@ -85,7 +110,7 @@ pub fn rows(
             } else {
                 cached as f64 / input as f64
             },
-            cost: mine.iter().map(|r| r.cost(cache, price)).sum(),
+            cost,
             cost_vs_none: None,
             events_per_100_turns: if turns == 0 {
                 0.0
@@ -99,6 +124,9 @@ pub fn rows(
             recall: (asked > 0).then(|| found as f64 / asked as f64),
             recall_of_client: recall_of_client(runs, &mine),
             gap_closed: None,
+            cost_with_recalls: cost + rounds,
+            recall_with_recalls: (asked > 0).then(|| (found + recallable) as f64 / asked as f64),
+            pareto: false,
             path: path_of(&mine),
         }
     }));
@@ -114,7 +142,30 @@ pub fn rows(
                 .map(|f| (none - row.cost) / (none - f));
         }
     }
+    mark_pareto(&mut rows);
     rows
+}
+
+/// Tokens of the recall call itself (the model's call, its answer framing).
+const RECALL_CALL_TOKENS: usize = 40;
+
+/// Marks the rows on the cost-recall frontier (the recorded row and the `foresight` bound
+/// aside): no other row costs as little or less at as much recall or more, and is better in one.
+fn mark_pareto(rows: &mut [Row]) {
+    let points: Vec<(f64, f64, bool)> = rows
+        .iter()
+        .map(|r| {
+            let eligible = r.policy != "foresight" && r.policy != "recorded";
+            (r.cost, r.recall.unwrap_or(0.0), eligible)
+        })
+        .collect();
+    for (i, row) in rows.iter_mut().enumerate() {
+        let (cost, recall, eligible) = points[i];
+        row.pareto = eligible
+            && !points.iter().enumerate().any(|(j, &(c, r, e))| {
+                j != i && e && c <= cost && r >= recall && (c < cost || r > recall)
+            });
+    }
 }
 
 /// Over a policy's runs on client paths: references found, per request at most as many as
@@ -196,6 +247,9 @@ pub fn recorded_row(transcripts: &[Transcript], price: &ModelPrice) -> Option<Ro
         recall: None,
         recall_of_client: None,
         gap_closed: None,
+        cost_with_recalls: cost,
+        recall_with_recalls: None,
+        pareto: false,
         path: Some("client"),
     })
 }
@@ -223,6 +277,8 @@ mod tests {
                     event: None,
                     earliest_changed: None,
                     recall,
+                    recall_rounds: Vec::new(),
+                    recallable: 0,
                     sent_ms: None,
                 })
                 .collect(),
@@ -230,6 +286,44 @@ mod tests {
             on_client_log: true,
             by_kind: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn the_frontier_holds_the_rows_no_other_row_beats() {
+        let row = |policy: &str, cost: f64, recall: f64| Row {
+            policy: policy.into(),
+            requests: 1,
+            input_tokens: 0,
+            cached_share: 0.0,
+            cost,
+            cost_vs_none: None,
+            events_per_100_turns: 0.0,
+            summarizer_calls: 0,
+            earliest_changed_median: None,
+            peak_prompt: 0,
+            overflows: 0,
+            recall: Some(recall),
+            recall_of_client: None,
+            gap_closed: None,
+            cost_with_recalls: cost,
+            recall_with_recalls: None,
+            pareto: false,
+            path: None,
+        };
+        let mut rows = vec![
+            row("none", 4.0, 1.0),
+            row("a", 3.0, 0.98),
+            row("b", 3.5, 0.97),
+            row("c", 2.0, 0.80),
+            row("foresight", 1.0, 1.0),
+        ];
+        mark_pareto(&mut rows);
+        let on: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.pareto)
+            .map(|r| r.policy.as_str())
+            .collect();
+        assert_eq!(on, ["none", "a", "c"]);
     }
 
     #[test]

@@ -32,6 +32,13 @@ pub struct RequestRecord {
     pub earliest_changed: Option<usize>,
     /// Recall probes found / asked.
     pub recall: (usize, usize),
+    /// For a policy that stores what it hides: the tokens of each original the agent would
+    /// recall to see what the request misses (one recall round per original).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recall_rounds: Vec<usize>,
+    /// Of the probes the request misses, those such a recall would show again.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub recallable: usize,
     /// When it was sent (milliseconds since the Unix epoch), where the log says.
     pub sent_ms: Option<i64>,
 }
@@ -389,6 +396,8 @@ pub fn replay(
                     event: None,
                     earliest_changed: None,
                     recall: (0, 0),
+                    recall_rounds: Vec::new(),
+                    recallable: 0,
                     sent_ms,
                 });
             }
@@ -406,7 +415,13 @@ pub fn replay(
                 *by_kind.entry(kind_of(m, &kinds)).or_default() += block.tokens as u64;
             }
             let asked = probes.get(&index).map_or(&[][..], Vec::as_slice);
-            let found = memo.found(asked, request.messages, &hashes);
+            let missing = memo.missing(asked, request.messages, &hashes);
+            let found = asked.len() - missing.len();
+            let (recall_rounds, recallable) = if policy.stores_originals() {
+                recall_rounds(t, index, &missing, &mut counter)
+            } else {
+                (Vec::new(), 0)
+            };
             requests.push(RequestRecord {
                 source_index: index,
                 tokens: b.iter().map(|b| b.tokens).sum(),
@@ -416,6 +431,8 @@ pub fn replay(
                 event: event.as_ref().map(|e| e.kind.clone()),
                 earliest_changed: event.as_ref().map(|e| e.earliest_changed),
                 recall: (found, asked.len()),
+                recall_rounds,
+                recallable,
                 sent_ms,
             });
         }
@@ -431,6 +448,41 @@ pub fn replay(
         on_client_log: recording.is_some(),
         by_kind,
     }
+}
+
+/// The most a recall returns, in tokens (the trim tool's hard cap, 128 KB, at 4 bytes a token).
+const RECALL_MAX_TOKENS: usize = 32 * 1024;
+
+/// The originals to recall for the strings a request before message `index` misses: for each,
+/// the newest earlier tool output that holds it; one round per original, its tokens capped at
+/// what one recall returns; and how many of the strings they hold.
+fn recall_rounds(
+    t: &Transcript,
+    index: usize,
+    missing: &[&String],
+    counter: &mut TokenCounter,
+) -> (Vec<usize>, usize) {
+    let mut sources: Vec<usize> = missing
+        .iter()
+        .filter_map(|s| {
+            (0..index).rev().find(|&i| {
+                t.messages[i].role == Role::Tool
+                    && crate::recall::message_text(&t.messages[i]).contains(s.as_str())
+            })
+        })
+        .collect();
+    let recallable = sources.len();
+    sources.sort_unstable();
+    sources.dedup();
+    let rounds = sources
+        .into_iter()
+        .map(|i| counter.count_message(&t.messages[i]).min(RECALL_MAX_TOKENS))
+        .collect();
+    (rounds, recallable)
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Applies the prompt changes the client made at request `index`: a new version of the

@@ -463,6 +463,7 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         );
         let (header, cells) = policy_cells(&table.rows);
         println!("{}", render(&header, &cells));
+        println!("{}", crate::table::WITH_RECALLS_NOTE);
         if let Some(note) = path_note(&table.rows) {
             println!("{note}");
         }

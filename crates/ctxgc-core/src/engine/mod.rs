@@ -32,7 +32,7 @@ pub mod summary;
 
 pub use apply::EventKind;
 pub use plan::{Plan, PlanKind};
-pub use policy::Policy;
+pub use policy::{Policy, Preset};
 pub use session::{EngineError, EventRecord, Session, SessionReport};
 pub use summarizer::{Summarizer, SummarizerError, SummaryReply, SummaryRequest};
 

@@ -164,18 +164,22 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
     let quiet = || {
         let frozen = input.frozen.min(input.messages.len());
         let since_event = turns - assistant_turns(&input.messages[..frozen]);
-        since_event == turns || since_event >= 2 * policy.runway_turns
+        since_event == turns || since_event >= policy.warm_prune_gap_turns
     };
     if early && !input.cache_cold && !(quiet() && early_prune_may_pay(input, policy, turns)) {
         return None;
     }
     let messages = input.messages;
     let head_end = segments::head_end(messages, policy.head_exchanges);
-    // An early prune keeps a shorter tail: only the newest outputs stay whole.
+    let newest = newest_turns(input, policy.mask_keep_turns);
+    // An early prune keeps a shorter tail: only the newest outputs (or turns) stay whole.
     let tail_budget = if early {
-        policy
-            .tail_budget(input.window)
-            .min(policy.cold_protected_tokens)
+        match newest {
+            Some(turns) => turns.all,
+            None => policy
+                .tail_budget(input.window)
+                .min(policy.cold_protected_tokens),
+        }
     } else {
         policy.tail_budget(input.window)
     };
@@ -199,7 +203,8 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
     };
     // An early prune protects only the newest outputs (and, at a warm cache, current reads).
     let (protected, keep_current_reads) = if early {
-        (policy.cold_protected_tokens, !input.cache_cold)
+        let protected = newest.map_or(policy.cold_protected_tokens, |t| t.tool_outputs);
+        (protected, !input.cache_cold)
     } else {
         (policy.protected_tool_tokens(input.window), false)
     };
@@ -274,6 +279,8 @@ fn early_prune_may_pay(input: &PlanInput<'_>, policy: &Policy, turns: usize) -> 
     if policy.economic_margin <= 0.0 {
         return false;
     }
+    let budget = newest_turns(input, policy.mask_keep_turns)
+        .map_or(policy.cold_protected_tokens, |t| t.tool_outputs);
     let mut protected = 0usize;
     let mut old = 0usize;
     let mut oldest = None;
@@ -281,7 +288,7 @@ fn early_prune_may_pay(input: &PlanInput<'_>, policy: &Policy, turns: usize) -> 
         if m.role != Role::Tool {
             continue;
         }
-        if protected < policy.cold_protected_tokens {
+        if protected < budget {
             protected += input.tokens[i];
         } else {
             old += input.tokens[i];
@@ -307,7 +314,42 @@ fn warm_prune_pays(
     let total = input.total();
     let kept: usize = input.tokens[..first].iter().sum::<usize>() + input.fixed_tokens;
     let rewritten = total.saturating_sub(reclaimed).saturating_sub(kept);
-    reclaimed * 2 >= total && policy.prune_pays(reclaimed, rewritten, turns, input.cache_prices)
+    reclaimed as f64 >= policy.warm_prune_min_share * total as f64
+        && policy.prune_pays(reclaimed, rewritten, turns, input.cache_prices)
+}
+
+/// Tokens of the newest turns' messages (from their assistant message on).
+#[derive(Debug, Clone, Copy)]
+struct NewestTurns {
+    /// All their messages.
+    all: usize,
+    /// Their tool outputs.
+    tool_outputs: usize,
+}
+
+/// The newest `turns` assistant turns' tokens, or `None` when turn-based masking is off.
+fn newest_turns(input: &PlanInput<'_>, turns: usize) -> Option<NewestTurns> {
+    if turns == 0 {
+        return None;
+    }
+    let mut seen = 0usize;
+    let mut newest = NewestTurns {
+        all: 0,
+        tool_outputs: 0,
+    };
+    for (m, &tokens) in input.messages.iter().zip(input.tokens).rev() {
+        if m.role == Role::Assistant {
+            seen += 1;
+        }
+        newest.all += tokens;
+        if m.role == Role::Tool {
+            newest.tool_outputs += tokens;
+        }
+        if seen == turns && m.role == Role::Assistant {
+            break;
+        }
+    }
+    Some(newest)
 }
 
 fn prune_edits(

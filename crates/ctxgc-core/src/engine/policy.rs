@@ -92,6 +92,72 @@ pub struct Policy {
     pub economic_margin: f64,
     /// See `economic_margin`.
     pub economic_horizon: usize,
+    /// An early prune at a warm cache must reclaim at least this share of the prompt (`safe`:
+    /// half, so the next one waits until the prompt has doubled again; `lean`: whatever pays).
+    pub warm_prune_min_share: f64,
+    /// Assistant turns between an event and the next early prune at a warm cache.
+    pub warm_prune_gap_turns: usize,
+    /// When above 0, an early prune keeps whole the outputs of the newest this-many assistant
+    /// turns (and masks what is older, to abstracts with recall ids) instead of the newest
+    /// `cold_protected_tokens`: observation masking, as in The Complexity Trap (arXiv
+    /// 2508.21433: the last 10 turns' observations), in batches that pay for their cache write.
+    pub mask_keep_turns: usize,
+}
+
+/// A named set of engine settings (`[engine] preset`, `ctxgc serve --preset`,
+/// `ctxgc replay --policy ctxgc-lean`): explicit keys in `[engine]` still override it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Preset {
+    /// The default: events only near the window or after a pause; recall first.
+    #[default]
+    Safe,
+    /// Masks tool outputs older than the newest 10 turns whenever a batch pays for its cache
+    /// write, and keeps half as much of each output at insertion (`[trim] limit_scale`), with
+    /// the recall tool as the safety net: cheaper, at some recall.
+    Lean,
+}
+
+impl Preset {
+    /// `"safe"` or `"lean"`.
+    pub fn parse(name: &str) -> Option<Preset> {
+        match name {
+            "safe" => Some(Preset::Safe),
+            "lean" => Some(Preset::Lean),
+            _ => None,
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Safe => "safe",
+            Preset::Lean => "lean",
+        }
+    }
+
+    /// The `[trim] limit_scale` of this preset.
+    pub fn limit_scale(self) -> f64 {
+        match self {
+            Preset::Safe => 1.0,
+            Preset::Lean => 0.5,
+        }
+    }
+
+    /// The engine settings of this preset.
+    pub fn policy(self) -> Policy {
+        match self {
+            Preset::Safe => Policy::default(),
+            // A batch must pay for its cache write three times over, as in `safe`: on the
+            // shared GPT-5-mini sessions a margin of 1 ran 8x the events for a higher cost
+            // (sessions end sooner than "as long again" assumes).
+            Preset::Lean => Policy {
+                warm_prune_min_share: 0.0,
+                warm_prune_gap_turns: 0,
+                mask_keep_turns: 10,
+                ..Policy::default()
+            },
+        }
+    }
 }
 
 /// Defaults tuned with the replay lab on the shared transcripts (README, "Replay"): an event at
@@ -136,6 +202,9 @@ impl Default for Policy {
             cache_write_cost: provider_cache::ANTHROPIC_WRITE_COST,
             economic_margin: 3.0,
             economic_horizon: 100,
+            warm_prune_min_share: 0.5,
+            warm_prune_gap_turns: 16,
+            mask_keep_turns: 0,
         }
     }
 }

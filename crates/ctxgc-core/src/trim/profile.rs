@@ -81,6 +81,9 @@ pub struct TrimConfig {
     /// JSON and search output up to this size is parsed in memory; larger input (a streamed
     /// `ctxgc trim`) is trimmed as lines so memory stays bounded.
     pub structured_max_bytes: usize,
+    /// Every profile's soft limit is multiplied by this (1: the profiles' own limits; the
+    /// `lean` preset uses 0.5, keeping half as much of each output at insertion).
+    pub limit_scale: f64,
     /// Profiles, first match wins; a profile matching `*` should come last.
     pub profiles: Vec<Profile>,
 }
@@ -96,6 +99,7 @@ impl Default for TrimConfig {
             turn_window_share: 0.10,
             line_max_bytes: 240,
             structured_max_bytes: 4 * 1024 * 1024,
+            limit_scale: 1.0,
             profiles: default_profiles(),
         }
     }
@@ -321,6 +325,12 @@ impl TrimConfig {
                 why: "must not be below min_limit_bytes".into(),
             });
         }
+        if !(self.limit_scale > 0.0 && self.limit_scale <= 1.0) {
+            return Err(ConfigError::BadSetting {
+                field: "limit_scale",
+                why: "must be in (0, 1]".into(),
+            });
+        }
         if !(self.bytes_per_token.is_finite() && self.bytes_per_token > 0.0) {
             return Err(ConfigError::BadSetting {
                 field: "bytes_per_token",
@@ -373,7 +383,7 @@ impl TrimConfig {
         if profile.max_tokens > 0 {
             tokens = tokens.min(profile.max_tokens as f64);
         }
-        let bytes = tokens * self.bytes_per_token;
+        let bytes = tokens * self.limit_scale * self.bytes_per_token;
         (bytes as usize).clamp(self.min_limit_bytes, self.hard_cap_bytes)
     }
 

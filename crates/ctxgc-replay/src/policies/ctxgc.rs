@@ -87,6 +87,10 @@ impl ReplayPolicy for Ctxgc {
         self.name.clone()
     }
 
+    fn stores_originals(&self) -> bool {
+        true
+    }
+
     fn push(&mut self, message: Message) {
         self.session.push(message);
     }

@@ -8,6 +8,7 @@ mod baselines;
 mod ctxgc;
 mod exec;
 mod foresight;
+mod masking;
 
 use ctxgc_core::engine::summary::{self, SummaryInput};
 use ctxgc_core::tokens::TokenCounter;
@@ -17,6 +18,7 @@ pub use baselines::{AgentsTrimmer, ClaudeCode, Codex, ContextEditing, Hermes, No
 pub use ctxgc::Ctxgc;
 pub use exec::{Exec, ExecPool};
 pub use foresight::Foresight;
+pub use masking::{ClearToolUses, ObservationMasking};
 
 /// An event a policy ran before a request.
 #[derive(Debug, Clone)]
@@ -68,6 +70,11 @@ pub trait ReplayPolicy: Send {
     fn replaces_client_context(&self) -> bool {
         false
     }
+    /// Whether every original it hides is stored and recallable by an id the prompt shows
+    /// (a hidden reference then costs one recall round rather than being lost).
+    fn stores_originals(&self) -> bool {
+        false
+    }
 }
 
 /// What a policy is created for: one session at one window.
@@ -93,6 +100,12 @@ pub fn builtin(name: &str) -> Option<PolicyFactory> {
         "hermes" => Box::new(|c| Box::new(Hermes::new(c.window))),
         "openai-agents-trimmer" => Box::new(|_| Box::new(AgentsTrimmer::default())),
         "anthropic-context-editing" => Box::new(|c| Box::new(ContextEditing::new(c.window))),
+        "anthropic-clear-tool-uses" => Box::new(|c| Box::new(ClearToolUses::new(c.window))),
+        "anthropic-clear-tool-uses-10k" => {
+            Box::new(|c| Box::new(ClearToolUses::clearing_at_least(c.window, 10_000)))
+        }
+        "masking-last-10-turns" => Box::new(|_| Box::new(ObservationMasking::last_turns(10))),
+        "openhands-masking" => Box::new(|_| Box::new(ObservationMasking::openhands(100))),
         // On a client's log, ctxgc is what `ctxgc serve` does in front of that client.
         "ctxgc" => Box::new(|c| {
             Box::new(Ctxgc::for_session(
@@ -100,6 +113,10 @@ pub fn builtin(name: &str) -> Option<PolicyFactory> {
                 ctxgc_core::config::Config::default(),
                 "ctxgc".into(),
             ))
+        }),
+        "ctxgc-lean" => Box::new(|c| {
+            let config = ctxgc_core::config::Config::with_preset(ctxgc_core::engine::Preset::Lean);
+            Box::new(Ctxgc::for_session(c, config, "ctxgc-lean".into()))
         }),
         "foresight" => Box::new(|c| Box::new(Foresight::new(c.transcript))),
         _ => return None,
@@ -115,7 +132,12 @@ pub const BUILTIN: &[&str] = &[
     "hermes",
     "openai-agents-trimmer",
     "anthropic-context-editing",
+    "anthropic-clear-tool-uses",
+    "anthropic-clear-tool-uses-10k",
+    "masking-last-10-turns",
+    "openhands-masking",
     "ctxgc",
+    "ctxgc-lean",
     "foresight",
 ];
 
