@@ -241,11 +241,12 @@ impl Config {
             ..Config::default()
         };
         config.trim.limit_scale = preset.limit_scale();
+        config.proxy.compact = preset.events_at_a_warm_cache();
         config
     }
 
     /// Applies a preset on top of this configuration (`ctxgc serve --preset`): its engine
-    /// settings and its trim scale replace the file's.
+    /// settings and its trim scale replace the file's, and `lean` runs events on any request.
     pub fn apply_preset(&mut self, preset: Preset) {
         let engine = preset.policy();
         self.engine.economic_margin = engine.economic_margin;
@@ -253,6 +254,7 @@ impl Config {
         self.engine.warm_prune_gap_turns = engine.warm_prune_gap_turns;
         self.engine.mask_keep_turns = engine.mask_keep_turns;
         self.trim.limit_scale = preset.limit_scale();
+        self.proxy.compact |= preset.events_at_a_warm_cache();
     }
 
     /// Parses a `ctxgc.toml` text; absent keys take their defaults.
@@ -281,6 +283,14 @@ impl Config {
             if let toml::Value::Table(trim) = trim {
                 trim.entry("limit_scale")
                     .or_insert(toml::Value::Float(preset.limit_scale()));
+            }
+            let proxy = table
+                .entry("proxy")
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let toml::Value::Table(proxy) = proxy {
+                proxy
+                    .entry("compact")
+                    .or_insert(toml::Value::Boolean(preset.events_at_a_warm_cache()));
             }
         }
         let config: Config = table.try_into()?;
@@ -374,6 +384,28 @@ mod tests {
         let c = Config::default();
         assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
         assert_eq!(Config::from_toml("").unwrap(), c);
+    }
+
+    #[test]
+    fn a_preset_is_the_base_explicit_keys_override() {
+        let lean = Config::from_toml("[engine]\npreset = \"lean\"\n").unwrap();
+        assert_eq!(lean, Config::with_preset(Preset::Lean));
+        assert_eq!(lean.engine.mask_keep_turns, 10);
+        assert!((lean.trim.limit_scale - 0.5).abs() < 1e-9 && lean.proxy.compact);
+        let tuned = Config::from_toml(
+            "[engine]\npreset = \"lean\"\nmask_keep_turns = 5\n[trim]\nlimit_scale = 0.8\n[proxy]\ncompact = false\n",
+        )
+        .unwrap();
+        assert_eq!(tuned.engine.mask_keep_turns, 5);
+        assert!((tuned.trim.limit_scale - 0.8).abs() < 1e-9 && !tuned.proxy.compact);
+        assert_eq!(tuned.engine.warm_prune_min_share, 0.0, "the rest is lean's");
+        let safe = Config::from_toml("[engine]\npreset = \"safe\"\n").unwrap();
+        assert_eq!(safe, Config::default());
+        let err = Config::from_toml("[engine]\npreset = \"fast\"\n").unwrap_err();
+        assert!(err.to_string().contains("[engine] preset"), "{err}");
+        let mut served = Config::default();
+        served.apply_preset(Preset::Lean);
+        assert_eq!(served, Config::with_preset(Preset::Lean));
     }
 
     #[test]

@@ -32,6 +32,25 @@ pub struct SessionCheck {
     pub recorded_cached_share: f64,
     /// Simulated cached share.
     pub simulated_cached_share: f64,
+    /// Simulated tokens: prompt, cache reads, cache writes, uncached input (summed over the
+    /// session's requests, for the aggregate over sessions).
+    pub simulated: [u64; 4],
+    /// The same, recorded.
+    pub recorded: [u64; 4],
+}
+
+/// Simulated / recorded over all `checks` summed (prompt, reads, writes, uncached): big
+/// sessions weigh as much as they cost, where the per-session spread weighs each alike.
+pub fn aggregate(checks: &[&SessionCheck]) -> [Option<f64>; 4] {
+    let mut sim = [0u64; 4];
+    let mut rec = [0u64; 4];
+    for c in checks {
+        for i in 0..4 {
+            sim[i] += c.simulated[i];
+            rec[i] += c.recorded[i];
+        }
+    }
+    std::array::from_fn(|i| (rec[i] > 0).then(|| sim[i] as f64 / rec[i] as f64))
 }
 
 /// The cache model that serves a transcript's provider: Anthropic where the usage records
@@ -86,6 +105,8 @@ pub fn check(t: &Transcript, run: &SessionRun, cache: &'static str) -> Option<Se
         uncached_ratio: ratio(3),
         recorded_cached_share: rec[1] as f64 / rec[0] as f64,
         simulated_cached_share: sim[1] as f64 / sim[0].max(1) as f64,
+        simulated: sim,
+        recorded: rec,
     })
 }
 

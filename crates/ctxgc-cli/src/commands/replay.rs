@@ -653,9 +653,18 @@ fn print_validation(checks: &[SessionCheck]) {
             mine.iter().map(|c| f(c)).sum::<f64>() / mine.len() as f64
         };
         println!(
-            "  cached share of prompt tokens: recorded {:.1}%, simulated {:.1}% (mean over sessions)\n",
+            "  cached share of prompt tokens: recorded {:.1}%, simulated {:.1}% (mean over sessions)",
             mean(|c| c.recorded_cached_share) * 100.0,
             mean(|c| c.simulated_cached_share) * 100.0
+        );
+        let [prompt, reads, writes, uncached] = validate::aggregate(&mine);
+        let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
+        println!(
+            "  aggregate (all sessions summed, big ones weigh what they cost): prompt tokens {}, cache reads {}, cache writes {}, uncached input {}\n",
+            show(prompt),
+            show(reads),
+            show(if cache == "anthropic" { writes } else { None }),
+            show(uncached)
         );
     }
 }

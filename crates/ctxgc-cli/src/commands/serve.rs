@@ -61,6 +61,11 @@ pub struct ServeArgs {
     /// `[proxy] observe = true`).
     #[arg(long)]
     pub observe: bool,
+    /// Engine preset: `safe` (the default) or `lean` (masks tool outputs older than the newest
+    /// 10 turns in batches that pay for their cache write, keeps half as much of each output,
+    /// runs events on any request); replaces the file's `[engine] preset`.
+    #[arg(long, value_parser = parse_preset)]
+    pub preset: Option<ctxgc_core::engine::Preset>,
     /// Add trim_tool_result and recall_tool_result to requests that carry tools and run the
     /// model's calls to them inside the proxy (also `[proxy] inject_tools = true`).
     #[arg(long)]
@@ -106,7 +111,17 @@ fn tune_allocator() {
     }
 }
 
+fn parse_preset(name: &str) -> Result<ctxgc_core::engine::Preset, String> {
+    ctxgc_core::engine::Preset::parse(name)
+        .ok_or_else(|| format!("unknown preset `{name}` (expected safe or lean)"))
+}
+
 pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
+    let mut config = config.clone();
+    if let Some(preset) = args.preset {
+        config.apply_preset(preset);
+    }
+    let config = &config;
     survive_file_size_limits();
     tune_allocator();
     if !args.listen.ip().is_loopback() && !args.allow_remote {

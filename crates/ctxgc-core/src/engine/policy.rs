@@ -143,6 +143,12 @@ impl Preset {
         }
     }
 
+    /// Whether the proxy runs events on any request (`[proxy] compact`), not only after a
+    /// pause: masking in batches needs it.
+    pub fn events_at_a_warm_cache(self) -> bool {
+        self == Preset::Lean
+    }
+
     /// The engine settings of this preset.
     pub fn policy(self) -> Policy {
         match self {
