@@ -336,6 +336,43 @@ pub trait WireApi: Sync {
     fn results_in<'a>(&self, item: &'a Value) -> Vec<(Option<&'a str>, &'a Value, String)>;
     /// Sets the arguments (JSON text) of call `call_id` wherever `item` holds it.
     fn set_call_arguments(&self, item: &mut Value, call_id: &str, arguments: &str);
+    /// Makes `text` the visible text of an assistant item: its first text part (a `content`
+    /// string, or the first text, output_text or Gemini text part that is not a thought), the
+    /// other text parts gone. Returns whether the item had text to replace.
+    fn set_assistant_text(&self, item: &mut Value, text: &str) -> bool {
+        let key = if item.get("parts").is_some() {
+            "parts"
+        } else {
+            "content"
+        };
+        match item.get_mut(key) {
+            Some(Value::String(s)) => {
+                *s = text.to_owned();
+                true
+            }
+            Some(Value::Array(parts)) => {
+                let is_text = |p: &Value| {
+                    p.get("text").is_some_and(Value::is_string)
+                        && p.get("thought") != Some(&Value::Bool(true))
+                        && matches!(
+                            p.get("type").and_then(Value::as_str),
+                            None | Some("text" | "output_text")
+                        )
+                };
+                let Some(first) = parts.iter().position(is_text) else {
+                    return false;
+                };
+                parts[first]["text"] = Value::String(text.to_owned());
+                let mut k = 0;
+                parts.retain(|p| {
+                    k += 1;
+                    k - 1 == first || !is_text(p)
+                });
+                true
+            }
+            _ => false,
+        }
+    }
     /// The item without its tool results: what remains of a turn that shares one wire message
     /// with them (Anthropic's user turn); the item itself where results are items of their own.
     fn without_results(&self, item: &Value) -> Value {
@@ -1021,6 +1058,61 @@ impl WireApi for Messages {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_assistant_items_text_is_replaced_in_every_api() {
+        use serde_json::json;
+        let cases = [
+            (
+                Api::ChatCompletions,
+                json!({"role": "assistant", "content": "long"}),
+            ),
+            (
+                Api::Messages,
+                json!({"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "long"}, {"type": "text", "text": "more"}, {"type": "tool_use", "id": "x", "name": "n", "input": {}}]}),
+            ),
+            (
+                Api::Responses,
+                json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "long", "annotations": []}]}),
+            ),
+            (
+                Api::Gemini,
+                json!({"role": "model", "parts": [{"text": "why", "thought": true}, {"text": "long"}, {"functionCall": {"name": "n", "args": {}}}]}),
+            ),
+        ];
+        for (api, mut item) in cases {
+            let before = item.clone();
+            assert!(api.wire().set_assistant_text(&mut item, "short"), "{api:?}");
+            let text = item.to_string();
+            assert!(text.contains("short") && !text.contains("long") && !text.contains("more"));
+            // Everything else stays: thoughts, calls, annotations.
+            for kept in [
+                "thinking",
+                "tool_use",
+                "annotations",
+                "functionCall",
+                "\"why\"",
+            ] {
+                assert_eq!(
+                    before.to_string().contains(kept),
+                    text.contains(kept),
+                    "{api:?} {kept}"
+                );
+            }
+        }
+        let mut reasoning = json!({"type": "reasoning", "summary": []});
+        assert!(
+            !Api::Responses
+                .wire()
+                .set_assistant_text(&mut reasoning, "x")
+        );
+        assert_eq!(
+            reasoning,
+            json!({"type": "reasoning", "summary": []}),
+            "nothing added"
+        );
+    }
+
     use super::*;
 
     #[test]

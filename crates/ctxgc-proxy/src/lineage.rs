@@ -302,6 +302,12 @@ fn step_unchecked(
                             api.wire().set_call_arguments(wire, call_id, arguments);
                         }
                     }
+                    Replacement::Text(text) => {
+                        // The message's text lives in its first item that has any.
+                        let _ = prompt[o.first..=o.last]
+                            .iter_mut()
+                            .any(|wire| api.wire().set_assistant_text(wire, text));
+                    }
                 }
             }
             ("prune", tail)
@@ -386,6 +392,49 @@ mod tests {
             requested_ttl_secs: None,
             cache_prices: None,
         }
+    }
+
+    /// A model's runaway message (a repetition loop) in the tail is cut at the next event to its
+    /// head and tail with its recall id, and its original is among what the proxy stores.
+    #[test]
+    fn a_runaway_message_is_cut_at_an_event_and_its_original_kept() {
+        let runaway = "I will try again. ".repeat(9_000);
+        let mut client = vec![json!({"role": "user", "content": "Fix the build."})];
+        for turn in 0..12 {
+            let id = format!("c{turn}");
+            let text = if turn == 9 {
+                runaway.clone()
+            } else {
+                "Running.".into()
+            };
+            client.push(json!({"role": "assistant", "content": text, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}));
+            client.push(json!({"role": "tool", "tool_call_id": id, "content": format!("line {turn}\n").repeat(400)}));
+        }
+        let no_metas = BTreeMap::new();
+        let outcome = step(
+            &chat_input(&client, &no_metas),
+            None,
+            &Policy::default(),
+            64_000,
+            1.0,
+            TokenCounter::openai(),
+            None,
+        )
+        .unwrap();
+        let sent = outcome.messages.expect("an event ran");
+        let cut = sent
+            .iter()
+            .find_map(|m| m["content"].as_str().filter(|t| t.contains("a runaway")))
+            .expect("the runaway is cut");
+        assert!(cut.len() < 5_000 && cut.starts_with("I will try again."));
+        let id = ContentId::of(runaway.as_bytes());
+        assert!(cut.contains(&id.to_string()));
+        assert!(
+            outcome
+                .originals
+                .iter()
+                .any(|(i, text)| *i == id && *text == runaway)
+        );
     }
 
     /// Defect guarded: the proxy forwarded what its lineage produced without the integrity

@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
-use crate::engine::apply::{self, ApplyInput, Edits};
-use crate::engine::plan::{self, Plan, PlanInput, PlanKind};
+use crate::engine::apply::{self, ApplyInput, Change, Edits};
+use crate::engine::plan::{self, Plan, PlanInput, PlanKind, Replacement};
 use crate::engine::policy::Policy;
 use crate::engine::summarizer::{SummaryReply, SummaryRequest};
 use crate::engine::summary;
@@ -51,14 +51,23 @@ pub fn decide(
     Some((plan, edits))
 }
 
-/// The originals of the tool results an event hides, to store before the prompt that refers
-/// to them is sent: its abstracts and summary name them by these ids.
+/// The originals an event hides, to store before the prompt that refers to them is sent: the
+/// tool results its abstracts and summary name, and the text of each runaway message it cut,
+/// by these ids.
 pub fn hidden_originals(edits: &Edits, messages: &[Message]) -> Vec<(crate::ContentId, String)> {
     let mut originals = Vec::new();
     for &i in &edits.hidden {
         for r in messages[i].tool_results() {
             let text = r.text();
             originals.push((crate::ContentId::of(text.as_bytes()), text));
+        }
+    }
+    if let Change::Prune(prune) = &edits.change {
+        for edit in prune {
+            if let Replacement::Text(_) = edit.replacement {
+                let text = messages[edit.index].text_content();
+                originals.push((crate::ContentId::of(text.as_bytes()), text));
+            }
         }
     }
     originals

@@ -90,6 +90,8 @@ pub enum PruneReason {
     Old,
     /// Tool-call arguments over the size limit.
     HugeArguments,
+    /// Assistant text over the runaway limit.
+    RunawayText,
 }
 
 /// A change to one message.
@@ -112,6 +114,8 @@ pub struct PruneEdit {
 pub enum Replacement {
     /// The tool result's whole text.
     Result(String),
+    /// An assistant message's text (its text blocks become this one).
+    Text(String),
     /// One call's arguments.
     Arguments {
         /// The call.
@@ -191,6 +195,7 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         policy.tail_min_messages,
         head_end,
     );
+    let tail_start = past_runaways(messages, policy, tail_start);
     // An event needs a middle, a tail, and a boundary outside what the last event rewrote.
     if tail_start < input.frozen || tail_start >= messages.len() || head_end >= tail_start {
         return None;
@@ -400,6 +405,7 @@ fn prune_edits(
         let m = &messages[index];
         if m.role == Role::Assistant {
             edits.extend(huge_argument_edits(m, index, policy, counter));
+            edits.extend(runaway_text_edit(m, index, policy, counter));
             continue;
         }
         let Some(result) = m.tool_results().next() else {
@@ -549,6 +555,78 @@ fn huge_argument_edits(
     edits
 }
 
+/// Whether an assistant message's text is a runaway.
+fn is_runaway(m: &Message, policy: &Policy) -> bool {
+    policy.runaway_text_bytes > 0
+        && m.role == Role::Assistant
+        && m.text_content().len() > policy.runaway_text_bytes
+}
+
+/// The tail starts after the last runaway assistant message in it, when a later turn starts
+/// there: the tail keeps recent context whole, and a repetition loop is not context.
+fn past_runaways(messages: &[Message], policy: &Policy, tail_start: usize) -> usize {
+    let Some(runaway) = (tail_start..messages.len())
+        .rev()
+        .find(|&i| is_runaway(&messages[i], policy))
+    else {
+        return tail_start;
+    };
+    (runaway + 1..messages.len())
+        .find(|&i| messages[i].role == Role::Assistant)
+        .unwrap_or(tail_start)
+}
+
+/// What a runaway message keeps of its text, at each end, in bytes.
+const RUNAWAY_KEEP_BYTES: usize = 2_000;
+
+/// A runaway message's text cut to its head and tail around a marker naming its recall id
+/// (the event stores the original; see [`super::event::hidden_originals`]).
+fn runaway_text_edit(
+    m: &Message,
+    index: usize,
+    policy: &Policy,
+    counter: &TokenCounter,
+) -> Option<PruneEdit> {
+    if !is_runaway(m, policy) {
+        return None;
+    }
+    let text = m.text_content();
+    let id = crate::content_id::ContentId::of(text.as_bytes());
+    let head = floor_char(&text, RUNAWAY_KEEP_BYTES);
+    let tail_from = ceil_char(&text, text.len() - RUNAWAY_KEEP_BYTES);
+    let cut = tail_from - head.len();
+    let shortened = format!(
+        "{head}\n[... {} bytes of this message cut (a runaway: repeated or dumped text); original: id {id} ...]\n{}",
+        crate::trim::lines::group(cut as u64),
+        &text[tail_from..]
+    );
+    let before = counter.count_text(&text);
+    let after = counter.count_text(&shortened);
+    (after < before).then_some(PruneEdit {
+        index,
+        reason: PruneReason::RunawayText,
+        replacement: Replacement::Text(shortened),
+        tokens_before: before,
+        tokens_after: after,
+    })
+}
+
+fn floor_char(s: &str, at: usize) -> &str {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    &s[..at]
+}
+
+fn ceil_char(s: &str, at: usize) -> usize {
+    let mut at = at.min(s.len());
+    while !s.is_char_boundary(at) {
+        at += 1;
+    }
+    at
+}
+
 /// Applies phase-1 edits to messages (used by the session; exposed for replays).
 pub fn apply_edits(messages: &mut [Message], edits: &[PruneEdit]) {
     for edit in edits {
@@ -570,6 +648,21 @@ pub fn apply_edits(messages: &mut [Message], edits: &[PruneEdit]) {
                     }
                 }
             }
+            Replacement::Text(text) => set_text(message, text),
         }
     }
+}
+
+/// Makes `text` a message's only text: its first text block, the others gone.
+pub fn set_text(message: &mut Message, text: &str) {
+    let mut first = true;
+    message.content.retain_mut(|block| match block {
+        Block::Text { text: t } if first => {
+            first = false;
+            *t = text.to_owned();
+            true
+        }
+        Block::Text { .. } => false,
+        _ => true,
+    });
 }

@@ -47,6 +47,10 @@ pub struct Policy {
     pub runway_max_share: f64,
     /// Tool-call arguments longer than this (bytes) in the middle are shortened when pruning.
     pub huge_arguments_bytes: usize,
+    /// An assistant message whose text is longer than this (bytes) is a runaway (a repetition
+    /// loop, a dump): an event shortens it to its head and tail with its recall id, even in
+    /// the tail (but for the latest turn). 0: never.
+    pub runaway_text_bytes: usize,
     /// Tools whose outputs are never pruned (globs, case-insensitive).
     pub protected_tools: Vec<String>,
     /// Summary budget: this share of the compacted tokens, clamped to
@@ -187,6 +191,7 @@ impl Default for Policy {
             runway_turns: 8,
             runway_max_share: 0.5,
             huge_arguments_bytes: 4_000,
+            runaway_text_bytes: 32_000,
             protected_tools: vec![
                 "recall_tool_result".into(),
                 "trim_tool_result".into(),

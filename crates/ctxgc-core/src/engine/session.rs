@@ -121,6 +121,8 @@ pub struct Session {
     frozen: usize,
     inserted: Vec<Inserted>,
     cache_cold: bool,
+    /// Runaway assistant texts events cut, by id (recallable; tool outputs are in the store).
+    cut_texts: BTreeMap<ContentId, String>,
 }
 
 /// A tool result as it entered the history (what repeats may point to).
@@ -156,6 +158,7 @@ impl Session {
             frozen: 0,
             inserted: Vec::new(),
             cache_cold: false,
+            cut_texts: BTreeMap::new(),
         }
     }
 
@@ -423,6 +426,14 @@ impl Session {
         let before = self.prompt_tokens();
         let new_messages = edits.render(&self.messages);
         integrity::check(&new_messages)?;
+        if let crate::engine::apply::Change::Prune(prune) = &edits.change {
+            for edit in prune {
+                if let crate::engine::plan::Replacement::Text(_) = edit.replacement {
+                    let text = self.messages[edit.index].text_content();
+                    self.cut_texts.insert(ContentId::of(text.as_bytes()), text);
+                }
+            }
+        }
         self.tokens = new_messages
             .iter()
             .map(|m| self.counter.count_message(m))
@@ -525,9 +536,12 @@ impl Session {
         query: &RecallQuery,
     ) -> Result<String, EngineError> {
         let parsed = ContentId::parse(id).ok_or_else(|| EngineError::UnknownId(id.to_owned()))?;
-        let original = store
-            .get(&self.id, parsed)?
-            .ok_or_else(|| EngineError::UnknownId(id.to_owned()))?;
+        let original = match self.cut_texts.get(&parsed) {
+            Some(text) => text.clone(),
+            None => store
+                .get(&self.id, parsed)?
+                .ok_or_else(|| EngineError::UnknownId(id.to_owned()))?,
+        };
         Ok(recall::recall(&original, query, self.trim.hard_cap_bytes)?)
     }
 

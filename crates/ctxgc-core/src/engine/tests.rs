@@ -278,6 +278,82 @@ fn prune_only_when_it_buys_runway_else_compaction() {
     compacted_at_8k(&chatty, &config);
 }
 
+/// A model's runaway message (a 159K-character repetition loop, as a real session had) that
+/// would stay whole in the tail is cut at the next event to its head and tail, and recalled.
+#[test]
+fn a_runaway_message_in_the_tail_is_cut_at_the_event_and_recallable() {
+    let config = Config::default();
+    let mut session = Session::new("s", 64_000, &config, ProviderFamily::Openai);
+    let store = MemoryStore::default();
+    session.push(Message::text(Role::User, "Fix the build."));
+    let runaway = "Let me check the file again. ".repeat(5_500);
+    assert!(runaway.len() > 150_000);
+    let mut cut_at = None;
+    // The runaway itself brings the first event (it stays: nothing follows it yet); the next
+    // event cuts it.
+    for turn in 0..60 {
+        let text = if turn == 8 {
+            runaway.as_str()
+        } else {
+            "Running the tests."
+        };
+        session.push(Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::text(text),
+                call(&format!("c{turn}"), "bash", json!({"command": "make"})),
+            ],
+            usage: None,
+        });
+        let output = words(900, turn);
+        session
+            .insert_tool_results(
+                &store,
+                vec![Message {
+                    role: Role::Tool,
+                    content: vec![Block::ToolResult(crate::ToolResult {
+                        call_id: format!("c{turn}"),
+                        tool_name: Some("bash".into()),
+                        content: vec![Block::text(output)],
+                        is_error: false,
+                    })],
+                    usage: None,
+                }],
+            )
+            .unwrap();
+        let event = session.run_due_event(None).unwrap();
+        if event.is_some() && turn > 8 {
+            cut_at.get_or_insert(turn);
+        }
+    }
+    assert!(cut_at.is_some(), "{:?}", session.report());
+    let shown = session
+        .prompt()
+        .iter()
+        .map(Message::text_content)
+        .find(|t| t.contains("a runaway"))
+        .unwrap_or_else(|| {
+            panic!(
+                "the runaway is cut: {:?}; longest text {}",
+                session.events().iter().map(|e| e.kind).collect::<Vec<_>>(),
+                session
+                    .prompt()
+                    .iter()
+                    .map(|m| m.text_content().len())
+                    .max()
+                    .unwrap_or(0)
+            )
+        });
+    assert!(shown.len() < 5_000, "{}", shown.len());
+    let id = crate::ContentId::of(runaway.as_bytes()).to_string();
+    assert!(shown.contains(&id));
+    let recalled = session
+        .recall(&store, &id, &crate::recall::RecallQuery::default())
+        .unwrap();
+    assert!(recalled.starts_with("Let me check the file again."));
+    assert!(integrity::check(session.prompt()).is_ok());
+}
+
 /// `source` driven through a session at an 8K window, which must have compacted.
 fn compacted_at_8k(source: &Transcript, config: &Config) -> Session {
     let mut session = Session::new("s", 8_000, config, ProviderFamily::Openai);
