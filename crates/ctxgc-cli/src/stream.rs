@@ -87,7 +87,7 @@ pub fn trim_stream(
         original,
         renderer: (spec.profile.mode != Mode::Never).then(Renderer::new),
         raw: vec![0u8; CHUNK],
-        shown: Vec::with_capacity(CHUNK),
+        scratch: Vec::with_capacity(CHUNK),
         raw_bytes: 0,
         shown_bytes: 0,
         changed: false,
@@ -99,11 +99,10 @@ pub fn trim_stream(
     let mut eof = false;
     let mut structured = spec.wants_structure();
     while structured {
-        let Some(shown) = source.next_chunk()? else {
+        if !source.next_chunk(&mut |shown| prefix.extend_from_slice(shown))? {
             eof = true;
             break;
-        };
-        prefix.extend_from_slice(shown);
+        }
         if prefix.len() > structured_max || !could_be_structured(spec.profile.mode, &prefix) {
             structured = false;
         }
@@ -123,10 +122,7 @@ pub fn trim_stream(
 
     // The budget is judged on the output's first bytes, as the library judges it.
     while !eof && prefix.len() < trim::BUDGET_SCAN_BYTES && spec.wants_budget_scan() {
-        match source.next_chunk()? {
-            Some(shown) => prefix.extend_from_slice(shown),
-            None => eof = true,
-        }
+        eof = !source.next_chunk(&mut |shown| prefix.extend_from_slice(shown))?;
     }
     let mut trimmer = LineTrimmer::new(spec.line_budget(&prefix), spec.profile.name.clone());
     let mut out = Vec::with_capacity(CHUNK);
@@ -134,10 +130,7 @@ pub fn trim_stream(
     drop(prefix);
     flush(output, &mut out, &mut report)?;
     while !eof {
-        match source.next_chunk()? {
-            Some(shown) => trimmer.push(shown, &mut out),
-            None => eof = true,
-        }
+        eof = !source.next_chunk(&mut |shown| trimmer.push(shown, &mut out))?;
         if !out.is_empty() {
             flush(output, &mut out, &mut report)?;
         }
@@ -155,7 +148,8 @@ struct Source<'w, R> {
     original: Option<&'w mut dyn Write>,
     renderer: Option<Renderer>,
     raw: Vec<u8>,
-    shown: Vec<u8>,
+    /// What the renderer interprets is written here before it is handed on.
+    scratch: Vec<u8>,
     raw_bytes: u64,
     shown_bytes: u64,
     /// Whether rendering changed any byte.
@@ -163,33 +157,42 @@ struct Source<'w, R> {
 }
 
 impl<R: Read> Source<'_, R> {
-    /// The next rendered chunk (possibly empty while a line is pending), or `None` at the end.
-    fn next_chunk(&mut self) -> io::Result<Option<&[u8]>> {
+    /// Reads the next chunk and hands what it renders to `emit` (plain lines as slices of the
+    /// read buffer, no copy); `false` at the end of the input.
+    fn next_chunk(&mut self, emit: &mut dyn FnMut(&[u8])) -> io::Result<bool> {
         let n = read_some(&mut self.input, &mut self.raw)?;
-        self.shown.clear();
         let raw = &self.raw[..n];
         if let Some(w) = self.original.as_deref_mut() {
             w.write_all(raw)?;
         }
         self.raw_bytes += n as u64;
+        let shown_bytes = &mut self.shown_bytes;
+        let mut counted = |shown: &[u8]| {
+            *shown_bytes += shown.len() as u64;
+            emit(shown);
+        };
         match (&mut self.renderer, n) {
-            (None, 0) => Ok(None),
-            (None, _) => Ok(Some(raw)),
+            (None, 0) => Ok(false),
+            (None, _) => {
+                emit(raw);
+                Ok(true)
+            }
             (Some(_), 0) => {
-                let Some(renderer) = self.renderer.take() else {
-                    return Ok(None);
-                };
-                renderer.finish(&mut self.shown);
-                self.shown_bytes += self.shown.len() as u64;
+                if let Some(renderer) = self.renderer.take() {
+                    self.scratch.clear();
+                    renderer.finish(&mut self.scratch);
+                    if !self.scratch.is_empty() {
+                        counted(&self.scratch);
+                    }
+                }
                 // Rendering that changes a byte changes the length, but for contrived cursor
                 // moves; this only decides what `ctxgc run` reports.
                 self.changed = self.shown_bytes != self.raw_bytes;
-                Ok((!self.shown.is_empty()).then_some(&self.shown[..]))
+                Ok(false)
             }
             (Some(renderer), _) => {
-                renderer.push(raw, &mut self.shown);
-                self.shown_bytes += self.shown.len() as u64;
-                Ok(Some(&self.shown[..]))
+                renderer.push_to(raw, &mut self.scratch, &mut counted);
+                Ok(true)
             }
         }
     }
