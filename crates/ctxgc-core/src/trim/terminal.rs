@@ -439,7 +439,7 @@ mod tests {
                     seed ^= seed >> 7;
                     seed ^= seed << 17;
                     // Mostly plain text, now and then any byte.
-                    if seed % 9 == 0 {
+                    if seed.is_multiple_of(9) {
                         (seed >> 8) as u8
                     } else {
                         b'a' + (seed % 26) as u8
