@@ -31,23 +31,33 @@ fn text_parts(blocks: &[Block]) -> String {
         .join("\n")
 }
 
+/// A tool message's results as items: `native` for each, but a result of an implicit call
+/// (written in the assistant's text) goes back as user text, as the text-protocol agent sent it.
+fn result_items<'m>(
+    m: &'m Message,
+    implicit: &'m BTreeSet<&str>,
+    native: impl Fn(&ctxgc_core::ToolResult) -> Value + 'm,
+) -> impl Iterator<Item = Value> + 'm {
+    m.tool_results().map(move |r| {
+        if implicit.contains(r.call_id.as_str()) {
+            json!({"role": "user", "content": r.text()})
+        } else {
+            native(r)
+        }
+    })
+}
+
 /// OpenAI Chat Completions `messages`.
 pub fn chat_messages(messages: &[Message]) -> Vec<Value> {
     let implicit = implicit_ids(messages);
     let mut out = Vec::with_capacity(messages.len());
     for m in messages {
         match m.role {
-            Role::Tool => {
-                for r in m.tool_results() {
-                    if implicit.contains(r.call_id.as_str()) {
-                        out.push(json!({"role": "user", "content": r.text()}));
-                    } else {
-                        out.push(
-                            json!({"role": "tool", "tool_call_id": r.call_id, "content": r.text()}),
-                        );
-                    }
-                }
-            }
+            Role::Tool => out.extend(result_items(
+                m,
+                &implicit,
+                |r| json!({"role": "tool", "tool_call_id": r.call_id, "content": r.text()}),
+            )),
             Role::Assistant => {
                 let calls: Vec<Value> = m
                     .tool_calls()
@@ -193,15 +203,9 @@ pub fn responses_items(messages: &[Message]) -> Vec<Value> {
     let mut out = Vec::with_capacity(messages.len());
     for m in messages {
         match m.role {
-            Role::Tool => {
-                for r in m.tool_results() {
-                    if implicit.contains(r.call_id.as_str()) {
-                        out.push(json!({"role": "user", "content": r.text()}));
-                    } else {
-                        out.push(json!({"type": "function_call_output", "call_id": r.call_id, "output": r.text()}));
-                    }
-                }
-            }
+            Role::Tool => out.extend(result_items(m, &implicit, |r| {
+                json!({"type": "function_call_output", "call_id": r.call_id, "output": r.text()})
+            })),
             Role::Assistant => {
                 for block in &m.content {
                     match block {

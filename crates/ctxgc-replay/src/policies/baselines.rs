@@ -533,7 +533,6 @@ pub struct ContextEditing {
 impl ContextEditing {
     const TRIGGER_TOKENS: usize = 100_000;
     const KEEP_TOOL_USES: usize = 3;
-    const PLACEHOLDER: &str = "[tool result cleared]";
     const COMPACT_TOKENS: usize = 150_000;
     const SUMMARY_TOKENS: usize = 4_000;
 
@@ -571,20 +570,7 @@ impl ReplayPolicy for ContextEditing {
                 .map(|(i, _)| i)
                 .collect();
             let keep_from = tools.len().saturating_sub(Self::KEEP_TOOL_USES);
-            let mut first = None;
-            for &i in &tools[..keep_from] {
-                if result_text(&self.h.messages[i]).as_deref() != Some(Self::PLACEHOLDER) {
-                    set_result_text(&mut self.h.messages[i], Self::PLACEHOLDER.into());
-                    self.h.recount(i);
-                    first.get_or_insert(i);
-                }
-            }
-            event = first.map(|i| ReplayEvent {
-                kind: "clear".into(),
-                summarizer_request: None,
-                summary_tokens: 0,
-                earliest_changed: i,
-            });
+            event = super::masking::clear_results(&mut self.h, &tools[..keep_from]);
         }
         if self.window as usize > Self::COMPACT_TOKENS && self.h.total() > Self::COMPACT_TOKENS {
             event = Some(compact_all(&mut self.h, Self::SUMMARY_TOKENS, 0, ""));

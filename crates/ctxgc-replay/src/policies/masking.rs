@@ -126,6 +126,25 @@ impl ReplayPolicy for ObservationMasking {
     }
 }
 
+/// Replaces the results at `indices` by [`ClearToolUses::PLACEHOLDER`]; the event, when one
+/// was not cleared already (Anthropic's `clear_tool_uses`, also in `anthropic-context-editing`).
+pub(super) fn clear_results(h: &mut History, indices: &[usize]) -> Option<ReplayEvent> {
+    let mut first = None;
+    for &i in indices {
+        if result_text(&h.messages[i]).as_deref() != Some(ClearToolUses::PLACEHOLDER) {
+            set_result_text(&mut h.messages[i], ClearToolUses::PLACEHOLDER.into());
+            h.recount(i);
+            first.get_or_insert(i);
+        }
+    }
+    first.map(|i| ReplayEvent {
+        kind: "clear".into(),
+        summarizer_request: None,
+        summary_tokens: 0,
+        earliest_changed: i,
+    })
+}
+
 fn is_placeholder(text: &str) -> bool {
     text == "<MASKED>"
         || text == ClearToolUses::PLACEHOLDER
@@ -143,7 +162,7 @@ pub struct ClearToolUses {
 }
 
 impl ClearToolUses {
-    const PLACEHOLDER: &str = "[tool result cleared]";
+    pub(super) const PLACEHOLDER: &str = "[tool result cleared]";
 
     /// The API's defaults (trigger 100K input tokens, keep 3 tool uses, clear at least 0),
     /// the trigger lowered to 80% of a smaller window so the edit can act before it overflows.
@@ -195,20 +214,7 @@ impl ReplayPolicy for ClearToolUses {
             // `keep`, counted as the client sent it.
             let cleared: usize = clear.iter().map(|&i| self.sent[i]).sum();
             if cleared >= self.clear_at_least.max(1) {
-                let mut first = None;
-                for &i in clear {
-                    if result_text(&self.h.messages[i]).as_deref() != Some(Self::PLACEHOLDER) {
-                        set_result_text(&mut self.h.messages[i], Self::PLACEHOLDER.into());
-                        self.h.recount(i);
-                        first.get_or_insert(i);
-                    }
-                }
-                event = first.map(|i| ReplayEvent {
-                    kind: "clear".into(),
-                    summarizer_request: None,
-                    summary_tokens: 0,
-                    earliest_changed: i,
-                });
+                event = clear_results(&mut self.h, clear);
             }
         }
         Request {
