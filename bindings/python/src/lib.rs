@@ -315,7 +315,7 @@ impl Store {
 
 /// The message shapes a session reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Shape3 {
+enum MessageShape {
     /// OpenAI Chat Completions `messages`.
     Chat,
     /// Anthropic Messages `messages` (content blocks); the system prompt stays apart.
@@ -324,12 +324,12 @@ enum Shape3 {
     Responses,
 }
 
-impl Shape3 {
-    fn parse(api: &str) -> PyResult<Shape3> {
+impl MessageShape {
+    fn parse(api: &str) -> PyResult<MessageShape> {
         match api {
-            "openai" | "chat" | "chat_completions" => Ok(Shape3::Chat),
-            "anthropic" | "messages" => Ok(Shape3::Anthropic),
-            "responses" => Ok(Shape3::Responses),
+            "openai" | "chat" | "chat_completions" => Ok(MessageShape::Chat),
+            "anthropic" | "messages" => Ok(MessageShape::Anthropic),
+            "responses" => Ok(MessageShape::Responses),
             other => Err(config_error(format!(
                 "unknown api `{other}` (expected \"openai\", \"anthropic\" or \"responses\")"
             ))),
@@ -338,7 +338,7 @@ impl Shape3 {
 
     fn family(self) -> ProviderFamily {
         match self {
-            Shape3::Anthropic => ProviderFamily::Anthropic,
+            MessageShape::Anthropic => ProviderFamily::Anthropic,
             _ => ProviderFamily::Openai,
         }
     }
@@ -346,7 +346,7 @@ impl Shape3 {
     /// The neutral messages of a list in this shape.
     fn read(self, items: &[Value]) -> Result<Vec<Message>, ctxgc_formats::FormatError> {
         let mut t = match self {
-            Shape3::Chat => {
+            MessageShape::Chat => {
                 let mut t = Transcript::default();
                 for (i, m) in items.iter().enumerate() {
                     t.messages
@@ -354,8 +354,10 @@ impl Shape3 {
                 }
                 t
             }
-            Shape3::Anthropic => anthropic::transcript_from_body(&json!({"messages": items}))?,
-            Shape3::Responses => responses::transcript_from_body(&json!({"input": items}))?,
+            MessageShape::Anthropic => {
+                anthropic::transcript_from_body(&json!({"messages": items}))?
+            }
+            MessageShape::Responses => responses::transcript_from_body(&json!({"input": items}))?,
         };
         ctxgc_formats::resolve_tool_names(&mut t);
         Ok(t.messages)
@@ -364,17 +366,17 @@ impl Shape3 {
     /// Neutral messages in this shape.
     fn render(self, messages: &[Message]) -> Vec<Value> {
         match self {
-            Shape3::Chat => wire::chat_messages(messages),
-            Shape3::Anthropic => wire::anthropic_messages(messages).1,
-            Shape3::Responses => wire::responses_items(messages),
+            MessageShape::Chat => wire::chat_messages(messages),
+            MessageShape::Anthropic => wire::anthropic_messages(messages).1,
+            MessageShape::Responses => wire::responses_items(messages),
         }
     }
 
     fn agent_tools(self) -> Vec<Value> {
         match self {
-            Shape3::Chat => agent_tools::chat_completions(),
-            Shape3::Anthropic => agent_tools::anthropic(),
-            Shape3::Responses => agent_tools::responses(),
+            MessageShape::Chat => agent_tools::chat_completions(),
+            MessageShape::Anthropic => agent_tools::anthropic(),
+            MessageShape::Responses => agent_tools::responses(),
         }
     }
 }
@@ -395,7 +397,7 @@ fn parse_items(json_text: &str, what: &str) -> PyResult<Vec<Value>> {
 /// history on every call and answering the prompt to send.
 #[pyclass(module = "ctxgc._ctxgc")]
 struct NativeSession {
-    shape: Shape3,
+    shape: MessageShape,
     engine: CoreSession,
     store: Arc<dyn OriginalStore>,
     session: SessionId,
@@ -486,7 +488,7 @@ impl NativeSession {
         model: Option<&str>,
         session_id: &str,
     ) -> PyResult<NativeSession> {
-        let shape = Shape3::parse(api)?;
+        let shape = MessageShape::parse(api)?;
         let config = Config::or_default(config);
         let window = window_of(&config, window, model)?;
         let store: Arc<dyn OriginalStore> = match store {
@@ -510,12 +512,11 @@ impl NativeSession {
     }
 
     /// Ingests the history (a JSON list in the session's shape) and tools (a JSON list).
-    fn ingest_json(&mut self, py: Python<'_>, items: &str, tools: Option<&str>) -> PyResult<()> {
+    fn ingest_json(&mut self, items: &str, tools: Option<&str>) -> PyResult<()> {
         let items = parse_items(items, "messages")?;
         if let Some(tools) = tools {
             self.engine.set_tools(parse_items(tools, "tools")?);
         }
-        let _ = py;
         self.ingest(&items)
     }
 

@@ -338,28 +338,13 @@ async fn start(name: &str) -> Harness {
     let dir = std::env::temp_dir().join(format!("ctxgc-agent-{name}-{}", std::process::id()));
     let db = dir.join("store.sqlite");
     let store = ctxgc_store::SqliteStore::open(&db).unwrap();
+    let base = common::settings(&up);
     let settings = ProxySettings {
-        openai_upstream: up.clone(),
-        anthropic_upstream: up.clone(),
-        gemini_upstream: up,
-        max_body_bytes: 4 << 20,
-        observe: false,
         rewrite: RewriteSettings {
-            trim: Default::default(),
-            window: 32_000,
-            model_windows: false,
-            cache_breakpoints: true,
-            prompt_cache_key: true,
-            engine: None,
-            events_only_when_cold: false,
             inject_tools: true,
+            ..base.rewrite.clone()
         },
-        summarizer: None,
-        summarizer_cooldown: std::time::Duration::from_secs(300),
-        tenant_secret: Some("test".into()),
-        admin_token: None,
-        timeouts: Default::default(),
-        tokens: Default::default(),
+        ..base
     };
     let state = AppState::new(settings, Box::new(store)).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -7,6 +7,8 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
@@ -176,28 +178,16 @@ impl StateStore for Shared {
 async fn start(engine: bool) -> Harness {
     let upstream = FakeUpstream::start(gemini_reply).await;
     let store = Arc::new(MemoryStore::default());
+    let base = common::settings(&upstream.url);
     let settings = ProxySettings {
         openai_upstream: "http://127.0.0.1:1".into(),
         anthropic_upstream: "http://127.0.0.1:1".into(),
-        gemini_upstream: upstream.url.clone(),
         max_body_bytes: 8 * 1024 * 1024,
-        observe: false,
         rewrite: RewriteSettings {
-            trim: Default::default(),
-            window: 32_000,
-            model_windows: false,
-            cache_breakpoints: true,
-            prompt_cache_key: true,
             engine: engine.then(Policy::default),
-            events_only_when_cold: false,
-            inject_tools: false,
+            ..base.rewrite.clone()
         },
-        summarizer: None,
-        summarizer_cooldown: std::time::Duration::from_secs(300),
-        tenant_secret: Some("test".into()),
-        admin_token: None,
-        timeouts: Default::default(),
-        tokens: Default::default(),
+        ..base
     };
     let state = AppState::new(settings, Box::new(Shared(store.clone()))).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -5,6 +5,8 @@
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,7 +17,7 @@ use ctxgc_core::ContentId;
 use ctxgc_core::store::{
     MemoryStore, OriginalStore, SessionId, StateKey, StateStore, Store, StoreError,
 };
-use ctxgc_proxy::{AppState, ProxySettings, RewriteSettings, Timeouts};
+use ctxgc_proxy::{AppState, ProxySettings, Timeouts};
 use ctxgc_test_support::{FakeUpstream, Log, Received, Reply};
 use serde_json::{Value, json};
 
@@ -49,30 +51,13 @@ fn reply(r: Received, _log: Log) -> Reply {
 
 fn settings(upstream: &str) -> ProxySettings {
     ProxySettings {
-        openai_upstream: upstream.to_owned(),
-        anthropic_upstream: upstream.to_owned(),
-        gemini_upstream: upstream.to_owned(),
-        max_body_bytes: 4 * 1024 * 1024,
-        observe: false,
-        rewrite: RewriteSettings {
-            trim: Default::default(),
-            window: 32_000,
-            model_windows: false,
-            cache_breakpoints: true,
-            prompt_cache_key: true,
-            engine: None,
-            events_only_when_cold: false,
-            inject_tools: false,
-        },
-        summarizer: None,
-        summarizer_cooldown: Duration::from_secs(300),
         tenant_secret: Some("operations-test".into()),
         admin_token: Some("admin-token-for-tests".into()),
         timeouts: Timeouts {
             shutdown_grace: Duration::from_secs(20),
             ..Timeouts::default()
         },
-        tokens: Default::default(),
+        ..common::settings(upstream)
     }
 }
 

@@ -182,28 +182,17 @@ async fn start_full(
         s.timeout = SLOW_SUMMARY * 2;
         Arc::new(ctxgc_summarize::LlmSummarizer::new(s).unwrap())
     });
+    let base = common::settings(&up);
     let settings = ProxySettings {
-        openai_upstream: up.clone(),
-        anthropic_upstream: up.clone(),
-        gemini_upstream: up,
         max_body_bytes: 2 * 1024 * 1024,
-        observe: false,
         rewrite: RewriteSettings {
-            trim: Default::default(),
             window,
-            model_windows: false,
-            cache_breakpoints: true,
-            prompt_cache_key: true,
             engine,
             events_only_when_cold: events_only_when_cold.unwrap_or(false),
-            inject_tools: false,
+            ..base.rewrite.clone()
         },
         summarizer,
-        summarizer_cooldown: std::time::Duration::from_secs(300),
-        tenant_secret: Some("test".into()),
-        admin_token: None,
-        timeouts: Default::default(),
-        tokens: Default::default(),
+        ..base
     };
     let state = AppState::new(settings, store).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -672,27 +661,9 @@ async fn tenants_are_kept_apart_by_their_credentials() {
 /// A proxy in front of `upstream` with these deadlines.
 async fn proxy_at(upstream: &str, timeouts: ctxgc_proxy::Timeouts) -> String {
     let settings = ProxySettings {
-        openai_upstream: upstream.to_owned(),
-        anthropic_upstream: upstream.to_owned(),
-        gemini_upstream: upstream.to_owned(),
         max_body_bytes: 1024 * 1024,
-        observe: false,
-        rewrite: RewriteSettings {
-            trim: Default::default(),
-            window: 32_000,
-            model_windows: false,
-            cache_breakpoints: true,
-            prompt_cache_key: true,
-            engine: None,
-            events_only_when_cold: false,
-            inject_tools: false,
-        },
-        summarizer: None,
-        summarizer_cooldown: Duration::from_secs(300),
-        tenant_secret: Some("test".into()),
-        admin_token: None,
         timeouts,
-        tokens: Default::default(),
+        ..common::settings(upstream)
     };
     let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -1,9 +1,43 @@
 //! Helpers shared by the proxy's end-to-end tests.
 
+use std::time::Duration;
+
+use ctxgc_proxy::{ProxySettings, RewriteSettings, Timeouts};
 use serde_json::Value;
+
+/// The tests' proxy in front of one `upstream` for every API: a 32K window, no model windows,
+/// cache breakpoints and keys on, no events, no injected tools, 4 MiB bodies, a fixed tenant
+/// secret. Each test overrides what it is about.
+#[allow(dead_code)] // Each test binary uses its own helpers.
+pub fn settings(upstream: &str) -> ProxySettings {
+    ProxySettings {
+        openai_upstream: upstream.to_owned(),
+        anthropic_upstream: upstream.to_owned(),
+        gemini_upstream: upstream.to_owned(),
+        max_body_bytes: 4 * 1024 * 1024,
+        observe: false,
+        rewrite: RewriteSettings {
+            trim: Default::default(),
+            window: 32_000,
+            model_windows: false,
+            cache_breakpoints: true,
+            prompt_cache_key: true,
+            engine: None,
+            events_only_when_cold: false,
+            inject_tools: false,
+        },
+        summarizer: None,
+        summarizer_cooldown: Duration::from_secs(300),
+        tenant_secret: Some("test".into()),
+        admin_token: None,
+        timeouts: Timeouts::default(),
+        tokens: Default::default(),
+    }
+}
 
 /// `v` without any `cache_control` (clients and the proxy move Anthropic breakpoints from
 /// request to request; the cached content is what matters).
+#[allow(dead_code)] // Each test binary uses its own helpers.
 pub fn without_cache_control(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(

@@ -26,6 +26,13 @@ def store_from_env(location: str | None = None, config: Config | None = None) ->
     return Store(chosen, config=config)
 
 
+def resolve(config: Config | None, store: Store | None) -> tuple[Config, Store]:
+    """The given settings and store, or those :func:`config_from_env` and
+    :func:`store_from_env` find."""
+    config = config if config is not None else config_from_env()
+    return config, store if store is not None else store_from_env(config=config)
+
+
 def bare_function_schemas(chat_tools: list[dict]) -> list[dict]:
     """Chat Completions tool definitions as bare function schemas (name, description,
     parameters)."""

@@ -32,7 +32,7 @@ from typing import Any
 from agent.context_engine import ContextEngine
 
 from .. import Config, Session, Store, SummaryRequest, trim
-from ._common import bare_function_schemas, config_from_env, store_from_env
+from ._common import bare_function_schemas, resolve
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +58,7 @@ class CtxgcContextEngine(ContextEngine):
         summarizer: Any = _hermes_summarizer,
         context_length: int = 0,
     ) -> None:
-        self.config = config if config is not None else config_from_env()
-        self.store = store if store is not None else store_from_env(config=self.config)
+        self.config, self.store = resolve(config, store)
         self.summarizer = summarizer
         # Hermes asks for a compression from this threshold on: ctxgc's own trigger.
         self.threshold_percent = self.config.trigger

@@ -34,7 +34,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from .. import RECALL_TOOL, TRIM_TOOL, Config, Session, Store, SummaryRequest, trim
-from ._common import config_from_env, store_from_env
+from ._common import resolve
 
 __all__ = ["CtxgcMiddleware"]
 
@@ -65,8 +65,7 @@ class CtxgcMiddleware(AgentMiddleware):
         max_sessions: int = 256,
     ) -> None:
         super().__init__()
-        self.config = config if config is not None else config_from_env()
-        self.store = store if store is not None else store_from_env(config=self.config)
+        self.config, self.store = resolve(config, store)
         self.window = window
         self.model_name = model
         self.summarizer = summarizer

@@ -29,7 +29,7 @@ from agents.run_config import CallModelData, ModelInputData
 from agents.tool_context import ToolContext
 
 from .. import RECALL_TOOL, Config, Session, Store, SummaryRequest, trim
-from ._common import config_from_env, store_from_env
+from ._common import resolve
 
 __all__ = ["Ctxgc"]
 
@@ -56,8 +56,7 @@ class Ctxgc:
         summarizer: Summarizer | None = None,
         session_id: str = "openai-agents",
     ) -> None:
-        self.config = config if config is not None else config_from_env()
-        self.store = store if store is not None else store_from_env(config=self.config)
+        self.config, self.store = resolve(config, store)
         self.session = Session(
             "responses",
             store=self.store,
