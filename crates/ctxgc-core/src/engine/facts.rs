@@ -72,11 +72,18 @@ pub fn file_accesses(call: &ToolCall) -> Vec<FileAccess> {
         ];
         let is_write = writes.iter().any(|w| name.contains(w))
             || matches!(sub, "create" | "str_replace" | "insert" | "undo_edit");
-        return vec![if is_write && sub != "view" {
-            FileAccess::Write(path)
-        } else {
-            FileAccess::Read(path)
-        }];
+        if is_write && sub != "view" {
+            return vec![FileAccess::Write(path)];
+        }
+        // A search in a file or a listing of a directory shows matches, not the file.
+        let searches = ["grep", "search", "find", "glob", "list"];
+        if name
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .any(|word| word == "ls" || searches.iter().any(|s| word.starts_with(s)))
+        {
+            return Vec::new();
+        }
+        return vec![FileAccess::Read(path)];
     }
     if name == "apply_patch" {
         return patch_paths(&call.arguments)
@@ -97,6 +104,55 @@ pub fn file_accesses(call: &ToolCall) -> Vec<FileAccess> {
         }
         None => Vec::new(),
     }
+}
+
+/// Arguments of structured read tools that limit a read to part of the file.
+const RANGE_KEYS: &[&str] = &[
+    "offset",
+    "limit",
+    "view_range",
+    "start_line",
+    "end_line",
+    "startLine",
+    "endLine",
+    "line_start",
+    "line_end",
+    "lines",
+    "range",
+    "head",
+    "tail",
+];
+
+/// Whether a call that reads a file shows it whole, so that a later read can stand for an
+/// earlier one: a read with an offset or a line range (Claude Code's `offset`/`limit`,
+/// `view_range`, `head`, `tail`, `sed -n 10,20p`, SWE-agent's `open path 120`) shows only
+/// part, and a read of another part leaves the first one current.
+pub fn reads_whole_file(call: &ToolCall) -> bool {
+    let value: serde_json::Value = serde_json::from_str(&call.arguments).unwrap_or_default();
+    if RANGE_KEYS
+        .iter()
+        .any(|k| value.get(*k).is_some_and(|v| !v.is_null()))
+    {
+        return false;
+    }
+    let Some(command) = command_of(call) else {
+        return true;
+    };
+    let mut words = command.split_whitespace();
+    if let (Some("open"), Some(_), Some(_)) = (words.next(), words.next(), words.next()) {
+        return false;
+    }
+    !command.split(['\n', ';', '|', '&']).any(|segment| {
+        let words: Vec<&str> = segment.split_whitespace().collect();
+        match words.first().copied() {
+            Some("head" | "tail" | "awk") => true,
+            Some("sed") => !words.iter().any(|w| w.starts_with("-i")),
+            Some("bat") => words
+                .iter()
+                .any(|w| w.starts_with("-r") || w.starts_with("--line-range")),
+            _ => false,
+        }
+    })
 }
 
 fn unquote(word: &str) -> String {
@@ -398,6 +454,47 @@ mod tests {
             )),
             [FileAccess::Write("a.py".into())]
         );
+    }
+
+    #[test]
+    fn searches_in_a_file_do_not_read_it() {
+        for name in ["Grep", "Glob", "LS", "search_files", "mcp__fs__list_directory"] {
+            assert_eq!(
+                file_accesses(&call(name, serde_json::json!({"path": "/w/a.rs"}))),
+                [],
+                "{name}"
+            );
+        }
+        assert_eq!(
+            file_accesses(&call("read_file", serde_json::json!({"path": "/w/a.rs"}))),
+            [FileAccess::Read("/w/a.rs".into())]
+        );
+    }
+
+    #[test]
+    fn partial_reads_are_told_from_whole_ones() {
+        let whole = |name: &str, args: serde_json::Value| reads_whole_file(&call(name, args));
+        assert!(whole("Read", serde_json::json!({"file_path": "a.rs"})));
+        assert!(!whole(
+            "Read",
+            serde_json::json!({"file_path": "a.rs", "offset": 100, "limit": 50})
+        ));
+        assert!(whole(
+            "Read",
+            serde_json::json!({"file_path": "a.rs", "offset": null})
+        ));
+        assert!(!whole(
+            "str_replace_editor",
+            serde_json::json!({"command": "view", "path": "a.py", "view_range": [1, 40]})
+        ));
+        let bash = |c: &str| whole("bash", serde_json::json!({"command": c}));
+        assert!(bash("cat -n src/lib.rs"));
+        assert!(bash("nl -ba src/lib.rs"));
+        assert!(!bash("sed -n '1,80p' src/lib.rs"));
+        assert!(!bash("head -n 40 src/lib.rs"));
+        assert!(!bash("cat src/lib.rs | tail -20"));
+        assert!(!bash("open src/lib.rs 120"));
+        assert!(bash("open src/lib.rs"));
     }
 
     #[test]

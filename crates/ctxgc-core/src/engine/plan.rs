@@ -207,11 +207,11 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
             .sum()
     };
     // An early prune protects only the newest outputs (and, at a warm cache, current reads).
-    let (protected, keep_current_reads) = if early {
-        let protected = newest.map_or(policy.cold_protected_tokens, |t| t.tool_outputs);
-        (protected, !input.cache_cold)
+    let (protected, keep_reads_from) = if early {
+        let reads_from = if input.cache_cold { messages.len() } else { 0 };
+        (early_protected_tokens(input, policy), reads_from)
     } else {
-        (policy.protected_tool_tokens(input.window), false)
+        (policy.protected_tool_tokens(input.window), messages.len())
     };
     let edits = prune_edits(
         input,
@@ -219,7 +219,7 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         counter,
         (head_end, tail_start),
         protected,
-        keep_current_reads,
+        keep_reads_from,
     );
     let reclaimed = reclaimed_by(&edits);
     if early {
@@ -284,8 +284,7 @@ fn early_prune_may_pay(input: &PlanInput<'_>, policy: &Policy, turns: usize) -> 
     if policy.economic_margin <= 0.0 {
         return false;
     }
-    let budget = newest_turns(input, policy.mask_keep_turns)
-        .map_or(policy.cold_protected_tokens, |t| t.tool_outputs);
+    let budget = early_protected_tokens(input, policy);
     let mut protected = 0usize;
     let mut old = 0usize;
     let mut oldest = None;
@@ -321,6 +320,18 @@ fn warm_prune_pays(
     let rewritten = total.saturating_sub(reclaimed).saturating_sub(kept);
     reclaimed as f64 >= policy.warm_prune_min_share * total as f64
         && policy.prune_pays(reclaimed, rewritten, turns, input.cache_prices)
+}
+
+/// Tokens of the newest tool outputs an early prune keeps whole: with turn-based masking, the
+/// newest `mask_keep_turns` turns' outputs; otherwise the newest `cold_protected_tokens`, or
+/// the newest `cold_protected_turns` turns' outputs when they are more.
+fn early_protected_tokens(input: &PlanInput<'_>, policy: &Policy) -> usize {
+    match newest_turns(input, policy.mask_keep_turns) {
+        Some(turns) => turns.tool_outputs,
+        None => newest_turns(input, policy.cold_protected_turns)
+            .map_or(0, |t| t.tool_outputs)
+            .max(policy.cold_protected_tokens),
+    }
 }
 
 /// Tokens of the newest turns' messages (from their assistant message on).
@@ -363,7 +374,7 @@ fn prune_edits(
     counter: &TokenCounter,
     (head_end, tail_start): (usize, usize),
     budget: usize,
-    keep_current_reads: bool,
+    keep_reads_from: usize,
 ) -> Vec<PruneEdit> {
     let messages = input.messages;
     let calls: BTreeMap<&str, (usize, &ToolCall)> = messages
@@ -391,12 +402,15 @@ fn prune_edits(
             }
         }
     }
-    let accesses: Vec<(usize, FileAccess)> = messages
+    let accesses: Vec<(usize, FileAccess, &ToolCall)> = messages
         .iter()
         .enumerate()
         .flat_map(|(i, m)| {
-            m.tool_calls()
-                .flat_map(move |c| facts::file_accesses(c).into_iter().map(move |a| (i, a)))
+            m.tool_calls().flat_map(move |c| {
+                facts::file_accesses(c)
+                    .into_iter()
+                    .map(move |a| (i, a, c))
+            })
         })
         .collect();
 
@@ -430,10 +444,21 @@ fn prune_edits(
             [FileAccess::Read(p)] => Some(p.clone()),
             _ => None,
         });
+        // A later write makes a read stale; a later read only when it shows at least as much
+        // (the whole file, or the same part again): reading a big file in parts leaves each
+        // part current.
         let superseded = read_path.as_ref().is_some_and(|path| {
-            accesses
-                .iter()
-                .any(|(i, a)| *i > call_index && a.path() == path)
+            accesses.iter().any(|(i, a, later)| {
+                *i > call_index
+                    && a.path() == path
+                    && match a {
+                        FileAccess::Write(_) => true,
+                        FileAccess::Read(_) => {
+                            facts::reads_whole_file(later)
+                                || call.is_some_and(|c| c.arguments == later.arguments)
+                        }
+                    }
+            })
         });
         let newest = newest_for_id.get(&meta.id).copied().unwrap_or(index);
         let (reason, text) = if newest > index {
@@ -455,7 +480,7 @@ fn prune_edits(
                 PruneReason::Superseded,
                 format!("{abstract_text} (stale: the file was edited or read again later)"),
             )
-        } else if !(protected[index] || keep_current_reads && read_path.is_some()) {
+        } else if !(protected[index] || index >= keep_reads_from && read_path.is_some()) {
             // A prune at a warm cache leaves file reads that are still current: the agent
             // edits from them (on the GPT-5-mini sessions, pruning them too cost 3 points of
             // recall). At a cold cache they go like other old outputs.

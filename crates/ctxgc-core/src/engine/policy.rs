@@ -79,6 +79,11 @@ pub struct Policy {
     /// Tokens of the newest tool outputs a prune at a cold cache keeps whole (what is older
     /// costs its reads on every later request, and rewriting it costs nothing then).
     pub cold_protected_tokens: usize,
+    /// Assistant turns whose tool outputs a prune at a cold cache keeps whole besides the
+    /// newest `cold_protected_tokens`: a pause (the user reading, a sub-agent or a long build
+    /// running) is often followed by work on what the agent just read, such as an edit quoting
+    /// a file read a few turns back, however big it was. 0: tokens only.
+    pub cold_protected_turns: usize,
     /// Tokens a prune at a cold cache must reclaim to run.
     pub cold_min_reclaim_tokens: usize,
     /// Price of a cached input token read, relative to an uncached one (0.1 at Anthropic and
@@ -208,6 +213,7 @@ impl Default for Policy {
             cold_cache_secs: provider_cache::ANTHROPIC_TTL_SECS,
             openai_cold_cache_secs: provider_cache::OPENAI_RETENTION_SECS,
             cold_protected_tokens: 8_000,
+            cold_protected_turns: 10,
             cold_min_reclaim_tokens: 2_000,
             cache_read_cost: provider_cache::CACHE_READ_COST,
             cache_write_cost: provider_cache::ANTHROPIC_WRITE_COST,

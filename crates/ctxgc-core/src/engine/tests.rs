@@ -6,6 +6,7 @@ use proptest::prelude::*;
 use super::*;
 use crate::config::Config;
 use crate::engine::drive::{drive, outline};
+use crate::engine::plan::PruneReason;
 use crate::engine::integrity;
 use crate::engine::summary::SUMMARY_HEADER;
 use crate::store::{MemoryStore, OriginalStore};
@@ -1061,4 +1062,177 @@ fn current_reads_stay_at_a_warm_prune_and_go_at_a_cold_one() {
         .expect("at a cold cache old reads are pruned");
     assert_eq!(plan.kind, PlanKind::PruneOnly);
     assert!(plan.estimated_after * 2 < plan.tokens_before, "{plan:?}");
+}
+
+/// Defect guarded: a prune at a cold cache kept only the newest 8K tokens of outputs, so after
+/// a pause (the user reading, a sub-agent running) a file read two turns back was an abstract
+/// when the agent went on to edit from it. The outputs of the newest `cold_protected_turns`
+/// turns stay whole, however big; what is older goes.
+#[test]
+fn a_cold_prune_keeps_the_newest_turns_whole_however_big() {
+    let mut config = Config::default();
+    // Only the cold rule runs here.
+    config.engine.economic_margin = 0.0;
+    let turns = config.engine.cold_protected_turns;
+    assert_eq!(turns, 10, "the published masking window");
+    // 30 turns, each reading another 6 KB file: the newest 10 hold far more than 8K tokens,
+    // and the whole stays under the window's threshold.
+    let reads = build(
+        &(0..30u8)
+            .map(|i| Step::Turn(vec![(1, 6_000, i)]))
+            .collect::<Vec<_>>(),
+    );
+    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
+    drive_through(&reads, &mut session);
+    session.set_idle(
+        Some(config.engine.cold_cache_secs + 1),
+        ProviderFamily::Anthropic,
+        None,
+    );
+    assert!(session.events().iter().all(|e| !e.kind.rewrites_history()));
+    let plan = session.plan().expect("a prune at the cold cache");
+    session.apply(&plan, None).unwrap();
+    let whole: Vec<bool> = session
+        .prompt()
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .map(|r| !r.text().starts_with('['))
+        .collect();
+    assert_eq!(whole.len(), 30);
+    assert!(whole[30 - turns..].iter().all(|&w| w), "{whole:?}");
+    // The first exchange is the head, kept as it is.
+    assert!(whole[1..30 - turns].iter().all(|&w| !w), "{whole:?}");
+}
+
+/// Defect guarded: reading a big file in parts (`offset`/`limit`), or grepping it, counted as
+/// reading it again, so every earlier part was pruned as stale while still current. A later
+/// read makes an earlier one stale only when it shows the whole file or the same part; a write
+/// always does.
+#[test]
+fn reads_of_other_parts_of_a_file_stay_current() {
+    let mut config = Config::default();
+    config.engine.cold_protected_turns = 0;
+    config.engine.cold_protected_tokens = 0;
+    let part = |i: usize| -> String {
+        (0..200)
+            .map(|l| format!("{:>6}\tline_{i}_{l} = compute_{l}(value)\n", i * 1000 + l))
+            .collect()
+    };
+    let turn = |id: &str, name: &str, args: serde_json::Value, output: String| {
+        [
+            Message {
+                role: Role::Assistant,
+                content: vec![call(id, name, args)],
+                usage: None,
+            },
+            Message::tool_result(id, Some(name.into()), output, false),
+        ]
+    };
+    let mut messages = vec![
+        Message::text(Role::System, "You are a coding agent."),
+        Message::text(Role::User, "Port the module."),
+    ];
+    let file = "/repo/src/big.py";
+    let filler = |n: usize| {
+        (0..n)
+            .flat_map(|i| {
+                turn(
+                    &format!("ls_{n}_{i}"),
+                    "bash",
+                    json!({"command": format!("ls dir_{i}")}),
+                    "a.py\nb.py\n".to_owned(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    // Past the head.
+    messages.extend(filler(3));
+    messages.extend(turn(
+        "read_1",
+        "Read",
+        json!({"file_path": file, "offset": 1, "limit": 200}),
+        part(1),
+    ));
+    messages.extend(turn(
+        "read_2",
+        "Read",
+        json!({"file_path": file, "offset": 2001, "limit": 200}),
+        part(2),
+    ));
+    messages.extend(turn(
+        "grep_1",
+        "Grep",
+        json!({"pattern": "compute_", "path": file}),
+        part(3),
+    ));
+    // The same part again, changed meanwhile (by a formatter, say).
+    messages.extend(turn(
+        "read_3",
+        "Read",
+        json!({"file_path": file, "offset": 2001, "limit": 200}),
+        part(5),
+    ));
+    messages.extend(turn(
+        "read_4",
+        "Read",
+        json!({"file_path": "/repo/src/other.py"}),
+        part(4),
+    ));
+    // Before the tail.
+    messages.extend(filler(4));
+    let source = Transcript {
+        id: "parts".into(),
+        messages,
+        tools: vec![],
+        recording: None,
+    };
+    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
+    drive_through(&source, &mut session);
+    session.set_idle(
+        Some(config.engine.cold_cache_secs + 1),
+        ProviderFamily::Anthropic,
+        None,
+    );
+    let plan = session.plan().expect("a prune at the cold cache");
+    let prompt = session.prompt();
+    let reason_of = |call_id: &str| {
+        plan.edits
+            .iter()
+            .find(|e| prompt[e.index].tool_results().any(|r| r.call_id == call_id))
+            .map(|e| e.reason)
+    };
+    assert_eq!(reason_of("read_1"), Some(PruneReason::Old), "{plan:?}");
+    assert_eq!(
+        reason_of("read_2"),
+        Some(PruneReason::Superseded),
+        "the same part read again later: {plan:?}"
+    );
+    assert_eq!(reason_of("read_3"), Some(PruneReason::Old), "{plan:?}");
+
+    // A whole read, or a write, makes every earlier part stale.
+    for (name, args) in [
+        ("Read", json!({"file_path": file})),
+        ("Edit", json!({"file_path": file, "old_string": "a", "new_string": "b"})),
+    ] {
+        let mut later = source.clone();
+        let at = later.messages.len() - 8;
+        later
+            .messages
+            .splice(at..at, turn("last", name, args, "ok".to_owned()));
+        let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
+        drive_through(&later, &mut session);
+        session.set_idle(
+            Some(config.engine.cold_cache_secs + 1),
+            ProviderFamily::Anthropic,
+            None,
+        );
+        let plan = session.plan().expect("a prune at the cold cache");
+        let prompt = session.prompt();
+        let read_1 = plan
+            .edits
+            .iter()
+            .find(|e| prompt[e.index].tool_results().any(|r| r.call_id == "read_1"))
+            .map(|e| e.reason);
+        assert_eq!(read_1, Some(PruneReason::Superseded), "{name}: {plan:?}");
+    }
 }
