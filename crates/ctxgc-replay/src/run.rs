@@ -79,6 +79,12 @@ impl SessionRun {
 struct Caches(Vec<(CacheKind, Box<dyn CacheModel>)>);
 
 impl Caches {
+    fn preload(&mut self, blocks: &[Block], tokens: usize, at: Option<SentAt>) {
+        for (_, m) in &mut self.0 {
+            m.preload(blocks, tokens, at);
+        }
+    }
+
     fn serve(&mut self, blocks: &[Block], at: Option<SentAt>) -> BTreeMap<&'static str, Served> {
         self.0
             .iter_mut()
@@ -98,7 +104,7 @@ pub struct ClientModel {
     pub calibration: Calibration,
     /// Tokens of the fixed prefix that stays cached whatever this session does: the part the
     /// client kept when it changed the rest, and that requests after a pause past the TTL still
-    /// read, kept warm by the client's other sessions (the median of what such requests read).
+    /// read, kept warm by the client's other sessions (the mean of what such requests read).
     pub static_prefix_tokens: Option<usize>,
     /// (assistant message index of the request, first changed message; None: the fixed prefix).
     pub prompt_changes: Vec<(usize, Option<usize>)>,
@@ -117,25 +123,26 @@ pub fn client_model(t: &Transcript) -> Option<ClientModel> {
         match write.cause {
             crate::causes::WriteCause::PrefixChange { message, .. } => {
                 prompt_changes.push((write.request, message));
-                if message.is_none() && write.read > 0 {
+                if message.is_none() {
                     static_reads.push(write.read as usize);
                 }
             }
-            // What a session's first request, or a request after a pause past the TTL, still
-            // read was kept warm by the client's other sessions.
-            crate::causes::WriteCause::TtlExpiry { .. } | crate::causes::WriteCause::ColdStart
-                if write.read > 0 =>
-            {
+            // What a request after a pause past the TTL still read was kept warm by the
+            // client's other sessions; what one read nothing says they did not, that time.
+            crate::causes::WriteCause::TtlExpiry { .. } => {
                 static_reads.push(write.read as usize);
             }
             _ => {}
         }
     }
-    static_reads.sort_unstable();
-    let static_prefix_tokens = static_reads
-        .get(static_reads.len() / 2)
-        .copied()
-        .filter(|&s| s < calibration.prefix_tokens);
+    // The mean, zeros counted: the fixed prefix is warm after some pauses and cold after
+    // others, and the model's one warm part must read as much in sum as they did. A median
+    // of the non-zero reads made every pause read it, which put big sessions' simulated
+    // writes at 0.72x of what was recorded.
+    let prefix = calibration.prefix_tokens;
+    let static_prefix_tokens = (!static_reads.is_empty())
+        .then(|| static_reads.iter().map(|&r| r.min(prefix)).sum::<usize>() / static_reads.len())
+        .filter(|&s| s > 0 && s < prefix);
     Some(ClientModel {
         calibration,
         static_prefix_tokens,
@@ -337,6 +344,7 @@ pub fn replay(
         .iter()
         .take_while(|m| m.role == Role::System)
         .count();
+    let mut first_request = true;
     for (index, message) in t.messages.iter().enumerate() {
         if let Some(recording) = recording {
             if recording.is_replacement(index) && !client_path {
@@ -407,6 +415,14 @@ pub fn replay(
                 request.messages,
                 &request.breakpoints,
             );
+            if first_request {
+                first_request = false;
+                // A session that resumes an earlier one reads what that one left cached.
+                let resumed = message.usage.map_or(0, |u| u.cached_tokens as usize);
+                if resumed > 0 {
+                    models.preload(&b, resumed, at);
+                }
+            }
             let offset = b.len() - request.messages.len();
             for block in &b[..offset] {
                 *by_kind.entry(PREFIX_KIND.into()).or_default() += block.tokens as u64;

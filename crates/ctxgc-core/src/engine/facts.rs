@@ -458,7 +458,13 @@ mod tests {
 
     #[test]
     fn searches_in_a_file_do_not_read_it() {
-        for name in ["Grep", "Glob", "LS", "search_files", "mcp__fs__list_directory"] {
+        for name in [
+            "Grep",
+            "Glob",
+            "LS",
+            "search_files",
+            "mcp__fs__list_directory",
+        ] {
             assert_eq!(
                 file_accesses(&call(name, serde_json::json!({"path": "/w/a.rs"}))),
                 [],

@@ -406,11 +406,8 @@ fn prune_edits(
         .iter()
         .enumerate()
         .flat_map(|(i, m)| {
-            m.tool_calls().flat_map(move |c| {
-                facts::file_accesses(c)
-                    .into_iter()
-                    .map(move |a| (i, a, c))
-            })
+            m.tool_calls()
+                .flat_map(move |c| facts::file_accesses(c).into_iter().map(move |a| (i, a, c)))
         })
         .collect();
 

@@ -6,8 +6,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::config::Config;
 use crate::engine::drive::{drive, outline};
-use crate::engine::plan::PruneReason;
 use crate::engine::integrity;
+use crate::engine::plan::PruneReason;
 use crate::engine::summary::SUMMARY_HEADER;
 use crate::store::{MemoryStore, OriginalStore};
 use crate::tokens::{ProviderFamily, TokenCounter};
@@ -1212,7 +1212,10 @@ fn reads_of_other_parts_of_a_file_stay_current() {
     // A whole read, or a write, makes every earlier part stale.
     for (name, args) in [
         ("Read", json!({"file_path": file})),
-        ("Edit", json!({"file_path": file, "old_string": "a", "new_string": "b"})),
+        (
+            "Edit",
+            json!({"file_path": file, "old_string": "a", "new_string": "b"}),
+        ),
     ] {
         let mut later = source.clone();
         let at = later.messages.len() - 8;
@@ -1231,7 +1234,11 @@ fn reads_of_other_parts_of_a_file_stay_current() {
         let read_1 = plan
             .edits
             .iter()
-            .find(|e| prompt[e.index].tool_results().any(|r| r.call_id == "read_1"))
+            .find(|e| {
+                prompt[e.index]
+                    .tool_results()
+                    .any(|r| r.call_id == "read_1")
+            })
             .map(|e| e.reason);
         assert_eq!(read_1, Some(PruneReason::Superseded), "{name}: {plan:?}");
     }

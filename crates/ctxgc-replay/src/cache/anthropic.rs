@@ -98,6 +98,14 @@ impl CacheModel for AnthropicCache {
             uncached: total - hit_end - written,
         }
     }
+
+    fn preload(&mut self, blocks: &[Block], tokens: usize, at: Option<SentAt>) {
+        // The earlier session's last breakpoint ended where the read ends.
+        if let Some(last) = super::within(blocks, tokens).last() {
+            let expires = at.map(|a| a.ms + if a.ttl_1h { TTL_1H_MS } else { TTL_MS });
+            self.entries.insert(last.chain, expires);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -200,6 +208,34 @@ mod tests {
         let mut cache = AnthropicCache::new(1_024);
         cache.serve(&r);
         assert_eq!(cache.serve(&r).cached, 2_300);
+    }
+
+    /// A session that resumes an earlier one: its first request reads what that one cached
+    /// (the log records it), as far as whole messages go, and the entry expires as any other.
+    #[test]
+    fn a_resumed_session_reads_what_the_earlier_one_cached() {
+        let at = |minutes: i64| {
+            Some(SentAt {
+                ms: minutes * 60_000,
+                ttl_1h: false,
+            })
+        };
+        let r = with_breakpoints(
+            blocks(&[(1, 2_000), (2, 30_000), (3, 40_000), (4, 5_000)]),
+            &[0, 3],
+        );
+        let mut cache = AnthropicCache::new(1_024);
+        // Recorded: 71,800 read (the provider's count; the replay's ends at 72,000).
+        cache.preload(&r, 71_800, at(0));
+        let served = cache.serve_at(&r, at(0));
+        assert_eq!((served.cached, served.written), (72_000, 5_000));
+        // Without a preload the first request writes everything.
+        let mut fresh = AnthropicCache::new(1_024);
+        assert_eq!(fresh.serve_at(&r, at(0)).written, 77_000);
+        // A preload past its TTL is gone.
+        let mut late = AnthropicCache::new(1_024);
+        late.preload(&r, 71_800, at(0));
+        assert_eq!(late.serve_at(&r, at(6)).cached, 0);
     }
 
     #[test]

@@ -83,6 +83,26 @@ pub trait CacheModel: Send {
     fn serve(&mut self, blocks: &[Block]) -> Served {
         self.serve_at(blocks, None)
     }
+
+    /// Takes the first `tokens` of `blocks` as cached by requests before the session's first,
+    /// at `at`: a session that resumes an earlier one (`claude --resume`, `codex resume`) reads
+    /// the conversation that session left in the cache, which its log records as read.
+    fn preload(&mut self, blocks: &[Block], tokens: usize, at: Option<SentAt>);
+}
+
+/// The blocks of a prefix of about `tokens` tokens: whole blocks, ending at most 256 tokens
+/// and 5% past it, as the replay's counts of a log's messages are estimates of the provider's.
+fn within(blocks: &[Block], tokens: usize) -> &[Block] {
+    let tokens = tokens + 256 + tokens / 20;
+    let mut end = 0;
+    let n = blocks
+        .iter()
+        .take_while(|b| {
+            end += b.tokens;
+            end <= tokens
+        })
+        .count();
+    &blocks[..n]
 }
 
 /// The cache models the replay knows.
@@ -187,6 +207,12 @@ impl CacheModel for PrefixCache {
             written: 0,
             uncached: total - cached,
         }
+    }
+
+    fn preload(&mut self, blocks: &[Block], tokens: usize, at: Option<SentAt>) {
+        let now = at.map(|a| a.ms);
+        self.seen
+            .extend(within(blocks, tokens).iter().map(|b| (b.chain, now)));
     }
 }
 

@@ -63,4 +63,13 @@ mod tests {
         cache.serve(&small);
         assert_eq!(cache.serve(&small).cached, 0);
     }
+
+    #[test]
+    fn a_resumed_session_reads_what_the_earlier_one_cached() {
+        let mut cache = cache();
+        let first = blocks(&[(1, 1_000), (2, 5_000), (3, 1_000)]);
+        cache.preload(&first, 6_000, None);
+        // 6,000 shared, in 128-token steps.
+        assert_eq!(cache.serve(&first).cached, 5_888);
+    }
 }
