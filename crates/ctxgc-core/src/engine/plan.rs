@@ -82,7 +82,7 @@ pub enum PlanKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PruneReason {
-    /// A file read later edited or re-read.
+    /// A file read later edited, or read again whole or in the same part.
     Superseded,
     /// An older copy of an identical output.
     Duplicate,

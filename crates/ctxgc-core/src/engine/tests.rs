@@ -1186,28 +1186,35 @@ fn reads_of_other_parts_of_a_file_stay_current() {
         tools: vec![],
         recording: None,
     };
-    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
-    drive_through(&source, &mut session);
-    session.set_idle(
-        Some(config.engine.cold_cache_secs + 1),
-        ProviderFamily::Anthropic,
-        None,
-    );
-    let plan = session.plan().expect("a prune at the cold cache");
-    let prompt = session.prompt();
-    let reason_of = |call_id: &str| {
+    // Why the prune at a cold cache after `t` hides each result it hides, by call id.
+    let reasons = |t: &Transcript| -> BTreeMap<String, PruneReason> {
+        let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
+        drive_through(t, &mut session);
+        session.set_idle(
+            Some(config.engine.cold_cache_secs + 1),
+            ProviderFamily::Anthropic,
+            None,
+        );
+        let plan = session.plan().expect("a prune at the cold cache");
+        let prompt = session.prompt();
         plan.edits
             .iter()
-            .find(|e| prompt[e.index].tool_results().any(|r| r.call_id == call_id))
-            .map(|e| e.reason)
+            .flat_map(|e| {
+                prompt[e.index]
+                    .tool_results()
+                    .map(|r| (r.call_id.clone(), e.reason))
+            })
+            .collect()
     };
-    assert_eq!(reason_of("read_1"), Some(PruneReason::Old), "{plan:?}");
+    let first = reasons(&source);
+    let reason_of = |id: &str| first.get(id).copied();
+    assert_eq!(reason_of("read_1"), Some(PruneReason::Old));
     assert_eq!(
         reason_of("read_2"),
         Some(PruneReason::Superseded),
-        "the same part read again later: {plan:?}"
+        "the same part read again later"
     );
-    assert_eq!(reason_of("read_3"), Some(PruneReason::Old), "{plan:?}");
+    assert_eq!(reason_of("read_3"), Some(PruneReason::Old));
 
     // A whole read, or a write, makes every earlier part stale.
     for (name, args) in [
@@ -1222,24 +1229,10 @@ fn reads_of_other_parts_of_a_file_stay_current() {
         later
             .messages
             .splice(at..at, turn("last", name, args, "ok".to_owned()));
-        let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
-        drive_through(&later, &mut session);
-        session.set_idle(
-            Some(config.engine.cold_cache_secs + 1),
-            ProviderFamily::Anthropic,
-            None,
+        assert_eq!(
+            reasons(&later).get("read_1"),
+            Some(&PruneReason::Superseded),
+            "{name}"
         );
-        let plan = session.plan().expect("a prune at the cold cache");
-        let prompt = session.prompt();
-        let read_1 = plan
-            .edits
-            .iter()
-            .find(|e| {
-                prompt[e.index]
-                    .tool_results()
-                    .any(|r| r.call_id == "read_1")
-            })
-            .map(|e| e.reason);
-        assert_eq!(read_1, Some(PruneReason::Superseded), "{name}: {plan:?}");
     }
 }
