@@ -13,6 +13,7 @@ pub mod causes;
 pub mod client;
 mod counting;
 pub mod kinds;
+pub mod misses;
 pub mod policies;
 pub mod prices;
 pub mod recall;

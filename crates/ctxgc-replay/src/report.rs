@@ -278,6 +278,7 @@ mod tests {
                     earliest_changed: None,
                     recall,
                     recall_rounds: Vec::new(),
+                    misses: Vec::new(),
                     recallable: 0,
                     sent_ms: None,
                 })

@@ -41,6 +41,21 @@ pub struct RequestRecord {
     pub recallable: usize,
     /// When it was sent (milliseconds since the Unix epoch), where the log says.
     pub sent_ms: Option<i64>,
+    /// On a client path, the references the request did not show, and where they came from
+    /// (see [`crate::report::client_misses`]).
+    #[serde(skip)]
+    pub misses: Vec<Miss>,
+}
+
+/// A reference a request did not show.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Miss {
+    /// The string the agent went on to use.
+    pub string: String,
+    /// The tool whose output (the newest earlier one holding the string) it came from.
+    pub tool: String,
+    /// Assistant turns between that output and the request.
+    pub turns_ago: usize,
 }
 
 /// One session x policy x window.
@@ -407,6 +422,7 @@ pub fn replay(
                     recall_rounds: Vec::new(),
                     recallable: 0,
                     sent_ms,
+                    misses: Vec::new(),
                 });
             }
             let (b, hashes) = blocks(
@@ -438,6 +454,11 @@ pub fn replay(
             } else {
                 (Vec::new(), 0)
             };
+            let misses = if client_path {
+                misses(t, index, &missing)
+            } else {
+                Vec::new()
+            };
             requests.push(RequestRecord {
                 source_index: index,
                 tokens: b.iter().map(|b| b.tokens).sum(),
@@ -450,6 +471,7 @@ pub fn replay(
                 recall_rounds,
                 recallable,
                 sent_ms,
+                misses,
             });
         }
         policy.push(message.clone());
@@ -480,12 +502,7 @@ fn recall_rounds(
 ) -> (Vec<usize>, usize) {
     let mut sources: Vec<usize> = missing
         .iter()
-        .filter_map(|s| {
-            (0..index).rev().find(|&i| {
-                t.messages[i].role == Role::Tool
-                    && crate::recall::message_text(&t.messages[i]).contains(s.as_str())
-            })
-        })
+        .filter_map(|s| source_of(t, index, s))
         .collect();
     let recallable = sources.len();
     sources.sort_unstable();
@@ -495,6 +512,35 @@ fn recall_rounds(
         .map(|i| counter.count_message(&t.messages[i]).min(RECALL_MAX_TOKENS))
         .collect();
     (rounds, recallable)
+}
+
+/// The newest tool output before message `index` that holds `string`.
+fn source_of(t: &Transcript, index: usize, string: &str) -> Option<usize> {
+    (0..index).rev().find(|&i| {
+        t.messages[i].role == Role::Tool
+            && crate::recall::message_text(&t.messages[i]).contains(string)
+    })
+}
+
+/// The references a request before message `index` misses, with where they came from.
+fn misses(t: &Transcript, index: usize, missing: &[&String]) -> Vec<Miss> {
+    missing
+        .iter()
+        .filter_map(|s| {
+            let source = source_of(t, index, s)?;
+            Some(Miss {
+                string: (*s).clone(),
+                tool: t.messages[source]
+                    .tool_results()
+                    .find_map(|r| r.tool_name.clone())
+                    .unwrap_or_else(|| "tool".into()),
+                turns_ago: t.messages[source..index]
+                    .iter()
+                    .filter(|m| m.role == Role::Assistant)
+                    .count(),
+            })
+        })
+        .collect()
 }
 
 fn is_zero(n: &usize) -> bool {

@@ -13,6 +13,7 @@ use ctxgc_replay::cache::CacheKind;
 use std::sync::Arc;
 
 use ctxgc_replay::causes::{self, CacheWrite};
+use ctxgc_replay::misses::ClientMisses;
 use ctxgc_replay::policies::{self, Ctxgc, Exec, ExecPool, PolicyFactory};
 use ctxgc_replay::prices::{self, ModelPrice};
 use ctxgc_replay::report::{self, Row};
@@ -58,6 +59,10 @@ pub struct ReplayArgs {
     /// policy keeps of each (always shown for client logs).
     #[arg(long)]
     pub by_tool: bool,
+    /// Also list, for client logs, what each policy hid that the client itself still showed:
+    /// by the tool it came from, by its age in turns, and the first examples.
+    #[arg(long)]
+    pub misses: bool,
     /// Seconds an `exec:` policy may take to answer one request; past that it is stopped, the
     /// failure reported and the request sent unchanged.
     #[arg(long, default_value_t = 120.0, value_name = "SECONDS")]
@@ -193,6 +198,8 @@ struct Output {
     cache_writes: Vec<CacheWrite>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     by_tool: Vec<KindTable>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    client_misses: Vec<ClientMisses>,
 }
 
 #[derive(Serialize)]
@@ -389,6 +396,19 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     } else {
         Vec::new()
     };
+    let client_misses: Vec<ClientMisses> = if args.misses {
+        let runs = &runs;
+        windows
+            .iter()
+            .flat_map(|&w| {
+                names
+                    .iter()
+                    .filter_map(move |p| ctxgc_replay::misses::client_misses(runs, w, p))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let calibration = transcripts
         .iter()
         .zip(&models)
@@ -407,6 +427,7 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         validation,
         cache_writes,
         by_tool,
+        client_misses,
     };
     if let Some(path) = &args.html {
         let chart = match &args.chart_session {
@@ -537,6 +558,69 @@ fn kind_table(runs: &[SessionRun], window: u64, policies: &[String]) -> KindTabl
     KindTable { window, kinds }
 }
 
+/// What each policy hid that the client showed (`--misses`): one summary per window, then the
+/// first examples of each policy.
+fn miss_sections(misses: &[ClientMisses]) -> Vec<Section> {
+    let mut out = Vec::new();
+    let mut windows: Vec<u64> = misses.iter().map(|m| m.window).collect();
+    windows.dedup();
+    let counts = |pairs: &mut dyn Iterator<Item = (&str, usize)>| {
+        pairs
+            .map(|(name, n)| format!("{name} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for w in windows {
+        let here: Vec<&ClientMisses> = misses.iter().filter(|m| m.window == w).collect();
+        out.push(Section {
+            title: format!(
+                "What each policy hid that the client showed, at a {}-token window (client paths; references the client's own request found and the policy's did not)",
+                num(w)
+            ),
+            header: ["policy", "hidden", "by tool", "by age of the output"]
+                .map(str::to_owned)
+                .to_vec(),
+            rows: here
+                .iter()
+                .map(|m| {
+                    vec![
+                        m.policy.clone(),
+                        num(m.total as u64),
+                        counts(&mut m.by_tool.iter().map(|(t, n)| (t.as_str(), *n))),
+                        counts(&mut m.by_age.iter().copied()),
+                    ]
+                })
+                .collect(),
+        });
+        for m in here.iter().filter(|m| !m.examples.is_empty()) {
+            out.push(Section {
+                title: format!(
+                    "First references {} hid that the client showed, at a {}-token window",
+                    m.policy,
+                    num(w)
+                ),
+                header: ["session", "request", "reference", "from", "turns ago"]
+                    .map(str::to_owned)
+                    .to_vec(),
+                rows: m
+                    .examples
+                    .iter()
+                    .map(|e| {
+                        vec![
+                            e.session.clone(),
+                            e.request.to_string(),
+                            e.miss.string.clone(),
+                            e.miss.tool.clone(),
+                            e.miss.turns_ago.to_string(),
+                        ]
+                    })
+                    .collect(),
+            });
+        }
+    }
+    out
+}
+
 /// The report's sections beyond the policy tables: (title, header, rows).
 fn sections(output: &Output) -> Vec<Section> {
     let mut out = Vec::new();
@@ -578,6 +662,7 @@ fn sections(output: &Output) -> Vec<Section> {
             rows,
         });
     }
+    out.extend(miss_sections(&output.client_misses));
     if !output.cache_writes.is_empty() {
         let mut sessions: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
         for w in &output.cache_writes {
