@@ -468,6 +468,7 @@ fn replay_of_client_logs_reports_recorded_foresight_causes_and_where_tokens_go()
             "--window",
             "200k",
             "--by-tool",
+            "--misses",
             "--json",
             "--html",
             html.to_str().unwrap(),
@@ -511,6 +512,31 @@ fn replay_of_client_logs_reports_recorded_foresight_causes_and_where_tokens_go()
         assert_eq!(row("ctxgc")["path"], "client");
         assert_eq!(row("codex")["path"], "underlying");
         assert_eq!(row("foresight")["recall"], row("none")["recall"]);
+    }
+    // What the policies in front of the client hid that it showed: one entry per such policy
+    // (not `none`, not the ones replacing the client's context), none of it hidden by `none`.
+    let misses = json["client_misses"].as_array().unwrap();
+    let policies: Vec<&str> = misses
+        .iter()
+        .map(|m| m["policy"].as_str().unwrap())
+        .collect();
+    assert!(
+        policies.contains(&"ctxgc") && policies.contains(&"foresight"),
+        "{policies:?}"
+    );
+    assert!(
+        !policies.contains(&"none") && !policies.contains(&"codex"),
+        "{policies:?}"
+    );
+    for m in misses {
+        let total = m["total"].as_u64().unwrap();
+        let by_tool: u64 = m["by_tool"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p[1].as_u64().unwrap())
+            .sum();
+        assert_eq!(by_tool, total, "{m}");
     }
     let causes: Vec<&str> = json["cache_writes"]
         .as_array()
