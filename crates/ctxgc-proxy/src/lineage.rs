@@ -95,6 +95,9 @@ pub struct StepInput<'a> {
     /// When no event may run and no lineage is in force, do nothing at all: no view of the
     /// prompt, no token count (the estimate is then 0, which calibrates nothing).
     pub lazy: bool,
+    /// Whether an event may summarise ([`PlanInput::may_compact`]): not in front of a client
+    /// that keeps its own window (`[proxy] compact` off).
+    pub may_compact: bool,
     /// Facts of the tool outputs' originals, by call id (from insertion).
     pub metas: &'a BTreeMap<String, ResultMeta>,
     /// Seconds since the session's previous request, when known.
@@ -252,6 +255,7 @@ fn step_unchecked(
             input.requested_ttl_secs,
         ),
         cache_prices: input.cache_prices,
+        may_compact: input.may_compact,
     };
     // 3. The event, decided by the engine's one cycle, as the session engine decides it.
     let mut summarizer_failed = None;
@@ -387,6 +391,7 @@ mod tests {
             tools: &[],
             events: true,
             lazy: false,
+            may_compact: true,
             metas,
             idle_secs: None,
             requested_ttl_secs: None,
@@ -574,5 +579,41 @@ mod tests {
         // Chat Completions: OpenAI keeps a prefix up to 10 minutes.
         assert_eq!(run(Some(301)), None);
         assert_eq!(run(Some(601)), Some("prune"));
+    }
+
+    /// In front of a client that keeps its own window (`[proxy] compact` off), an event due at
+    /// a cold cache prunes but never summarises: the client still shows its whole history.
+    #[test]
+    fn without_compact_a_cold_event_never_summarises() {
+        // A chatty session near a 20K window: no tool output to prune, only a middle to summarise.
+        let mut client = vec![json!({"role": "user", "content": "Plan the migration."})];
+        for turn in 0..24 {
+            client.push(
+                json!({"role": "assistant", "content": format!("step {turn}: ").repeat(150)}),
+            );
+            client
+                .push(json!({"role": "user", "content": format!("and then {turn}? ").repeat(60)}));
+        }
+        let run = |may_compact| {
+            let no_metas = BTreeMap::new();
+            let input = StepInput {
+                idle_secs: Some(3_600),
+                may_compact,
+                ..chat_input(&client, &no_metas)
+            };
+            step(
+                &input,
+                None,
+                &Policy::default(),
+                20_000,
+                1.0,
+                TokenCounter::openai(),
+                None,
+            )
+            .unwrap()
+            .event
+        };
+        assert_eq!(run(true), Some("compaction"));
+        assert_eq!(run(false), None);
     }
 }

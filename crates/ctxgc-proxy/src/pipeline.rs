@@ -100,6 +100,7 @@ pub(crate) fn prepare(
             // A token count sees the lineage in force but never runs or records an event.
             events: !counting && when,
             lazy: settings.events_only_when_cold,
+            may_compact: !settings.events_only_when_cold,
             metas: &out.metas,
             idle_secs,
             requested_ttl_secs,

@@ -44,6 +44,11 @@ pub struct PlanInput<'a> {
     /// The model's cache prices, when known ([`crate::models::cache_prices`]); else the
     /// policy's.
     pub cache_prices: Option<crate::provider_cache::CachePrices>,
+    /// Whether the event may summarise the middle. Off in front of a client that keeps its own
+    /// window (the proxy without `compact`): the client shows its history until its own
+    /// compaction, and a summary would hide all of the middle; a prune hides only old tool
+    /// outputs, each stored and recallable.
+    pub may_compact: bool,
 }
 
 /// Assistant turns over which growth per turn is measured.
@@ -254,7 +259,7 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
     let (kind, estimated_after, edits, summary_budget) =
         if worth_pruning && total - reclaimed <= target {
             (PlanKind::PruneOnly, total - reclaimed, edits, 0)
-        } else if can_compact {
+        } else if can_compact && input.may_compact {
             (
                 PlanKind::Compaction,
                 total - middle + budget + FRAMING,

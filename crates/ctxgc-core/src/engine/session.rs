@@ -121,6 +121,8 @@ pub struct Session {
     frozen: usize,
     inserted: Vec<Inserted>,
     cache_cold: bool,
+    /// Whether events may summarise ([`PlanInput::may_compact`]).
+    may_compact: bool,
     /// Runaway assistant texts events cut, by id (recallable; tool outputs are in the store).
     cut_texts: BTreeMap<ContentId, String>,
 }
@@ -158,6 +160,7 @@ impl Session {
             frozen: 0,
             inserted: Vec::new(),
             cache_cold: false,
+            may_compact: true,
             cut_texts: BTreeMap::new(),
         }
     }
@@ -339,6 +342,12 @@ impl Session {
             .is_cache_cold(idle_secs, family, requested_ttl_secs);
     }
 
+    /// Lets events summarise the middle (the default) or only prune: a session in front of a
+    /// client that keeps its own window (the proxy without `compact`) only prunes.
+    pub fn set_may_compact(&mut self, may_compact: bool) {
+        self.may_compact = may_compact;
+    }
+
     /// Whether the request about to be planned follows a pause past the cache's lifetime (as
     /// [`Self::set_idle`] last judged it).
     pub fn is_cache_cold(&self) -> bool {
@@ -364,6 +373,7 @@ impl Session {
             cache_cold: self.cache_cold,
             // The session does not know the model: the policy's prices, the dearer default.
             cache_prices: None,
+            may_compact: self.may_compact,
         }
     }
 

@@ -1015,6 +1015,7 @@ fn an_event_keeps_what_a_visible_pointer_names() {
         frozen: 0,
         cache_cold: false,
         cache_prices: None,
+        may_compact: true,
     };
     // Pruning alone is enough here (no runway asked), so the plan says what it prunes.
     let policy = Policy {
@@ -1235,4 +1236,48 @@ fn reads_of_other_parts_of_a_file_stay_current() {
             "{name}"
         );
     }
+}
+
+/// In front of a client that keeps its own window (the proxy without `compact`), an event
+/// never summarises: the client shows its whole history until its own compaction, and a
+/// summary would hide all of the middle. Where a compaction would run, the session prunes
+/// what pruning reclaims, or does nothing.
+#[test]
+fn a_session_that_may_not_compact_only_prunes() {
+    let config = small_config();
+    // Chatty turns and outputs: a session that may compact does.
+    let mixed = build(
+        &(0..60)
+            .map(|i| {
+                if i % 3 == 0 {
+                    Step::User(words(120, i))
+                } else {
+                    Step::Turn(vec![(0, 1_500, 1)])
+                }
+            })
+            .collect::<Vec<_>>(),
+    );
+    let kinds = |may_compact: bool| {
+        let mut session = Session::new("s", 8_000, &config, ProviderFamily::Openai);
+        session.set_may_compact(may_compact);
+        let store = MemoryStore::default();
+        drive(&mixed, &mut session, &store, None, |_| {}).unwrap();
+        session
+            .events()
+            .iter()
+            .filter(|e| e.kind.rewrites_history())
+            .map(|e| e.kind)
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        kinds(true).contains(&EventKind::Compaction),
+        "{:?}",
+        kinds(true)
+    );
+    let pruned = kinds(false);
+    assert!(!pruned.is_empty(), "old outputs are still pruned");
+    assert!(
+        pruned.iter().all(|k| *k == EventKind::PruneOnly),
+        "{pruned:?}"
+    );
 }

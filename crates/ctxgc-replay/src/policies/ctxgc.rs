@@ -59,10 +59,10 @@ impl Ctxgc {
             (false, true) => Events::WhenCold,
             (false, false) => Events::Never,
         };
-        Ctxgc {
-            events,
-            ..Ctxgc::new(window, config, name)
-        }
+        let mut served = Ctxgc::new(window, config, name);
+        // As the proxy: in front of a client that keeps its own window, events only prune.
+        served.session.set_may_compact(events == Events::Any);
+        Ctxgc { events, ..served }
     }
 
     /// `as_served` on a client's log (the proxy's view), `new` on any other transcript.
