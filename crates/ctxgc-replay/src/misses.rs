@@ -124,36 +124,13 @@ pub fn client_misses(runs: &[SessionRun], window: u64, policy: &str) -> Option<C
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::RequestRecord;
 
     fn run(policy: &str, misses: Vec<Vec<Miss>>) -> SessionRun {
-        SessionRun {
-            source: 0,
-            session: "s".into(),
-            policy: policy.into(),
-            window: 200_000,
-            requests: misses
-                .into_iter()
-                .enumerate()
-                .map(|(i, misses)| RequestRecord {
-                    source_index: i * 2 + 1,
-                    tokens: 0,
-                    output: 0,
-                    served: BTreeMap::new(),
-                    summarizer: false,
-                    event: None,
-                    earliest_changed: None,
-                    recall: (0, 0),
-                    recall_rounds: Vec::new(),
-                    recallable: 0,
-                    sent_ms: None,
-                    misses,
-                })
-                .collect(),
-            client_path: true,
-            on_client_log: true,
-            by_kind: BTreeMap::new(),
-        }
+        SessionRun::for_test(
+            policy,
+            true,
+            misses.into_iter().map(|m| ((0, 0), m)).collect(),
+        )
     }
 
     fn miss(string: &str, tool: &str, turns_ago: usize) -> Miss {

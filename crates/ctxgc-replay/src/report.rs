@@ -257,36 +257,13 @@ pub fn recorded_row(transcripts: &[Transcript], price: &ModelPrice) -> Option<Ro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::RequestRecord;
 
     fn run(policy: &str, client_path: bool, found: &[(usize, usize)]) -> SessionRun {
-        SessionRun {
-            source: 0,
-            session: "s".into(),
-            policy: policy.into(),
-            window: 200_000,
-            requests: found
-                .iter()
-                .enumerate()
-                .map(|(i, &recall)| RequestRecord {
-                    source_index: i * 2 + 1,
-                    tokens: 0,
-                    output: 0,
-                    served: BTreeMap::new(),
-                    summarizer: false,
-                    event: None,
-                    earliest_changed: None,
-                    recall,
-                    recall_rounds: Vec::new(),
-                    misses: Vec::new(),
-                    recallable: 0,
-                    sent_ms: None,
-                })
-                .collect(),
+        SessionRun::for_test(
+            policy,
             client_path,
-            on_client_log: true,
-            by_kind: BTreeMap::new(),
-        }
+            found.iter().map(|&recall| (recall, Vec::new())).collect(),
+        )
     }
 
     #[test]

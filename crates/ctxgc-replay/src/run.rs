@@ -47,6 +47,45 @@ pub struct RequestRecord {
     pub misses: Vec<Miss>,
 }
 
+#[cfg(test)]
+impl SessionRun {
+    /// A run of `policy` over one session whose requests (for assistant messages 1, 3, 5...)
+    /// found `(found, asked)` references and missed `misses`.
+    pub(crate) fn for_test(
+        policy: &str,
+        client_path: bool,
+        requests: Vec<((usize, usize), Vec<Miss>)>,
+    ) -> SessionRun {
+        SessionRun {
+            source: 0,
+            session: "s".into(),
+            policy: policy.into(),
+            window: 200_000,
+            requests: requests
+                .into_iter()
+                .enumerate()
+                .map(|(i, (recall, misses))| RequestRecord {
+                    source_index: i * 2 + 1,
+                    tokens: 0,
+                    output: 0,
+                    served: BTreeMap::new(),
+                    summarizer: false,
+                    event: None,
+                    earliest_changed: None,
+                    recall,
+                    recall_rounds: Vec::new(),
+                    recallable: 0,
+                    sent_ms: None,
+                    misses,
+                })
+                .collect(),
+            client_path,
+            on_client_log: true,
+            by_kind: BTreeMap::new(),
+        }
+    }
+}
+
 /// A reference a request did not show.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Miss {
