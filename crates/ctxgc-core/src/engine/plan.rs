@@ -212,11 +212,10 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
             .sum()
     };
     // An early prune protects only the newest outputs (and, at a warm cache, current reads).
-    let (protected, keep_reads_from) = if early {
-        let reads_from = if input.cache_cold { messages.len() } else { 0 };
-        (early_protected_tokens(input, policy), reads_from)
+    let (protected, keep_current_reads) = if early {
+        (early_protected_tokens(input, policy), !input.cache_cold)
     } else {
-        (policy.protected_tool_tokens(input.window), messages.len())
+        (policy.protected_tool_tokens(input.window), false)
     };
     let edits = prune_edits(
         input,
@@ -224,7 +223,7 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         counter,
         (head_end, tail_start),
         protected,
-        keep_reads_from,
+        keep_current_reads,
     );
     let reclaimed = reclaimed_by(&edits);
     if early {
@@ -379,7 +378,7 @@ fn prune_edits(
     counter: &TokenCounter,
     (head_end, tail_start): (usize, usize),
     budget: usize,
-    keep_reads_from: usize,
+    keep_current_reads: bool,
 ) -> Vec<PruneEdit> {
     let messages = input.messages;
     let calls: BTreeMap<&str, (usize, &ToolCall)> = messages
@@ -482,7 +481,7 @@ fn prune_edits(
                 PruneReason::Superseded,
                 format!("{abstract_text} (stale: the file was edited or read again later)"),
             )
-        } else if !(protected[index] || index >= keep_reads_from && read_path.is_some()) {
+        } else if !(protected[index] || keep_current_reads && read_path.is_some()) {
             // A prune at a warm cache leaves file reads that are still current: the agent
             // edits from them (on the GPT-5-mini sessions, pruning them too cost 3 points of
             // recall). At a cold cache they go like other old outputs.
