@@ -241,12 +241,14 @@ impl Config {
             ..Config::default()
         };
         config.trim.limit_scale = preset.limit_scale();
+        config.trim.budget_window_cap = preset.budget_window_cap();
         config.proxy.compact = preset.events_at_a_warm_cache();
         config
     }
 
     /// Applies a preset on top of this configuration (`ctxgc serve --preset`): its engine
-    /// settings and its trim scale replace the file's, and `lean` runs events on any request.
+    /// settings and its trim scale and window cap replace the file's, and `lean` runs events on
+    /// any request.
     pub fn apply_preset(&mut self, preset: Preset) {
         let engine = preset.policy();
         self.engine.economic_margin = engine.economic_margin;
@@ -254,6 +256,7 @@ impl Config {
         self.engine.warm_prune_gap_turns = engine.warm_prune_gap_turns;
         self.engine.mask_keep_turns = engine.mask_keep_turns;
         self.trim.limit_scale = preset.limit_scale();
+        self.trim.budget_window_cap = preset.budget_window_cap();
         self.proxy.compact |= preset.events_at_a_warm_cache();
     }
 
@@ -283,6 +286,10 @@ impl Config {
             if let toml::Value::Table(trim) = trim {
                 trim.entry("limit_scale")
                     .or_insert(toml::Value::Float(preset.limit_scale()));
+                trim.entry("budget_window_cap")
+                    .or_insert(toml::Value::Integer(
+                        i64::try_from(preset.budget_window_cap()).unwrap_or(i64::MAX),
+                    ));
             }
             let proxy = table
                 .entry("proxy")
@@ -392,6 +399,10 @@ mod tests {
         assert_eq!(lean, Config::with_preset(Preset::Lean));
         assert_eq!(lean.engine.mask_keep_turns, 10);
         assert!((lean.trim.limit_scale - 0.5).abs() < 1e-9 && lean.proxy.compact);
+        assert_eq!(
+            lean.trim.budget_window_cap, 32_000,
+            "lean keeps what it keeps at 32K"
+        );
         let tuned = Config::from_toml(
             "[engine]\npreset = \"lean\"\nmask_keep_turns = 5\n[trim]\nlimit_scale = 0.8\n[proxy]\ncompact = false\n",
         )

@@ -353,11 +353,18 @@ fn floor_boundary(s: &str, mut at: usize) -> usize {
 /// `panicked`), else the first error-like line that is not a bare `Traceback` header.
 pub fn first_error(output: &str, max: usize) -> Option<String> {
     let mut lines: Vec<String> = Vec::new();
-    salient::scan_lines(output.as_bytes(), 0, 1, max, |hit| {
-        if hit.tier == salient::Tier::Error && lines.len() < 256 {
-            lines.push(String::from_utf8_lossy(&hit.text).trim().to_owned());
-        }
-    });
+    salient::scan_lines(
+        salient::SalientLines::Events,
+        output.as_bytes(),
+        0,
+        1,
+        max,
+        |hit| {
+            if hit.tier == salient::Tier::Error && lines.len() < 256 {
+                lines.push(String::from_utf8_lossy(&hit.text).trim().to_owned());
+            }
+        },
+    );
     let exception = |l: &str| {
         let head = l.split(':').next().unwrap_or_default();
         l.contains(':')

@@ -13,7 +13,7 @@
 //! - the output depends only on the input bytes and the budget.
 
 use crate::content_id::{ContentId, ContentIdHasher};
-use crate::trim::salient::{self, Hit, Reservoir, is_continuation};
+use crate::trim::salient::{self, Hit, Reservoir, SalientLines, is_continuation};
 
 /// Bytes reserved for the marker line and the newline that may precede it. A marker is at most
 /// about 220 bytes (numbers are bounded, the label is clipped to [`MAX_LABEL`]).
@@ -44,6 +44,8 @@ pub struct LineBudget {
     pub salient_bytes: usize,
     /// Longest salient line shown, in bytes.
     pub salient_line_max: usize,
+    /// Which middle lines are salient: errors and warnings, or a file's outline.
+    pub salient_lines: SalientLines,
 }
 
 impl LineBudget {
@@ -63,6 +65,7 @@ impl LineBudget {
             tail_lines: None,
             salient_bytes,
             salient_line_max: line_max,
+            salient_lines: SalientLines::Events,
         }
     }
 }
@@ -348,6 +351,7 @@ impl LineTrimmer {
         let budget = &self.budget;
         if budget.salient_bytes > 0 && !carry.is_empty() {
             salient::scan_lines(
+                budget.salient_lines,
                 &carry,
                 carry_offset,
                 carry_line,
@@ -442,6 +446,7 @@ fn feed(
         state.carry_line = newlines_before + 1;
     }
     salient::scan_lines(
+        budget.salient_lines,
         &state.carry,
         state.carry_offset,
         state.carry_line,
@@ -452,6 +457,7 @@ fn feed(
     let last_nl = memchr::memrchr(b'\n', data).unwrap_or(first_nl);
     if last_nl > first_nl {
         salient::scan_lines(
+            budget.salient_lines,
             &data[first_nl + 1..=last_nl],
             offset + first_nl as u64 + 1,
             newlines_before + 2,

@@ -3,7 +3,8 @@
 //! Head + tail trimming hides the one error line of a 50K build log. The scanner finds lines
 //! that look important (errors first, then warnings) with one Aho-Corasick pass per chunk, and a
 //! bounded reservoir keeps the first and the last of them per tier, so memory stays constant
-//! whatever the input size.
+//! whatever the input size. In a view of a file, where "error" is a word and not an event, the
+//! lines that matter are its outline: the definitions the agent finds its way back by.
 
 use std::collections::VecDeque;
 use std::sync::OnceLock;
@@ -15,9 +16,23 @@ use aho_corasick::{AhoCorasick, AhoCorasickKind, Input, MatchKind};
 pub(crate) enum Tier {
     Error = 0,
     Warning = 1,
+    /// A definition in a view of a file (only [`SalientLines::Outline`] finds them).
+    Definition = 2,
 }
 
-const TIERS: usize = 2;
+const TIERS: usize = 3;
+
+/// Which lines of a cut middle are quoted below the marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SalientLines {
+    /// Errors first, then warnings: what the reader of a log must still see.
+    #[default]
+    Events,
+    /// Definitions (functions, methods, classes, types): the outline of a view of a file. What
+    /// an agent quotes later from a file it viewed is mostly the name or signature of what it
+    /// goes on to edit or call, and a definition line carries it.
+    Outline,
+}
 
 /// Case variants are listed explicitly (rather than matching case-insensitively) so the
 /// automaton stays small enough for the SIMD prefilter, which keeps the scan near memory speed.
@@ -90,12 +105,140 @@ pub(crate) struct Hit {
     pub text: Vec<u8>,
 }
 
-/// Scans complete lines for salient words.
+/// Scans complete lines for salient lines of `kind`.
 ///
 /// `region` must start at a line start; `base_offset` and `base_line` are the absolute offset and
-/// 1-based line number of its first byte. Every line that contains a salient word is reported
-/// once, with the most important tier among its words.
+/// 1-based line number of its first byte. Every salient line is reported once; an event line
+/// with the most important tier among its words.
 pub(crate) fn scan_lines(
+    kind: SalientLines,
+    region: &[u8],
+    base_offset: u64,
+    base_line: u64,
+    max_text: usize,
+    on_hit: impl FnMut(Hit),
+) {
+    match kind {
+        SalientLines::Events => scan_events(region, base_offset, base_line, max_text, on_hit),
+        SalientLines::Outline => scan_outline(region, base_offset, base_line, max_text, on_hit),
+    }
+}
+
+fn scan_outline(
+    region: &[u8],
+    base_offset: u64,
+    base_line: u64,
+    max_text: usize,
+    mut on_hit: impl FnMut(Hit),
+) {
+    let mut start = 0usize;
+    let mut line = base_line;
+    while start < region.len() {
+        let end = memchr::memchr(b'\n', &region[start..]).map_or(region.len(), |i| start + i);
+        if is_definition(&region[start..end]) {
+            on_hit(Hit {
+                offset: base_offset + start as u64,
+                line,
+                tier: Tier::Definition,
+                text: clip_line(&region[start..end], max_text),
+            });
+        }
+        start = end + 1;
+        line += 1;
+    }
+}
+
+/// Bytes the definition lines of `text` take rendered as outline lines (each cut to `max_text`).
+pub(crate) fn outline_bytes(text: &str, max_text: usize) -> usize {
+    let mut bytes = 0;
+    scan_outline(text.as_bytes(), 0, 1, max_text, |hit| {
+        bytes += rendered_len(&hit)
+    });
+    bytes
+}
+
+/// Words that may stand before a definition's keyword (`pub fn`, `export default function`,
+/// `public static void main(`).
+const MODIFIERS: &[&str] = &[
+    "pub",
+    "export",
+    "default",
+    "async",
+    "static",
+    "public",
+    "private",
+    "protected",
+    "abstract",
+    "final",
+    "override",
+    "unsafe",
+    "internal",
+    "extern",
+    "virtual",
+    "const",
+    "inline",
+];
+
+/// Keywords that open a definition in the common languages.
+const DEFINERS: &[&str] = &[
+    "def",
+    "class",
+    "fn",
+    "fun",
+    "func",
+    "function",
+    "impl",
+    "struct",
+    "enum",
+    "trait",
+    "interface",
+    "type",
+    "mod",
+    "module",
+    "object",
+    "record",
+];
+
+/// Whether a line of a file (after any line number a numbered view put before it) opens a
+/// definition: a definer keyword first, after any modifiers, or modifiers before a signature
+/// (`public int size()`).
+fn is_definition(line: &[u8]) -> bool {
+    let line = &line[..line.len().min(512)];
+    let text = match std::str::from_utf8(line) {
+        Ok(text) => text,
+        Err(e) => std::str::from_utf8(&line[..e.valid_up_to()]).unwrap_or_default(),
+    };
+    let code = without_line_number(text).trim_start();
+    let mut modified = false;
+    for word in code.split_whitespace() {
+        if MODIFIERS.contains(&word) || word.starts_with("pub(") {
+            modified = true;
+            continue;
+        }
+        // `impl<T> Trait for X`, `struct Map<K, V>`: the keyword ends at its generics.
+        let keyword = word.split('<').next().unwrap_or(word);
+        return (DEFINERS.contains(&keyword) && code.len() > word.len())
+            || (modified && code.contains('('));
+    }
+    false
+}
+
+/// The line without the number a numbered view (`nl -ba`, `cat -n`, Claude Code's `Read`)
+/// put before it.
+fn without_line_number(line: &str) -> &str {
+    let rest = line.trim_start_matches(' ');
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return line;
+    }
+    let after = &rest[digits..];
+    after
+        .strip_prefix('\t')
+        .or_else(|| after.strip_prefix('\u{2192}'))
+        .unwrap_or(line)
+}
+
+fn scan_events(
     region: &[u8],
     base_offset: u64,
     base_line: u64,
@@ -228,17 +371,28 @@ impl Reservoir {
     }
 }
 
-/// `[line N] text\n`
+/// `[line N] text\n`, or `text\n` for a line of a numbered view, which shows its number.
 pub(crate) fn render_hit(hit: &Hit, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"[line ");
-    out.extend_from_slice(hit.line.to_string().as_bytes());
-    out.extend_from_slice(b"] ");
+    if !shows_own_number(hit) {
+        out.extend_from_slice(b"[line ");
+        out.extend_from_slice(hit.line.to_string().as_bytes());
+        out.extend_from_slice(b"] ");
+    }
     out.extend_from_slice(&hit.text);
     out.push(b'\n');
 }
 
 pub(crate) fn rendered_len(hit: &Hit) -> usize {
+    if shows_own_number(hit) {
+        return hit.text.len() + 1;
+    }
     "[line ] \n".len() + decimal_len(hit.line) + hit.text.len()
+}
+
+/// Whether a hit is a line of a numbered view (`nl`, `cat -n`), whose number is in its text.
+fn shows_own_number(hit: &Hit) -> bool {
+    hit.tier == Tier::Definition
+        && std::str::from_utf8(&hit.text).is_ok_and(|t| without_line_number(t).len() < t.len())
 }
 
 fn decimal_len(mut n: u64) -> usize {
@@ -256,7 +410,7 @@ mod tests {
 
     fn hits(text: &str) -> Vec<(u64, Tier, String)> {
         let mut out = Vec::new();
-        scan_lines(text.as_bytes(), 0, 1, 200, |h| {
+        scan_lines(SalientLines::Events, text.as_bytes(), 0, 1, 200, |h| {
             out.push((h.line, h.tier, String::from_utf8(h.text).unwrap()))
         });
         out
@@ -272,6 +426,64 @@ mod tests {
                 (4, Tier::Error, "error[E0308]: mismatched types".into()),
             ]
         );
+    }
+
+    #[test]
+    fn the_outline_is_the_definition_lines_of_any_common_language() {
+        for line in [
+            "    13\t    def _rename(self, apps, schema_editor):",
+            "     6\tclass RenameContentType(migrations.RunPython):",
+            "   120\u{2192}    async def fetch(url):",
+            "pub(crate) fn scan_lines(",
+            "impl<T: Clone> Reservoir<T> {",
+            "export default function App() {",
+            "func (s *Server) Serve(l net.Listener) error {",
+            "  public static int size(List<String> xs) {",
+            "struct Hit {",
+            "type Handler = Box<dyn Fn()>;",
+        ] {
+            assert!(is_definition(line.as_bytes()), "{line}");
+        }
+        for line in [
+            "    14\t        ContentType = apps.get_model('contenttypes', 'ContentType')",
+            "    15\t        return type(x)",
+            "default settings apply",
+            "    16\t",
+            "class",
+            "error: the class of this value",
+        ] {
+            assert!(!is_definition(line.as_bytes()), "{line}");
+        }
+    }
+
+    #[test]
+    fn outline_lines_of_a_numbered_view_show_their_own_number() {
+        let mut found = Vec::new();
+        let view = "     1\timport os\n     2\tdef main():\n     3\t    pass\ndef bare():\n";
+        scan_lines(SalientLines::Outline, view.as_bytes(), 0, 1, 200, |h| {
+            found.push(h)
+        });
+        assert_eq!(found.iter().map(|h| h.line).collect::<Vec<_>>(), [2, 4]);
+        let mut out = Vec::new();
+        for hit in &found {
+            render_hit(hit, &mut out);
+            assert_eq!(rendered_len(hit), out.len() - rendered_before(&out, hit));
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "     2\tdef main():\n[line 4] def bare():\n"
+        );
+        assert_eq!(
+            outline_bytes(view, 200),
+            "     2\tdef main():\n[line 4] def bare():\n".len()
+        );
+    }
+
+    /// Bytes rendered before `hit` (the hits are rendered in turn into `out`).
+    fn rendered_before(out: &[u8], hit: &Hit) -> usize {
+        let mut last = Vec::new();
+        render_hit(hit, &mut last);
+        out.len() - last.len()
     }
 
     #[test]

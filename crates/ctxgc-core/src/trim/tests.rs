@@ -330,8 +330,62 @@ fn a_numbered_file_view_in_a_shell_is_cut_like_code_not_like_a_log() {
     let (head, tail) = (kept(1..=450), kept(451..=900));
     // Head and tail in the split's proportion (0.6 / 0.4), not the log's (0.3 / 0.55).
     assert!(head > tail && tail * 2 > head, "head {head}, tail {tail}");
+    // The outline takes nothing where the view defines nothing.
+    assert!(!out.text.contains("notable"));
     // A log is not a view: its numbers are not followed by a tab.
     assert!(!looks_like_numbered_view(
         &"12 passed, 0 failed\n".repeat(40)
     ));
+}
+
+#[test]
+fn a_cut_numbered_view_keeps_the_outline_of_its_middle() {
+    // A 900-line module viewed at a 32K window: the functions defined in the cut middle stay
+    // listed, each line with its own number, and the marker says how many.
+    let view: String = (1..=900)
+        .map(|i| {
+            let body = if i % 50 == 0 {
+                format!("def handler_{i}(request, *args):")
+            } else {
+                format!("    value_{i} = compute(value_{})", i - 1)
+            };
+            format!("{i:>6}\t{body}\n")
+        })
+        .collect();
+    let out = trim_output(&config(), "bash", 32_000, &view);
+    assert!(out.trimmed && out.text.len() <= out.limit);
+    let middle = out
+        .text
+        .split_once("trimmed from")
+        .map(|(_, rest)| rest)
+        .unwrap();
+    for i in [400, 450, 500] {
+        assert!(
+            middle.contains(&format!("{i:>6}\tdef handler_{i}(request, *args):\n")),
+            "handler_{i} in {middle}"
+        );
+    }
+    assert!(
+        !middle.contains("[line "),
+        "a numbered line shows its own number"
+    );
+    let notable: usize = out
+        .text
+        .split("; ")
+        .find_map(|part| part.strip_suffix(" notable lines kept below"))
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(notable >= 3, "{notable}");
+    // A streamed trim (`ctxgc trim`) in small chunks gives the same bytes: the budget is judged
+    // on the prefix both read, and the outline is scanned line by line as it streams.
+    let config = config();
+    let profile = config.profile_for("bash");
+    let budget = line_budget_for(&config, profile, out.limit, &view);
+    let mut trimmer = LineTrimmer::new(budget, &profile.name);
+    let mut streamed = Vec::new();
+    for piece in view.as_bytes().chunks(777) {
+        trimmer.push(piece, &mut streamed);
+    }
+    trimmer.finish(&mut streamed);
+    assert_eq!(String::from_utf8(streamed).unwrap(), out.text);
 }
