@@ -206,10 +206,17 @@ pub fn line_budget_for(
     limit: usize,
     head: &str,
 ) -> LineBudget {
-    if profile.mode == Mode::Auto && looks_like_numbered_view(head) {
+    let split = match profile.mode {
+        Mode::Auto => Some(NUMBERED_VIEW_SPLIT),
+        // A file read tool's view keeps its profile's own ends.
+        Mode::Lines => Some([profile.head, profile.tail]),
+        _ => None,
+    };
+    if let Some([head_share, tail_share]) = split.filter(|_| looks_like_numbered_view(head)) {
         // The outline gets what its lines take in the scanned prefix, up to its share: a view
         // without definitions (data, prose) keeps its head and tail in their ratio.
-        let [head_share, tail_share] = NUMBERED_VIEW_SPLIT;
+        let ends = (head_share + tail_share).max(f64::EPSILON);
+        let (head_share, tail_share) = (head_share / ends, tail_share / ends);
         let body = limit.saturating_sub(lines::MARKER_RESERVE).max(1) as f64;
         let outline = salient::outline_bytes(head, config.line_max_bytes) as f64;
         let share = (outline / body).min(OUTLINE_MAX_SHARE);

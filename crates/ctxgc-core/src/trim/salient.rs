@@ -218,9 +218,19 @@ fn is_definition(line: &[u8]) -> bool {
         // `impl<T> Trait for X`, `struct Map<K, V>`: the keyword ends at its generics.
         let keyword = word.split('<').next().unwrap_or(word);
         return (DEFINERS.contains(&keyword) && code.len() > word.len())
-            || (modified && code.contains('('));
+            || (modified && (is_signature(code) || code.contains("=>")));
     }
     false
+}
+
+/// Whether a line after modifiers is a signature (`public int size(List xs) {`), not a
+/// binding of a call's value (`const total = sum(xs);`; an arrow function is a definition).
+fn is_signature(code: &str) -> bool {
+    match (code.find('('), code.find('=')) {
+        (Some(paren), Some(assign)) => paren < assign,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
 }
 
 /// The line without the number a numbered view (`nl -ba`, `cat -n`, Claude Code's `Read`)
@@ -441,6 +451,8 @@ mod tests {
             "  public static int size(List<String> xs) {",
             "struct Hit {",
             "type Handler = Box<dyn Fn()>;",
+            "const fn limit() -> usize {",
+            "const handler = (req) => {",
         ] {
             assert!(is_definition(line.as_bytes()), "{line}");
         }
@@ -451,6 +463,8 @@ mod tests {
             "    16\t",
             "class",
             "error: the class of this value",
+            "  const v12 = load(12);",
+            "    static total = sum(values);",
         ] {
             assert!(!is_definition(line.as_bytes()), "{line}");
         }

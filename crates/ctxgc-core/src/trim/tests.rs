@@ -389,3 +389,31 @@ fn a_cut_numbered_view_keeps_the_outline_of_its_middle() {
     trimmer.finish(&mut streamed);
     assert_eq!(String::from_utf8(streamed).unwrap(), out.text);
 }
+
+#[test]
+fn a_file_read_tools_numbered_view_keeps_its_outline_and_its_profiles_ends() {
+    // Claude Code's `Read` numbers lines with an arrow; the file read profile is head-heavy.
+    let view: String = (1..=1500)
+        .map(|i| {
+            let body = if i % 100 == 0 {
+                format!("export function route{i}(req, res) {{")
+            } else {
+                format!("  const v{i} = load({i});")
+            };
+            format!("{i:>6}\u{2192}{body}\n")
+        })
+        .collect();
+    let out = trim_output(&config(), "Read", 32_000, &view);
+    assert!(out.trimmed && out.text.contains("trimmed from file read output"));
+    assert!(
+        out.text
+            .contains("   700\u{2192}export function route700(req, res) {\n")
+    );
+    let marker_at = out.text.find("[... ").unwrap();
+    let tail_at = out.text.rfind("route").unwrap();
+    assert!(
+        marker_at > (out.text.len() - marker_at) / 2,
+        "head-heavy: {marker_at}"
+    );
+    assert!(tail_at > marker_at);
+}
