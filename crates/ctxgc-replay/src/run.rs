@@ -340,7 +340,10 @@ fn scaled(tokens: usize, scale: f64) -> usize {
     }
 }
 
-/// Replays `t` (the `source`-th transcript) under a policy at `window`.
+/// Replays `t` (the `source`-th transcript) under a policy at `window`. With `record_misses`,
+/// each request on a client path records what it hides that the client showed
+/// ([`RequestRecord::misses`], for `ctxgc replay --misses`): finding where each came from reads
+/// the history again, so it is done only when asked.
 pub fn replay(
     source: usize,
     t: &Transcript,
@@ -348,6 +351,7 @@ pub fn replay(
     window: u64,
     caches: &[(CacheKind, usize)],
     client: Option<&ClientModel>,
+    record_misses: bool,
 ) -> SessionRun {
     let session = format!("{source}:{}", t.id);
     let context = SessionContext {
@@ -493,7 +497,7 @@ pub fn replay(
             } else {
                 (Vec::new(), 0)
             };
-            let misses = if client_path {
+            let misses = if client_path && record_misses {
                 misses(t, index, &missing)
             } else {
                 Vec::new()

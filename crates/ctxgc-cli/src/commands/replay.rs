@@ -341,6 +341,7 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
                 w,
                 &cache_spec,
                 models[t].as_ref(),
+                args.misses,
             );
             bar.inc(1);
             run

@@ -329,7 +329,7 @@ mod tests {
             ..Transcript::default()
         };
         for (source, t) in [session("a"), session("b")].iter().enumerate() {
-            let run = crate::run::replay(source, t, &factory, 32_000, &[], None);
+            let run = crate::run::replay(source, t, &factory, 32_000, &[], None, false);
             assert_eq!(run.requests.len(), 2);
         }
         assert!(pool.errors().is_empty(), "{:?}", pool.errors());
