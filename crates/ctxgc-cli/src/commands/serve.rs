@@ -62,8 +62,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub observe: bool,
     /// Engine preset: `safe` (the default) or `lean` (masks tool outputs older than the newest
-    /// 10 turns in batches that pay for their cache write, keeps half as much of each output,
-    /// runs events on any request); replaces the file's `[engine] preset`.
+    /// 10 turns in batches that pay for their cache write, keeps half as much of each output as
+    /// `safe` keeps at a 32K window whatever the window, runs events on any request); replaces
+    /// the file's `[engine] preset`.
     #[arg(long, value_parser = parse_preset)]
     pub preset: Option<ctxgc_core::engine::Preset>,
     /// Add trim_tool_result and recall_tool_result to requests that carry tools and run the

@@ -69,7 +69,7 @@ pub struct TrimConfig {
     pub min_limit_bytes: usize,
     /// Limits scale with the window up to this many tokens, no further: a kept token is
     /// billed on every later request whatever the window, so a larger window is room, not a
-    /// reason to keep more. The shares were tuned at 200K; 0: no cap.
+    /// reason to keep more. The shares were tuned at 200K; 0: no cap. (`lean`: 32K.)
     pub budget_window_cap: u64,
     /// No tool output is ever longer than this, in bytes, whatever its profile.
     pub hard_cap_bytes: usize,
