@@ -12,6 +12,7 @@
 
 pub mod json;
 pub mod lines;
+mod outline;
 pub mod profile;
 pub(crate) mod salient;
 pub mod search;
@@ -258,13 +259,7 @@ fn looks_like_numbered_view(text: &str) -> bool {
     let mut numbered = 0usize;
     for line in text.lines().take(400) {
         total += 1;
-        let rest = line.trim_start_matches(' ');
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        if digits > 0
-            && (rest[digits..].starts_with('\t') || rest[digits..].starts_with('\u{2192}'))
-        {
-            numbered += 1;
-        }
+        numbered += usize::from(outline::is_numbered(line));
     }
     numbered >= 20 && numbered * 10 >= total * 8
 }
