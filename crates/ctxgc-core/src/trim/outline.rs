@@ -3,75 +3,87 @@
 //! numbered view (`nl -ba`, `cat -n`, Claude Code's `Read`) put before them.
 
 /// Words that may stand before a definition's keyword (`pub fn`, `export default function`,
-/// `public static void main(`).
-const MODIFIERS: &[&str] = &[
-    "pub",
-    "export",
-    "default",
-    "async",
-    "static",
-    "public",
-    "private",
-    "protected",
-    "abstract",
-    "final",
-    "override",
-    "unsafe",
-    "internal",
-    "extern",
-    "virtual",
-    "const",
-    "inline",
-];
+/// `public static void main(`, `pub(crate) fn`).
+fn is_modifier(word: &[u8]) -> bool {
+    matches!(
+        word,
+        b"pub"
+            | b"export"
+            | b"default"
+            | b"async"
+            | b"static"
+            | b"public"
+            | b"private"
+            | b"protected"
+            | b"abstract"
+            | b"final"
+            | b"override"
+            | b"unsafe"
+            | b"internal"
+            | b"extern"
+            | b"virtual"
+            | b"const"
+            | b"inline"
+    ) || word.starts_with(b"pub(")
+}
 
 /// Keywords that open a definition in the common languages.
-const DEFINERS: &[&str] = &[
-    "def",
-    "class",
-    "fn",
-    "fun",
-    "func",
-    "function",
-    "impl",
-    "struct",
-    "enum",
-    "trait",
-    "interface",
-    "type",
-    "mod",
-    "module",
-    "object",
-    "record",
-];
+fn is_definer(word: &[u8]) -> bool {
+    matches!(
+        word,
+        b"def"
+            | b"class"
+            | b"fn"
+            | b"fun"
+            | b"func"
+            | b"function"
+            | b"impl"
+            | b"struct"
+            | b"enum"
+            | b"trait"
+            | b"interface"
+            | b"type"
+            | b"mod"
+            | b"module"
+            | b"object"
+            | b"record"
+    )
+}
 
 /// Whether a line of a file (after any line number a numbered view put before it) opens a
 /// definition: a definer keyword first, after any modifiers, or modifiers before a signature
-/// (`public int size()`).
+/// (`public int size()`). Bytes, not text: it runs on every line of a streamed view, and every
+/// word it looks for is ASCII.
 pub(crate) fn is_definition(line: &[u8]) -> bool {
-    let line = &line[..line.len().min(512)];
-    let text = match std::str::from_utf8(line) {
-        Ok(text) => text,
-        Err(e) => std::str::from_utf8(&line[..e.valid_up_to()]).unwrap_or_default(),
-    };
-    let code = without_line_number(text).trim_start();
+    let code = without_line_number(line).trim_ascii_start();
+    let mut rest = code;
     let mut modified = false;
-    for word in code.split_whitespace() {
-        if MODIFIERS.contains(&word) || word.starts_with("pub(") {
+    loop {
+        rest = rest.trim_ascii_start();
+        let end = rest
+            .iter()
+            .position(u8::is_ascii_whitespace)
+            .unwrap_or(rest.len());
+        if end == 0 {
+            return false;
+        }
+        let word = &rest[..end];
+        if is_modifier(word) {
             modified = true;
+            rest = &rest[end..];
             continue;
         }
         // `impl<T> Trait for X`, `struct Map<K, V>`: the keyword ends at its generics.
-        let keyword = word.split('<').next().unwrap_or(word);
-        return (DEFINERS.contains(&keyword) && code.len() > word.len())
-            || (modified && (is_signature(code) || code.contains("=>")));
+        let keyword = word.split(|&b| b == b'<').next().unwrap_or(word);
+        return (is_definer(keyword) && code.len() > word.len())
+            || (modified && (is_signature(code) || code.windows(2).any(|w| w == b"=>")));
     }
-    false
 }
 
 /// Whether a line after modifiers is a signature (`public int size(List xs) {`), not a
 /// binding of a call's value (`const total = sum(xs);`; an arrow function is a definition).
-fn is_signature(code: &str) -> bool {
-    match (code.find('('), code.find('=')) {
+fn is_signature(code: &[u8]) -> bool {
+    match (memchr::memchr(b'(', code), memchr::memchr(b'=', code)) {
         (Some(paren), Some(assign)) => paren < assign,
         (Some(_), None) => true,
         (None, _) => false,
@@ -80,21 +92,22 @@ fn is_signature(code: &str) -> bool {
 
 /// Whether a line starts with the number a numbered view put before it.
 pub(crate) fn is_numbered(line: &str) -> bool {
-    without_line_number(line).len() < line.len()
+    without_line_number(line.as_bytes()).len() < line.len()
 }
 
 /// The line without the number a numbered view (`nl -ba`, `cat -n`, Claude Code's `Read`)
-/// put before it.
-fn without_line_number(line: &str) -> &str {
-    let rest = line.trim_start_matches(' ');
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+/// put before it: spaces, digits, then a tab or an arrow.
+fn without_line_number(line: &[u8]) -> &[u8] {
+    let spaces = line.iter().take_while(|&&b| b == b' ').count();
+    let rest = &line[spaces..];
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 {
         return line;
     }
     let after = &rest[digits..];
     after
-        .strip_prefix('\t')
-        .or_else(|| after.strip_prefix('\u{2192}'))
+        .strip_prefix(b"\t")
+        .or_else(|| after.strip_prefix("\u{2192}".as_bytes()))
         .unwrap_or(line)
 }
 
