@@ -209,8 +209,9 @@ pub fn line_budget_for(
 ) -> LineBudget {
     let split = match profile.mode {
         Mode::Auto => Some(NUMBERED_VIEW_SPLIT),
-        // A file read tool's view keeps its profile's own ends.
-        Mode::Lines => Some([profile.head, profile.tail]),
+        // A file read tool's view keeps its profile's own ends; a `lines` profile that asks for
+        // error lines keeps them.
+        Mode::Lines if profile.salient == 0.0 => Some([profile.head, profile.tail]),
         _ => None,
     };
     if let Some([head_share, tail_share]) = split.filter(|_| looks_like_numbered_view(head)) {

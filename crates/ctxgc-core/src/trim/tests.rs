@@ -417,3 +417,27 @@ fn a_file_read_tools_numbered_view_keeps_its_outline_and_its_profiles_ends() {
     );
     assert!(tail_at > marker_at);
 }
+
+#[test]
+fn a_lines_profile_that_asks_for_error_lines_keeps_them_in_a_numbered_view() {
+    // `cat -n build.log` under a user's `lines` profile with a salient share: a log, not code.
+    let log: String = (1..=3000)
+        .map(|i| {
+            let body = if i == 1500 {
+                "error: linker failed".to_owned()
+            } else {
+                format!("def step_{i}(): compiling unit {i}")
+            };
+            format!("{i:>6}\t{body}\n")
+        })
+        .collect();
+    let mut config = config();
+    let mut logs = config.profile_for("bash").clone();
+    logs.name = "logs".into();
+    logs.tools = vec!["build".into()];
+    logs.mode = Mode::Lines;
+    config.profiles.insert(0, logs);
+    let out = trim_output(&config, "build", 32_000, &log);
+    assert!(out.trimmed);
+    assert!(out.text.contains("error: linker failed"), "{}", out.text);
+}
