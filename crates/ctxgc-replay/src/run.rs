@@ -492,13 +492,25 @@ pub fn replay(
             let asked = probes.get(&index).map_or(&[][..], Vec::as_slice);
             let missing = memo.missing(asked, request.messages, &hashes);
             let found = asked.len() - missing.len();
-            let (recall_rounds, recallable) = if policy.stores_originals() {
-                recall_rounds(t, index, &missing, &mut counter)
+            // Where each missing string came from, found once for the recall rounds and the
+            // misses (each lookup reads the history back).
+            let wants_rounds = policy.stores_originals();
+            let wants_misses = client_path && record_misses;
+            let sources: Vec<(&String, usize)> = if wants_rounds || wants_misses {
+                missing
+                    .iter()
+                    .filter_map(|s| Some((*s, source_of(t, index, s)?)))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            let (recall_rounds, recallable) = if wants_rounds {
+                recall_rounds(t, &sources, &mut counter)
             } else {
                 (Vec::new(), 0)
             };
-            let misses = if client_path && record_misses {
-                misses(t, index, &missing)
+            let misses = if wants_misses {
+                misses(t, index, &sources)
             } else {
                 Vec::new()
             };
@@ -534,23 +546,19 @@ pub fn replay(
 /// The most a recall returns, in tokens (the trim tool's hard cap, 128 KB, at 4 bytes a token).
 const RECALL_MAX_TOKENS: usize = 32 * 1024;
 
-/// The originals to recall for the strings a request before message `index` misses: for each,
-/// the newest earlier tool output that holds it; one round per original, its tokens capped at
-/// what one recall returns; and how many of the strings they hold.
+/// The originals to recall for the strings a request misses, given the newest earlier tool
+/// output that holds each (`sources`): one round per original, its tokens capped at what one
+/// recall returns; and how many of the strings they hold.
 fn recall_rounds(
     t: &Transcript,
-    index: usize,
-    missing: &[&String],
+    sources: &[(&String, usize)],
     counter: &mut TokenCounter,
 ) -> (Vec<usize>, usize) {
-    let mut sources: Vec<usize> = missing
-        .iter()
-        .filter_map(|s| source_of(t, index, s))
-        .collect();
     let recallable = sources.len();
-    sources.sort_unstable();
-    sources.dedup();
-    let rounds = sources
+    let mut originals: Vec<usize> = sources.iter().map(|&(_, i)| i).collect();
+    originals.sort_unstable();
+    originals.dedup();
+    let rounds = originals
         .into_iter()
         .map(|i| counter.count_message(&t.messages[i]).min(RECALL_MAX_TOKENS))
         .collect();
@@ -565,23 +573,21 @@ fn source_of(t: &Transcript, index: usize, string: &str) -> Option<usize> {
     })
 }
 
-/// The references a request before message `index` misses, with where they came from.
-fn misses(t: &Transcript, index: usize, missing: &[&String]) -> Vec<Miss> {
-    missing
+/// The references a request before message `index` misses, with where they came from
+/// (`sources`: each missing string and the tool output that held it).
+fn misses(t: &Transcript, index: usize, sources: &[(&String, usize)]) -> Vec<Miss> {
+    sources
         .iter()
-        .filter_map(|s| {
-            let source = source_of(t, index, s)?;
-            Some(Miss {
-                string: (*s).clone(),
-                tool: t.messages[source]
-                    .tool_results()
-                    .find_map(|r| r.tool_name.clone())
-                    .unwrap_or_else(|| "tool".into()),
-                turns_ago: t.messages[source..index]
-                    .iter()
-                    .filter(|m| m.role == Role::Assistant)
-                    .count(),
-            })
+        .map(|&(string, source)| Miss {
+            string: string.clone(),
+            tool: t.messages[source]
+                .tool_results()
+                .find_map(|r| r.tool_name.clone())
+                .unwrap_or_else(|| "tool".into()),
+            turns_ago: t.messages[source..index]
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .count(),
         })
         .collect()
 }

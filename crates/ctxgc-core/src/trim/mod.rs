@@ -260,7 +260,7 @@ fn looks_like_numbered_view(text: &str) -> bool {
     let mut numbered = 0usize;
     for line in text.lines().take(400) {
         total += 1;
-        numbered += usize::from(outline::is_numbered(line));
+        numbered += usize::from(outline::is_numbered(line.as_bytes()));
     }
     numbered >= 20 && numbered * 10 >= total * 8
 }

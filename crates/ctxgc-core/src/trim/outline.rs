@@ -91,8 +91,8 @@ fn is_signature(code: &[u8]) -> bool {
 }
 
 /// Whether a line starts with the number a numbered view put before it.
-pub(crate) fn is_numbered(line: &str) -> bool {
-    without_line_number(line.as_bytes()).len() < line.len()
+pub(crate) fn is_numbered(line: &[u8]) -> bool {
+    without_line_number(line).len() < line.len()
 }
 
 /// The line without the number a numbered view (`nl -ba`, `cat -n`, Claude Code's `Read`)

@@ -312,7 +312,7 @@ pub(crate) fn rendered_len(hit: &Hit) -> usize {
 
 /// Whether a hit is a line of a numbered view (`nl`, `cat -n`), whose number is in its text.
 fn shows_own_number(hit: &Hit) -> bool {
-    hit.tier == Tier::Definition && std::str::from_utf8(&hit.text).is_ok_and(outline::is_numbered)
+    hit.tier == Tier::Definition && outline::is_numbered(&hit.text)
 }
 
 fn decimal_len(mut n: u64) -> usize {

@@ -304,20 +304,25 @@ fn terminal_output_enters_as_a_terminal_shows_it_and_the_original_stays_recallab
     assert!(!never.trimmed && never.text == "a\rb");
 }
 
+/// A view of `lines` numbered lines as `nl -ba` (`sep` a tab) or Claude Code's `Read` (an
+/// arrow) shows it, line `i` reading `body(i)`.
+fn numbered_view(lines: usize, sep: char, body: impl Fn(usize) -> String) -> String {
+    (1..=lines)
+        .map(|i| format!("{i:>6}{sep}{}\n", body(i)))
+        .collect()
+}
+
 #[test]
 fn a_numbered_file_view_in_a_shell_is_cut_like_code_not_like_a_log() {
     // `nl -ba src/engine.py | sed -n '1,900p'` at a 32K window: the terminal's limit applies,
     // but a word like "error" in code is no event, and the range's end counts as its start.
-    let view: String = (1..=900)
-        .map(|i| {
-            let body = if i == 450 {
-                "raise ValueError(\"error: bad input\")".to_owned()
-            } else {
-                format!("value_{i} = compute(value_{})", i - 1)
-            };
-            format!("{i:>6}\t    {body}\n")
-        })
-        .collect();
+    let view = numbered_view(900, '\t', |i| {
+        if i == 450 {
+            "    raise ValueError(\"error: bad input\")".to_owned()
+        } else {
+            format!("    value_{i} = compute(value_{})", i - 1)
+        }
+    });
     assert!(looks_like_numbered_view(&view));
     let out = trim_output(&config(), "bash", 32_000, &view);
     assert!(out.trimmed);
@@ -342,16 +347,13 @@ fn a_numbered_file_view_in_a_shell_is_cut_like_code_not_like_a_log() {
 fn a_cut_numbered_view_keeps_the_outline_of_its_middle() {
     // A 900-line module viewed at a 32K window: the functions defined in the cut middle stay
     // listed, each line with its own number, and the marker says how many.
-    let view: String = (1..=900)
-        .map(|i| {
-            let body = if i % 50 == 0 {
-                format!("def handler_{i}(request, *args):")
-            } else {
-                format!("    value_{i} = compute(value_{})", i - 1)
-            };
-            format!("{i:>6}\t{body}\n")
-        })
-        .collect();
+    let view = numbered_view(900, '\t', |i| {
+        if i % 50 == 0 {
+            format!("def handler_{i}(request, *args):")
+        } else {
+            format!("    value_{i} = compute(value_{})", i - 1)
+        }
+    });
     let out = trim_output(&config(), "bash", 32_000, &view);
     assert!(out.trimmed && out.text.len() <= out.limit);
     let middle = out
@@ -393,16 +395,13 @@ fn a_cut_numbered_view_keeps_the_outline_of_its_middle() {
 #[test]
 fn a_file_read_tools_numbered_view_keeps_its_outline_and_its_profiles_ends() {
     // Claude Code's `Read` numbers lines with an arrow; the file read profile is head-heavy.
-    let view: String = (1..=1500)
-        .map(|i| {
-            let body = if i % 100 == 0 {
-                format!("export function route{i}(req, res) {{")
-            } else {
-                format!("  const v{i} = load({i});")
-            };
-            format!("{i:>6}\u{2192}{body}\n")
-        })
-        .collect();
+    let view = numbered_view(1500, '\u{2192}', |i| {
+        if i % 100 == 0 {
+            format!("export function route{i}(req, res) {{")
+        } else {
+            format!("  const v{i} = load({i});")
+        }
+    });
     let out = trim_output(&config(), "Read", 32_000, &view);
     assert!(out.trimmed && out.text.contains("trimmed from file read output"));
     assert!(
@@ -421,16 +420,13 @@ fn a_file_read_tools_numbered_view_keeps_its_outline_and_its_profiles_ends() {
 #[test]
 fn a_lines_profile_that_asks_for_error_lines_keeps_them_in_a_numbered_view() {
     // `cat -n build.log` under a user's `lines` profile with a salient share: a log, not code.
-    let log: String = (1..=3000)
-        .map(|i| {
-            let body = if i == 1500 {
-                "error: linker failed".to_owned()
-            } else {
-                format!("def step_{i}(): compiling unit {i}")
-            };
-            format!("{i:>6}\t{body}\n")
-        })
-        .collect();
+    let log = numbered_view(3000, '\t', |i| {
+        if i == 1500 {
+            "error: linker failed".to_owned()
+        } else {
+            format!("def step_{i}(): compiling unit {i}")
+        }
+    });
     let mut config = config();
     let mut logs = config.profile_for("bash").clone();
     logs.name = "logs".into();
