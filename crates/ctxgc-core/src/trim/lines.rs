@@ -13,6 +13,7 @@
 //! - the output depends only on the input bytes and the budget.
 
 use crate::content_id::{ContentId, ContentIdHasher};
+use crate::trim::fold::{Folder, Hidden};
 use crate::trim::salient::{self, Hit, Reservoir, SalientLines, is_continuation};
 
 /// Bytes reserved for the marker line and the newline that may precede it. A marker is at most
@@ -46,6 +47,9 @@ pub struct LineBudget {
     pub salient_line_max: usize,
     /// Which middle lines are salient: errors and warnings, or a file's outline.
     pub salient_lines: SalientLines,
+    /// A view of code: when it is cut, its comment and docstring runs first fold to their first
+    /// line ([`fold`](crate::trim::fold)), and head, outline and tail are taken from what is left.
+    pub fold_comments: bool,
 }
 
 impl LineBudget {
@@ -66,6 +70,7 @@ impl LineBudget {
             salient_bytes,
             salient_line_max: line_max,
             salient_lines: SalientLines::Events,
+            fold_comments: false,
         }
     }
 }
@@ -116,6 +121,35 @@ pub fn marker_line(label: &str, stats: &TrimStats) -> String {
         ));
     }
     m.push_str(&format!("; id {} ...]", stats.id));
+    m
+}
+
+/// The marker of a folded view of code: what the fold and any cut hid together (the view's
+/// own line numbers show where).
+fn fold_marker(label: &str, hidden: Hidden, cut: Option<&TrimStats>, id: ContentId) -> String {
+    let cut_lines = cut
+        .and_then(|c| c.cut_lines)
+        .map_or(0, |(first, last)| last.saturating_sub(first) + 1);
+    let lines = hidden.lines + cut_lines;
+    let chars = hidden.chars + cut.map_or(0, |c| c.cut_chars);
+    let (before, after) = match cut {
+        Some(_) => ("trimmed from", " output, comments folded"),
+        None => ("of comments folded in", " output"),
+    };
+    let mut m = format!(
+        "[... {} chars ({} {}) {before} {}{after}",
+        group(chars),
+        group(lines),
+        if lines == 1 { "line" } else { "lines" },
+        clip_label(label),
+    );
+    if let Some(kept) = cut.map(|c| c.salient_kept).filter(|&k| k > 0) {
+        m.push_str(&format!(
+            "; {kept} notable {} kept below",
+            if kept == 1 { "line" } else { "lines" }
+        ));
+    }
+    m.push_str(&format!("; id {id} ...]"));
     m
 }
 
@@ -204,6 +238,24 @@ struct Trimming {
 enum Phase {
     Buffering(Vec<u8>),
     Trimming(Box<Trimming>),
+    /// A view of code over the limit: its comments fold, and what is left is trimmed.
+    Folding(Box<Folding>),
+}
+
+struct Folding {
+    folder: Folder,
+    /// Trims the folded text, with room left for the marker when it fits whole.
+    inner: LineTrimmer,
+    /// What the folder kept of the last chunk (reused).
+    kept: Vec<u8>,
+}
+
+impl Folding {
+    fn push(&mut self, data: &[u8], out: &mut Vec<u8>) {
+        self.folder.push(data, &mut self.kept);
+        self.inner.push(&self.kept, out);
+        self.kept.clear();
+    }
 }
 
 /// Streaming head + salient + tail trimmer. See the module documentation.
@@ -265,6 +317,7 @@ impl LineTrimmer {
             Phase::Trimming(state) => {
                 feed(state, &self.budget, data, offset, newlines_before, newlines)
             }
+            Phase::Folding(folding) => folding.push(data, out),
         }
     }
 
@@ -286,6 +339,23 @@ impl LineTrimmer {
         else {
             return;
         };
+        if self.budget.fold_comments {
+            // The folded text is trimmed with the same shares; when it fits whole, the marker
+            // that says what the fold hid must fit after it.
+            let inner_budget = LineBudget {
+                trigger_bytes: self.budget.trigger_bytes.saturating_sub(MARKER_RESERVE),
+                fold_comments: false,
+                ..self.budget.clone()
+            };
+            let mut folding = Box::new(Folding {
+                folder: Folder::default(),
+                inner: LineTrimmer::new(inner_budget, self.label.clone()),
+                kept: Vec::new(),
+            });
+            folding.push(&buf, out);
+            self.phase = Phase::Folding(folding);
+            return;
+        }
         let head_end = head_end(&buf, self.budget.head_bytes, self.budget.head_lines);
         let head = &buf[..head_end];
         out.extend_from_slice(head);
@@ -316,6 +386,59 @@ impl LineTrimmer {
 
     /// Ends the input: appends the rest of the output (marker, salient lines, tail) to `out`.
     pub fn finish(mut self, out: &mut Vec<u8>) -> TrimStats {
+        if matches!(self.phase, Phase::Buffering(_)) && self.over_trigger() {
+            self.start_trimming(out);
+        }
+        if matches!(self.phase, Phase::Folding(_)) {
+            return self.finish_folding(out);
+        }
+        let label = std::mem::take(&mut self.label);
+        self.finish_with(out, |stats| marker_line(&label, stats))
+    }
+
+    /// Ends a folded view: the folded text trimmed, and one marker that counts what the fold
+    /// and the cut hid together.
+    fn finish_folding(self, out: &mut Vec<u8>) -> TrimStats {
+        let id = self.hasher.finish();
+        let original_lines = self.line_count();
+        let Phase::Folding(folding) = self.phase else {
+            unreachable!("finish_folding is called in the folding phase");
+        };
+        let Folding {
+            mut folder,
+            mut inner,
+            mut kept,
+        } = *folding;
+        folder.finish(&mut kept);
+        inner.push(&kept, out);
+        let hidden = folder.hidden();
+        let label = self.label;
+        let inner_stats = inner.finish_with(out, |cut| fold_marker(&label, hidden, Some(cut), id));
+        if !inner_stats.trimmed {
+            if !folder.kept_ends_line() {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(fold_marker(&label, hidden, None, id).as_bytes());
+            out.push(b'\n');
+        }
+        TrimStats {
+            id,
+            trimmed: true,
+            original_bytes: self.total_bytes,
+            original_lines,
+            cut_bytes: hidden.bytes + inner_stats.cut_bytes,
+            cut_chars: hidden.chars + inner_stats.cut_chars,
+            cut_lines: None,
+            salient_kept: inner_stats.salient_kept,
+        }
+    }
+
+    /// Ends the input of a trimmer that does not fold; `marker` words the cut.
+    fn finish_with(
+        mut self,
+        out: &mut Vec<u8>,
+        marker: impl FnOnce(&TrimStats) -> String,
+    ) -> TrimStats {
         let id = self.hasher.finish();
         let untrimmed = TrimStats {
             id,
@@ -335,7 +458,7 @@ impl LineTrimmer {
             self.start_trimming(out);
         }
         let Phase::Trimming(state) = self.phase else {
-            unreachable!("start_trimming always enters the trimming phase");
+            unreachable!("a trimmer that does not fold enters the trimming phase");
         };
         let Trimming {
             head_end,
@@ -403,7 +526,7 @@ impl LineTrimmer {
         if !head_ends_line {
             out.push(b'\n');
         }
-        out.extend_from_slice(marker_line(&self.label, &stats).as_bytes());
+        out.extend_from_slice(marker(&stats).as_bytes());
         out.push(b'\n');
         for hit in &hits {
             salient::render_hit(hit, out);

@@ -10,6 +10,7 @@
 //!
 //! The marker names the content id of the original, so it can be recalled whole later.
 
+pub(crate) mod fold;
 pub mod json;
 pub mod lines;
 mod outline;
@@ -224,6 +225,7 @@ pub fn line_budget_for(
         let share = (outline / body).min(OUTLINE_MAX_SHARE);
         LineBudget {
             salient_lines: SalientLines::Outline,
+            fold_comments: true,
             ..LineBudget::from_shares(
                 limit,
                 head_share * (1.0 - share),

@@ -96,19 +96,29 @@ pub(crate) fn is_numbered(line: &[u8]) -> bool {
 }
 
 /// The line without the number a numbered view (`nl -ba`, `cat -n`, Claude Code's `Read`)
-/// put before it: spaces, digits, then a tab or an arrow.
+/// put before it.
 fn without_line_number(line: &[u8]) -> &[u8] {
+    &line[line_number_len(line)..]
+}
+
+/// How many bytes of the line are the number a numbered view put before it: spaces, digits,
+/// then a tab or an arrow (0 when there is none).
+pub(crate) fn line_number_len(line: &[u8]) -> usize {
     let spaces = line.iter().take_while(|&&b| b == b' ').count();
     let rest = &line[spaces..];
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 {
-        return line;
+        return 0;
     }
     let after = &rest[digits..];
-    after
-        .strip_prefix(b"\t")
-        .or_else(|| after.strip_prefix("\u{2192}".as_bytes()))
-        .unwrap_or(line)
+    let separator = if after.starts_with(b"\t") {
+        1
+    } else if after.starts_with("\u{2192}".as_bytes()) {
+        "\u{2192}".len()
+    } else {
+        return 0;
+    };
+    spaces + digits + separator
 }
 
 #[cfg(test)]

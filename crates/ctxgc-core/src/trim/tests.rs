@@ -83,6 +83,47 @@ proptest! {
     }
 }
 
+/// A numbered view of code: definitions, docstrings, comment blocks, blank lines, long lines.
+fn code_view_strategy() -> impl Strategy<Value = String> {
+    let line = prop_oneof![
+        r"    [a-z_]{1,20} = [a-z_]{1,30}\([0-9]{0,4}\)",
+        r"(def|class) [a-z_]{1,12}\(self\):",
+        r#"    ("""|'''|r""")[a-zé ]{0,40}(""")?"#,
+        r"    (#|//|///|/\*|\*/| \*) [a-z€ ]{0,50}",
+        r"#(include|define|\[derive)[a-z ]{0,20}",
+        Just(String::new()),
+        "[a-z]{200,3000}",
+    ];
+    prop::collection::vec(line, 30..400)
+        .prop_map(|lines| numbered_view(lines.len(), '\t', |i| lines[i - 1].clone()))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(100))]
+
+    #[test]
+    fn a_folded_view_is_bounded_idempotent_and_the_same_in_any_chunks(
+        view in code_view_strategy(),
+        window in 2_000u64..64_000,
+        chunk in 1usize..3000,
+    ) {
+        let c = config();
+        let once = trim_output(&c, "bash", window, &view);
+        prop_assert!(once.text.len() <= once.limit.max(view.len().min(once.limit)));
+        let twice = trim_output(&c, "bash", window, &once.text);
+        prop_assert_eq!(&twice.text, &once.text);
+        let profile = c.profile_for("bash");
+        let budget = line_budget_for(&c, profile, once.limit, scan_prefix(&view));
+        let mut trimmer = LineTrimmer::new(budget, &profile.name);
+        let mut streamed = Vec::new();
+        for piece in view.as_bytes().chunks(chunk) {
+            trimmer.push(piece, &mut streamed);
+        }
+        trimmer.finish(&mut streamed);
+        prop_assert_eq!(String::from_utf8(streamed).unwrap(), once.text);
+    }
+}
+
 #[test]
 fn json_output_stays_json_and_bounded() {
     let rows: Vec<serde_json::Value> = (0..5000)
@@ -436,4 +477,100 @@ fn a_lines_profile_that_asks_for_error_lines_keeps_them_in_a_numbered_view() {
     let out = trim_output(&config, "build", 32_000, &log);
     assert!(out.trimmed);
     assert!(out.text.contains("error: linker failed"), "{}", out.text);
+}
+
+/// A Python module as a numbered view: each function opens with a docstring and a comment
+/// block, then `code_lines` lines of code.
+fn commented_module(functions: usize, code_lines: usize) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for f in 0..functions {
+        lines.push(format!("def handler_{f}(request):"));
+        lines.push(format!("    \"\"\"Handle request kind {f}."));
+        lines.extend((0..6).map(|i| format!("    More words about kind {f}, part {i}.")));
+        lines.push("    \"\"\"".to_owned());
+        lines.push(format!("    setup_{f}()"));
+        lines.extend((0..4).map(|i| format!("    # why step {i} of kind {f} is needed")));
+        lines.extend((0..code_lines).map(|i| format!("    value_{f}_{i} = compute({f}, {i})")));
+    }
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    numbered_view(lines.len(), '\t', |i| lines[i - 1].to_owned())
+}
+
+#[test]
+fn a_cut_view_of_code_folds_its_comments_and_docstrings_to_their_first_line() {
+    let view = commented_module(40, 12);
+    let out = trim_output(&config(), "bash", 32_000, &view);
+    assert!(out.trimmed && out.text.len() <= out.limit);
+    // Each docstring and comment block keeps its first line; the rest is hidden, and the
+    // view's own numbers show the gap.
+    assert!(
+        out.text
+            .contains("     2\t    \"\"\"Handle request kind 0.\n")
+    );
+    assert!(
+        out.text
+            .contains("    11\t    # why step 0 of kind 0 is needed\n")
+    );
+    assert!(!out.text.contains("More words about kind 0"));
+    assert!(!out.text.contains("why step 3 of kind 0"));
+    assert!(out.text.contains("    15\t    value_0_0 = compute(0, 0)\n"));
+    let marker = out.text.lines().find(|l| l.starts_with("[... ")).unwrap();
+    assert!(
+        marker.contains("trimmed from terminal output, comments folded; "),
+        "{marker}"
+    );
+    assert!(marker.ends_with(&format!("id {} ...]", out.id)), "{marker}");
+    // More of the code is kept than without the fold, in the same bytes.
+    let code_kept = |text: &str| text.matches(" = compute(").count();
+    let plain = commented_module(40, 12)
+        .replace("\t    #", "\t    x#")
+        .replace("\t    \"\"\"", "\t    x\"\"\"");
+    let unfolded = trim_output(&config(), "bash", 32_000, &plain);
+    assert!(
+        code_kept(&out.text) > code_kept(&unfolded.text) * 5 / 4,
+        "{} vs {}",
+        code_kept(&out.text),
+        code_kept(&unfolded.text)
+    );
+    // Trimming again changes nothing; a streamed trim in small chunks gives the same bytes.
+    let again = trim_output(&config(), "bash", 32_000, &out.text);
+    assert!(!again.trimmed && again.text == out.text);
+    let config = config();
+    let profile = config.profile_for("bash");
+    let budget = line_budget_for(&config, profile, out.limit, scan_prefix(&view));
+    let mut trimmer = LineTrimmer::new(budget, &profile.name);
+    let mut streamed = Vec::new();
+    for piece in view.as_bytes().chunks(333) {
+        trimmer.push(piece, &mut streamed);
+    }
+    trimmer.finish(&mut streamed);
+    assert_eq!(String::from_utf8(streamed).unwrap(), out.text);
+}
+
+#[test]
+fn a_view_that_fits_once_its_comments_fold_keeps_all_its_code() {
+    let view = commented_module(30, 4);
+    let out = trim_output(&config(), "bash", 32_000, &view);
+    assert!(view.len() > out.limit, "the view is over the limit");
+    assert!(out.trimmed && out.text.len() <= out.limit);
+    for f in 0..30 {
+        for i in 0..4 {
+            assert!(
+                out.text
+                    .contains(&format!("value_{f}_{i} = compute({f}, {i})"))
+            );
+        }
+    }
+    // What the fold hid is counted in a marker after the view: per function, 7 docstring
+    // lines and 3 comment lines.
+    let (body, marker) = out.text.trim_end().rsplit_once('\n').unwrap();
+    let hidden_chars = view.chars().count() - body.chars().count() - 1;
+    assert_eq!(
+        marker,
+        format!(
+            "[... {} chars (300 lines) of comments folded in terminal output; id {} ...]",
+            lines::group(hidden_chars as u64),
+            out.id
+        )
+    );
 }
