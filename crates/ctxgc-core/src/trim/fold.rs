@@ -12,7 +12,7 @@
 //! is held only until its end is seen (and at most [`MAX_LINE`] of it), and a run's lines only
 //! until it is known to be long enough to fold.
 
-use crate::trim::outline::{is_definition, line_number_len};
+use crate::trim::outline::line_number_len;
 
 /// A run of comment lines folds only when it would hide at least this many lines: a fold of
 /// one line saves less than the gap it leaves costs the reader.
@@ -71,53 +71,80 @@ pub(crate) struct Folder {
     last_kept: Option<u8>,
 }
 
+/// Where kept bytes go.
+pub(crate) type Emit<'a> = dyn FnMut(&[u8]) + 'a;
+
+/// What became of a line.
+enum Verdict {
+    /// Shown.
+    Kept,
+    /// Held (until its run is long enough to fold) or hidden.
+    Taken,
+}
+
 impl Folder {
-    /// Feeds input; kept bytes are appended to `kept`.
-    pub fn push(&mut self, data: &[u8], kept: &mut Vec<u8>) {
-        let mut rest = data;
-        while !rest.is_empty() {
-            let newline = memchr::memchr(b'\n', rest);
-            let end = newline.map_or(rest.len(), |i| i + 1);
-            let (piece, after) = rest.split_at(end);
-            rest = after;
+    /// Feeds input; kept bytes go to `emit`, in runs of whole kept lines (not line by line: the
+    /// trimmer behind it costs per call).
+    pub fn push(&mut self, data: &[u8], emit: &mut Emit<'_>) {
+        // Kept lines of `data` not yet emitted start here.
+        let mut span = 0;
+        let mut at = 0;
+        while at < data.len() {
+            let newline = memchr::memchr(b'\n', &data[at..]);
+            let end = newline.map_or(data.len(), |i| at + i + 1);
+            let piece = &data[at..end];
             if self.passing_long_line {
-                self.keep(piece, kept);
                 self.passing_long_line = newline.is_none();
-                continue;
-            }
-            if self.partial.len() + piece.len() > MAX_LINE {
+            } else if self.partial.len() + piece.len() > MAX_LINE {
                 // Too long to be a comment worth folding: code, passed through unclassified.
-                self.end_run(kept);
-                let partial = std::mem::take(&mut self.partial);
-                self.keep(&partial, kept);
-                self.keep(piece, kept);
+                self.flush(&data[span..at], emit);
+                span = at;
+                self.end_run(emit);
+                if !self.partial.is_empty() {
+                    let partial = std::mem::take(&mut self.partial);
+                    self.flush(&partial, emit);
+                }
                 self.passing_long_line = newline.is_none();
                 self.docstring_may_follow = false;
-                continue;
-            }
-            if newline.is_none() {
+            } else if newline.is_none() {
+                self.flush(&data[span..at], emit);
+                span = end;
                 self.partial.extend_from_slice(piece);
-                continue;
-            }
-            if self.partial.is_empty() {
-                self.line(piece, kept);
+            } else if self.partial.is_empty() {
+                if self.held_lines > 0 {
+                    // The run may end here and its held lines come first.
+                    self.flush(&data[span..at], emit);
+                    span = at;
+                }
+                if let Verdict::Taken = self.line(piece, emit) {
+                    self.flush(&data[span..at], emit);
+                    span = end;
+                }
             } else {
+                self.flush(&data[span..at], emit);
+                span = end;
                 let mut line = std::mem::take(&mut self.partial);
                 line.extend_from_slice(piece);
-                self.line(&line, kept);
+                if let Verdict::Kept = self.line(&line, emit) {
+                    self.flush(&line, emit);
+                }
                 line.clear();
                 self.partial = line;
             }
+            at = end;
         }
+        self.flush(&data[span..], emit);
     }
 
     /// Ends the input: a last line without a newline, and a run's held lines.
-    pub fn finish(&mut self, kept: &mut Vec<u8>) {
+    pub fn finish(&mut self, emit: &mut Emit<'_>) {
         if !self.partial.is_empty() {
             let line = std::mem::take(&mut self.partial);
-            self.line(&line, kept);
+            if let Verdict::Kept = self.line(&line, emit) {
+                self.flush(&line, emit);
+            }
         }
-        self.end_run(kept);
+        self.end_run(emit);
     }
 
     /// What the fold hid.
@@ -130,10 +157,10 @@ impl Folder {
         self.last_kept.is_none_or(|b| b == b'\n')
     }
 
-    fn keep(&mut self, bytes: &[u8], kept: &mut Vec<u8>) {
+    fn flush(&mut self, bytes: &[u8], emit: &mut Emit<'_>) {
         if let Some(&last) = bytes.last() {
             self.last_kept = Some(last);
-            kept.extend_from_slice(bytes);
+            emit(bytes);
         }
     }
 
@@ -144,10 +171,10 @@ impl Folder {
     }
 
     /// A run ends: held lines that were too few to fold are kept after all.
-    fn end_run(&mut self, kept: &mut Vec<u8>) {
+    fn end_run(&mut self, emit: &mut Emit<'_>) {
         if self.held_lines > 0 {
             let held = std::mem::take(&mut self.held);
-            self.keep(&held, kept);
+            self.flush(&held, emit);
             self.held = held;
             self.held.clear();
             self.held_lines = 0;
@@ -155,7 +182,9 @@ impl Folder {
         self.run = 0;
     }
 
-    fn line(&mut self, line: &[u8], kept: &mut Vec<u8>) {
+    /// Classifies a whole line: kept (the caller shows it, after anything emitted here), or
+    /// taken (held or hidden).
+    fn line(&mut self, line: &[u8], emit: &mut Emit<'_>) -> Verdict {
         match self.classify(line) {
             Kind::Prose => {
                 self.run += 1;
@@ -163,8 +192,9 @@ impl Folder {
                     self.run_heads = if has_words(line) { 1 } else { 2 };
                 }
                 if self.run <= self.run_heads {
-                    self.keep(line, kept);
-                } else if self.run - self.run_heads < MIN_HIDDEN {
+                    return Verdict::Kept;
+                }
+                if self.run - self.run_heads < MIN_HIDDEN {
                     self.held.extend_from_slice(line);
                     self.held_lines += 1;
                 } else {
@@ -177,17 +207,34 @@ impl Folder {
                     self.held_lines = 0;
                     self.hide(line);
                 }
+                Verdict::Taken
             }
             Kind::Code | Kind::Blank => {
-                self.end_run(kept);
-                self.keep(line, kept);
+                self.end_run(emit);
+                Verdict::Kept
             }
         }
     }
 
     fn classify(&mut self, line: &[u8]) -> Kind {
         let number = line_number_len(line);
-        let code = line[number..].trim_ascii();
+        let first_line = number > 0 && line[..number].trim_ascii() == b"1";
+        let code = &line[number..];
+        let code = &code[indent_len(code)..];
+        // Most lines are code that opens nothing: decided by their first byte, in a streamed
+        // view of millions of lines.
+        if self.open.is_none()
+            && !self.docstring_may_follow
+            && self.signature_lines_left == 0
+            && !first_line
+            && !matches!(
+                code.first(),
+                None | Some(b'#' | b'/' | b'd' | b'c' | b'a' | b'"' | b'\'')
+            )
+        {
+            return Kind::Code;
+        }
+        let code = code.trim_ascii();
         if let Some(close) = self.open {
             let closes = match close {
                 // The opening quotes were on an earlier line: any quotes here close it.
@@ -202,7 +249,6 @@ impl Folder {
         if code.is_empty() {
             return Kind::Blank;
         }
-        let first_line = number > 0 && line[..number].trim_ascii() == b"1";
         if is_line_comment(code) {
             self.docstring_may_follow = false;
             return Kind::Prose;
@@ -225,7 +271,7 @@ impl Folder {
         }
         // A docstring is the first statement after a header that ends with a colon (PEP 257).
         let header_ends = code.ends_with(b":");
-        if is_definition(line) {
+        if is_python_header(code) {
             self.docstring_may_follow = header_ends;
             self.signature_lines_left = if header_ends { 0 } else { MAX_SIGNATURE_LINES };
         } else if self.signature_lines_left > 0 {
@@ -239,6 +285,26 @@ impl Folder {
         }
         Kind::Code
     }
+}
+
+/// The length of a line's indentation (eight spaces at a time: code is deeply indented, and
+/// every line of a streamed view passes here).
+fn indent_len(line: &[u8]) -> usize {
+    let mut i = 0;
+    while line.get(i..i + 8) == Some(b"        ") {
+        i += 8;
+    }
+    while matches!(line.get(i), Some(b' ' | b'\t')) {
+        i += 1;
+    }
+    i
+}
+
+/// Whether a line opens a Python definition, whose docstring may follow its header (only
+/// Python has docstrings).
+fn is_python_header(code: &[u8]) -> bool {
+    let code = code.strip_prefix(b"async ").unwrap_or(code);
+    code.starts_with(b"def ") || code.starts_with(b"class ")
 }
 
 /// `# a comment`, `## heading`, `// a comment`, `/// docs`; not `#include`, `#[derive]` or a
@@ -280,8 +346,8 @@ mod tests {
     fn fold(text: &str) -> (String, Hidden) {
         let mut folder = Folder::default();
         let mut kept = Vec::new();
-        folder.push(text.as_bytes(), &mut kept);
-        folder.finish(&mut kept);
+        folder.push(text.as_bytes(), &mut |b| kept.extend_from_slice(b));
+        folder.finish(&mut |b| kept.extend_from_slice(b));
         (String::from_utf8(kept).unwrap(), folder.hidden())
     }
 
@@ -372,9 +438,9 @@ mod tests {
             let mut folder = Folder::default();
             let mut kept = Vec::new();
             for piece in view.as_bytes().chunks(chunk) {
-                folder.push(piece, &mut kept);
+                folder.push(piece, &mut |b| kept.extend_from_slice(b));
             }
-            folder.finish(&mut kept);
+            folder.finish(&mut |b| kept.extend_from_slice(b));
             assert_eq!(
                 (String::from_utf8(kept).unwrap(), folder.hidden()),
                 whole,

@@ -246,15 +246,12 @@ struct Folding {
     folder: Folder,
     /// Trims the folded text, with room left for the marker when it fits whole.
     inner: LineTrimmer,
-    /// What the folder kept of the last chunk (reused).
-    kept: Vec<u8>,
 }
 
 impl Folding {
     fn push(&mut self, data: &[u8], out: &mut Vec<u8>) {
-        self.folder.push(data, &mut self.kept);
-        self.inner.push(&self.kept, out);
-        self.kept.clear();
+        let Folding { folder, inner } = self;
+        folder.push(data, &mut |kept| inner.push(kept, out));
     }
 }
 
@@ -350,7 +347,6 @@ impl LineTrimmer {
             let mut folding = Box::new(Folding {
                 folder: Folder::default(),
                 inner: LineTrimmer::new(inner_budget, self.label.clone()),
-                kept: Vec::new(),
             });
             folding.push(&buf, out);
             self.phase = Phase::Folding(folding);
@@ -407,10 +403,8 @@ impl LineTrimmer {
         let Folding {
             mut folder,
             mut inner,
-            mut kept,
         } = *folding;
-        folder.finish(&mut kept);
-        inner.push(&kept, out);
+        folder.finish(&mut |kept| inner.push(kept, out));
         let hidden = folder.hidden();
         let label = self.label;
         let inner_stats = inner.finish_with(out, |cut| fold_marker(&label, hidden, Some(cut), id));
