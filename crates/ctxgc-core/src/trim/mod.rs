@@ -225,7 +225,9 @@ pub fn line_budget_for(
         let share = (outline / body).min(OUTLINE_MAX_SHARE);
         LineBudget {
             salient_lines: SalientLines::Outline,
-            fold_comments: true,
+            // A view that defines nothing is data or prose: a `#` there is a heading, not a
+            // comment.
+            fold_comments: outline > 0.0,
             ..LineBudget::from_shares(
                 limit,
                 head_share * (1.0 - share),

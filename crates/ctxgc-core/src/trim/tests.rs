@@ -574,3 +574,21 @@ fn a_view_that_fits_once_its_comments_fold_keeps_all_its_code() {
         )
     );
 }
+
+#[test]
+fn a_view_of_prose_folds_nothing() {
+    // A markdown file read with `cat -n`: `#` opens a heading there, and nothing is defined.
+    let doc = numbered_view(900, '\t', |i| match i % 6 {
+        0 => format!("# Part {i}"),
+        1 => format!("## Section {i}"),
+        2 => format!("### Step {i}"),
+        _ => format!("Some prose about step {i}, with enough words to fill a line."),
+    });
+    let out = trim_output(&config(), "bash", 32_000, &doc);
+    assert!(out.trimmed);
+    assert!(!out.text.contains("comments folded"), "{}", out.text);
+    assert!(
+        out.text
+            .contains("     1\t## Section 1\n     2\t### Step 2\n")
+    );
+}
