@@ -307,15 +307,48 @@ fn is_python_header(code: &[u8]) -> bool {
     code.starts_with(b"def ") || code.starts_with(b"class ")
 }
 
-/// `# a comment`, `## heading`, `// a comment`, `/// docs`; not `#include`, `#[derive]` or a
-/// shebang, which are code.
+/// `# a comment`, `## heading`, `// a comment`, `/// docs`; not `#include`, `#  define` (C's
+/// indented preprocessor lines), `#[derive]` or a shebang, which are code.
 fn is_line_comment(code: &[u8]) -> bool {
-    code.starts_with(b"//")
-        || match code {
-            [b'#'] => true,
-            [b'#', next, ..] => matches!(next, b' ' | b'\t' | b'#'),
-            _ => false,
-        }
+    if code.starts_with(b"//") {
+        return true;
+    }
+    let Some(rest) = code.strip_prefix(b"#") else {
+        return false;
+    };
+    match rest.first() {
+        None | Some(b'#') => true,
+        Some(b' ' | b'\t') => !is_preprocessor_directive(rest.trim_ascii_start()),
+        _ => false,
+    }
+}
+
+/// Whether a line after `#` and spaces is a C preprocessor directive (`# define X 1`).
+fn is_preprocessor_directive(after_hash: &[u8]) -> bool {
+    let word_end = after_hash
+        .iter()
+        .position(|b| !b.is_ascii_alphabetic())
+        .unwrap_or(after_hash.len());
+    matches!(
+        &after_hash[..word_end],
+        b"include"
+            | b"define"
+            | b"undef"
+            | b"if"
+            | b"ifdef"
+            | b"ifndef"
+            | b"elif"
+            | b"else"
+            | b"endif"
+            | b"pragma"
+            | b"error"
+            | b"warning"
+            | b"line"
+            | b"import"
+    ) && word_end > 0
+        && after_hash
+            .get(word_end)
+            .is_none_or(|b| !b.is_ascii_alphanumeric() && *b != b'_')
 }
 
 /// The quotes a line opens a docstring with (`"""`, `r'''`), and what follows them.
@@ -408,6 +441,9 @@ mod tests {
             "#!/usr/bin/env python",
             "#include <stdio.h>",
             "#define MAX 3",
+            "#  if defined(X)",
+            "# define Y 2",
+            "#  endif",
             "#[derive(Debug)]",
             "/* a block",
             " * comment",
@@ -418,6 +454,7 @@ mod tests {
         let (kept, hidden) = fold(&view);
         assert_eq!(hidden.lines, 3, "{kept}");
         assert!(kept.contains("#include") && kept.contains("#[derive") && kept.contains("#!/usr"));
+        assert!(kept.contains("# define Y 2") && kept.contains("#  endif"));
         assert!(kept.contains("/* a block") && kept.contains("int main"));
     }
 

@@ -5,6 +5,9 @@
 //! lives in a fixed ring buffer and salient middle lines in a bounded reservoir. Memory is about
 //! the soft limit plus one chunk, whatever the input size.
 //!
+//! A view of code that must be cut first folds its comments and docstrings to their first line
+//! ([`fold`](crate::trim::fold)); a second trimmer cuts what is left, and one marker counts both.
+//!
 //! Guarantees (property-tested in `trim::tests`):
 //! - input of at most `trigger_bytes` bytes (and lines) comes out unchanged, byte for byte;
 //! - otherwise the output is at most `trigger_bytes` long, marker included, so trimming the
@@ -49,6 +52,7 @@ pub struct LineBudget {
     pub salient_lines: SalientLines,
     /// A view of code: when it is cut, its comment and docstring runs first fold to their first
     /// line ([`fold`](crate::trim::fold)), and head, outline and tail are taken from what is left.
+    /// Not with `trigger_lines` (explicit line counts are kept as asked).
     pub fold_comments: bool,
 }
 
@@ -336,7 +340,7 @@ impl LineTrimmer {
         else {
             return;
         };
-        if self.budget.fold_comments {
+        if self.budget.fold_comments && self.budget.trigger_lines.is_none() {
             // The folded text is trimmed with the same shares; when it fits whole, the marker
             // that says what the fold hid must fit after it.
             let inner_budget = LineBudget {
@@ -790,6 +794,24 @@ mod tests {
             let stats = trimmer.finish(&mut out);
             assert_eq!((out, stats), whole, "chunk size {chunk}");
         }
+    }
+
+    #[test]
+    fn explicit_line_counts_are_kept_as_asked_in_a_view_of_code() {
+        // `ctxgc trim --head 3 --tail 3` on a commented view: the lines asked for, no fold.
+        let view: String = (1..=40)
+            .map(|i| format!("{i:>6}\t# comment line {i}\n"))
+            .collect();
+        let mut b = budget(1_000_000);
+        b.fold_comments = true;
+        b.trigger_lines = Some(6);
+        b.head_lines = Some(3);
+        b.tail_lines = Some(3);
+        let (out, _) = LineTrimmer::trim_all(b, "x", view.as_bytes());
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.lines().count(), 7, "{text}");
+        assert!(text.contains("comment line 2\n") && text.contains("comment line 39\n"));
+        assert!(!text.contains("folded"), "{text}");
     }
 
     #[test]
