@@ -112,15 +112,7 @@ proptest! {
         prop_assert!(once.text.len() <= once.limit.max(view.len().min(once.limit)));
         let twice = trim_output(&c, "bash", window, &once.text);
         prop_assert_eq!(&twice.text, &once.text);
-        let profile = c.profile_for("bash");
-        let budget = line_budget_for(&c, profile, once.limit, scan_prefix(&view));
-        let mut trimmer = LineTrimmer::new(budget, &profile.name);
-        let mut streamed = Vec::new();
-        for piece in view.as_bytes().chunks(chunk) {
-            trimmer.push(piece, &mut streamed);
-        }
-        trimmer.finish(&mut streamed);
-        prop_assert_eq!(String::from_utf8(streamed).unwrap(), once.text);
+        prop_assert_eq!(streamed_bash(&view, once.limit, chunk), once.text);
     }
 }
 
@@ -345,6 +337,21 @@ fn terminal_output_enters_as_a_terminal_shows_it_and_the_original_stays_recallab
     assert!(!never.trimmed && never.text == "a\rb");
 }
 
+/// `view` trimmed as `ctxgc trim --tool bash` streams it, in `chunk`-byte pieces, under `limit`:
+/// the budget judged on the prefix the library reads too.
+fn streamed_bash(view: &str, limit: usize, chunk: usize) -> String {
+    let config = config();
+    let profile = config.profile_for("bash");
+    let budget = line_budget_for(&config, profile, limit, scan_prefix(view));
+    let mut trimmer = LineTrimmer::new(budget, &profile.name);
+    let mut streamed = Vec::new();
+    for piece in view.as_bytes().chunks(chunk) {
+        trimmer.push(piece, &mut streamed);
+    }
+    trimmer.finish(&mut streamed);
+    String::from_utf8(streamed).unwrap()
+}
+
 /// A view of `lines` numbered lines as `nl -ba` (`sep` a tab) or Claude Code's `Read` (an
 /// arrow) shows it, line `i` reading `body(i)`.
 fn numbered_view(lines: usize, sep: char, body: impl Fn(usize) -> String) -> String {
@@ -421,16 +428,7 @@ fn a_cut_numbered_view_keeps_the_outline_of_its_middle() {
     assert!(notable >= 3, "{notable}");
     // A streamed trim (`ctxgc trim`) in small chunks gives the same bytes: the budget is judged
     // on the prefix both read, and the outline is scanned line by line as it streams.
-    let config = config();
-    let profile = config.profile_for("bash");
-    let budget = line_budget_for(&config, profile, out.limit, &view);
-    let mut trimmer = LineTrimmer::new(budget, &profile.name);
-    let mut streamed = Vec::new();
-    for piece in view.as_bytes().chunks(777) {
-        trimmer.push(piece, &mut streamed);
-    }
-    trimmer.finish(&mut streamed);
-    assert_eq!(String::from_utf8(streamed).unwrap(), out.text);
+    assert_eq!(streamed_bash(&view, out.limit, 777), out.text);
 }
 
 #[test]
@@ -535,16 +533,7 @@ fn a_cut_view_of_code_folds_its_comments_and_docstrings_to_their_first_line() {
     // Trimming again changes nothing; a streamed trim in small chunks gives the same bytes.
     let again = trim_output(&config(), "bash", 32_000, &out.text);
     assert!(!again.trimmed && again.text == out.text);
-    let config = config();
-    let profile = config.profile_for("bash");
-    let budget = line_budget_for(&config, profile, out.limit, scan_prefix(&view));
-    let mut trimmer = LineTrimmer::new(budget, &profile.name);
-    let mut streamed = Vec::new();
-    for piece in view.as_bytes().chunks(333) {
-        trimmer.push(piece, &mut streamed);
-    }
-    trimmer.finish(&mut streamed);
-    assert_eq!(String::from_utf8(streamed).unwrap(), out.text);
+    assert_eq!(streamed_bash(&view, out.limit, 333), out.text);
 }
 
 #[test]
