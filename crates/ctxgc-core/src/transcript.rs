@@ -256,6 +256,10 @@ pub struct Transcript {
     /// client compacted its own history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recording: Option<Recording>,
+    /// The model the agent's requests went to, as the log names it (`claude-opus-4-5-20251101`,
+    /// `gpt-5-mini-2025-08-07`): it says which provider cache and prices served the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 /// What a client's own session log says beyond the messages.
@@ -356,6 +360,7 @@ mod tests {
             ],
             tools: vec![],
             recording: None,
+            model: None,
         };
         assert_eq!(t.tool_name_for_call("c1"), Some("bash"));
         assert_eq!(t.tool_name_for_call("c2"), None);

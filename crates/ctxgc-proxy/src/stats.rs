@@ -56,24 +56,15 @@ pub struct Stats {
     bytes_per_token: f64,
 }
 
-/// The price of one uncached input token of `model` (USD), from the replay lab's price table:
-/// the longest table name the model's name starts with, dots read as dashes
-/// (`claude-sonnet-4-5-20250929` is `claude-sonnet-4.5`).
+/// The price of one uncached input token of `model` (USD), from the replay lab's cache model
+/// table (the same lookup the lab prices a log's sessions with: `claude-sonnet-4-5-20250929`
+/// is `claude-sonnet-4.5`); `None` for a model the table does not have.
 fn input_usd_per_token(model: &str) -> Option<f64> {
-    static TABLE: std::sync::OnceLock<Vec<(String, f64)>> = std::sync::OnceLock::new();
-    let table = TABLE.get_or_init(|| {
-        ctxgc_replay::prices::builtin()
-            .into_iter()
-            .map(|p| (p.name.replace('.', "-"), p.input / 1e6))
-            .collect()
-    });
-    let model = model.to_ascii_lowercase().replace('.', "-");
-    let model = model.rsplit('/').next().unwrap_or(&model);
-    table
-        .iter()
-        .filter(|(name, _)| model.starts_with(name.as_str()))
-        .max_by_key(|(name, _)| name.len())
-        .map(|(_, price)| *price)
+    static TABLE: std::sync::OnceLock<ctxgc_replay::prices::Catalog> = std::sync::OnceLock::new();
+    TABLE
+        .get_or_init(ctxgc_replay::prices::builtin)
+        .find(model)
+        .map(|m| m.input / 1e6)
 }
 
 impl Stats {

@@ -199,6 +199,7 @@ mod tests {
                 sent_ms: times.iter().map(|m| Some(m * minute)).collect(),
                 compactions: vec![ClientCompaction { at: 6, len: 1 }],
             }),
+            model: None,
         };
         let causes: Vec<&str> = classify(
             &t,

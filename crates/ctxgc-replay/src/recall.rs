@@ -187,6 +187,7 @@ mod tests {
             ],
             tools: vec![],
             recording: None,
+            model: None,
         };
         let p = probes(&t);
         assert_eq!(

@@ -62,12 +62,13 @@ pub struct Row {
 }
 
 /// Rows for one window and cache model, from runs of every policy over the same sessions,
-/// after the `recorded` row when there is one.
+/// after the `recorded` row when there is one; each run priced with `prices[run.source]` (its
+/// session's own model where that is of this cache's provider).
 pub fn rows(
     runs: &[SessionRun],
     window: u64,
     cache: CacheKind,
-    price: &ModelPrice,
+    prices: &[ModelPrice],
     policies: &[String],
     recorded: Option<Row>,
 ) -> Vec<Row> {
@@ -87,18 +88,22 @@ pub fn rows(
         earliest.sort_unstable();
         let (found, asked) = agent().fold((0, 0), |(f, a), r| (f + r.recall.0, a + r.recall.1));
         let recallable: usize = agent().map(|r| r.recallable).sum();
-        let cost: f64 = mine.iter().map(|r| r.cost(cache, price)).sum();
-        let rounds: f64 = agent()
-            .map(|r| {
-                r.recall_rounds
-                    .iter()
-                    .map(|&recalled| {
-                        (r.tokens as f64 * price.cache_read
-                            + (recalled + RECALL_CALL_TOKENS) as f64 * price.input
-                            + RECALL_CALL_TOKENS as f64 * price.output)
-                            / 1e6
-                    })
-                    .sum::<f64>()
+        let cost: f64 = mine.iter().map(|r| r.cost(cache, &prices[r.source])).sum();
+        let rounds: f64 = mine
+            .iter()
+            .flat_map(|run| {
+                let price = &prices[run.source];
+                run.requests.iter().filter(|r| !r.summarizer).map(move |r| {
+                    r.recall_rounds
+                        .iter()
+                        .map(|&recalled| {
+                            (r.tokens as f64 * price.cache_read
+                                + (recalled + RECALL_CALL_TOKENS) as f64 * price.input
+                                + RECALL_CALL_TOKENS as f64 * price.output)
+                                / 1e6
+                        })
+                        .sum::<f64>()
+                })
             })
             .sum();
         Row {
@@ -208,27 +213,32 @@ fn path_of(runs: &[&SessionRun]) -> Option<&'static str> {
     }
 }
 
+/// The usage a request recorded, as the cache served it.
+pub fn recorded_served(u: &ctxgc_core::RecordedUsage) -> Served {
+    let written = u.cache_write_tokens.min(u.prompt_tokens);
+    let read = u.cached_tokens.min(u.prompt_tokens - written);
+    Served {
+        cached: read as usize,
+        written: written as usize,
+        written_long: u.cache_write_1h_tokens.min(written) as usize,
+        uncached: (u.prompt_tokens - written - read) as usize,
+    }
+}
+
 /// The row priced from the usage the providers recorded, over the sessions that have it:
-/// uncached input, cache reads and cache writes as billed (one-hour writes at twice the input
-/// price, as Anthropic bills them), and the recorded output.
-pub fn recorded_row(transcripts: &[Transcript], price: &ModelPrice) -> Option<Row> {
+/// uncached input, cache reads and cache writes as billed (one-hour writes at their own price),
+/// and the recorded output, each session at `prices[i]` (its own model's row).
+pub fn recorded_row(transcripts: &[Transcript], prices: &[ModelPrice]) -> Option<Row> {
     let (mut requests, mut input, mut cached, mut cost) = (0usize, 0u64, 0u64, 0.0f64);
     let mut peak = 0usize;
-    for t in transcripts {
+    for (t, price) in transcripts.iter().zip(prices) {
         for m in t.messages.iter().filter(|m| m.role == Role::Assistant) {
             let Some(u) = m.usage else { continue };
-            let written = u.cache_write_tokens.min(u.prompt_tokens);
-            let read = u.cached_tokens.min(u.prompt_tokens - written);
-            let served = Served {
-                cached: read as usize,
-                written: (written - u.cache_write_1h_tokens.min(written)) as usize,
-                uncached: (u.prompt_tokens - written - read) as usize,
-            };
-            cost += price.cost(&served, u.completion_tokens as usize)
-                + u.cache_write_1h_tokens.min(written) as f64 * price.input * 2.0 / 1e6;
+            let served = recorded_served(&u);
+            cost += price.cost(&served, u.completion_tokens as usize);
             requests += 1;
             input += u.prompt_tokens;
-            cached += read;
+            cached += served.cached as u64;
             peak = peak.max(u.prompt_tokens as usize);
         }
     }

@@ -6,7 +6,7 @@ use ctxgc_core::tokens::TokenCounter;
 use ctxgc_core::{Message, Role, Transcript};
 use serde::Serialize;
 
-use crate::cache::{Block, CacheKind, CacheModel, SentAt, Served, chain};
+use crate::cache::{Block, CacheKind, CacheModel, CacheRules, SentAt, Served, chain};
 pub use crate::client::{Calibration, client_prompt};
 use crate::kinds::tool_kind;
 use crate::policies::{PolicyFactory, ReplayEvent, SessionContext};
@@ -168,7 +168,8 @@ pub struct ClientModel {
     pub hidden_after_compaction: Vec<(usize, usize)>,
 }
 
-/// The model of a client log with recorded usage; `None` for other transcripts.
+/// The model of a transcript with recorded usage (a client log, or an agent's trajectory that
+/// kept the provider's usage); `None` for other transcripts.
 pub fn client_model(t: &Transcript) -> Option<ClientModel> {
     let (calibration, hidden_after_compaction) = fit(t)?;
     let mut prompt_changes = Vec::new();
@@ -210,7 +211,8 @@ pub fn client_model(t: &Transcript) -> Option<ClientModel> {
 /// compaction the tokens its first request held beyond what the log shows (files and plans the
 /// client re-attached), as (compaction's first message, tokens).
 fn fit(t: &Transcript) -> Option<(Calibration, Vec<(usize, usize)>)> {
-    let recording = t.recording.as_ref()?;
+    let no_recording = ctxgc_core::Recording::default();
+    let recording = t.recording.as_ref().unwrap_or(&no_recording);
     let mut counter = crate::counting::counter();
     let mut sums = vec![0usize; t.messages.len() + 1];
     for (i, m) in t.messages.iter().enumerate() {
@@ -349,7 +351,7 @@ pub fn replay(
     t: &Transcript,
     policy: &PolicyFactory,
     window: u64,
-    caches: &[(CacheKind, usize)],
+    caches: &[(CacheKind, CacheRules)],
     client: Option<&ClientModel>,
     record_misses: bool,
 ) -> SessionRun {
@@ -370,7 +372,7 @@ pub fn replay(
     let mut models = Caches(
         caches
             .iter()
-            .map(|&(k, min)| (k, k.new_model(min)))
+            .map(|&(k, rules)| (k, k.new_model(rules)))
             .collect(),
     );
     let tools_tokens = calibration.prefix_tokens
@@ -443,7 +445,7 @@ pub fn replay(
             let sent_ms = recording.and_then(|r| r.sent_at(index));
             let at = sent_ms.map(|ms| SentAt {
                 ms,
-                ttl_1h: message
+                long_ttl: message
                     .usage
                     .is_some_and(|u| u.cache_write_1h_tokens * 2 > u.cache_write_tokens),
             });

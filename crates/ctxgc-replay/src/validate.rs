@@ -9,15 +9,30 @@
 use ctxgc_core::{Role, Transcript};
 use serde::Serialize;
 
+use crate::prices::ModelPrice;
+use crate::report::recorded_served;
 use crate::run::SessionRun;
+
+/// The quantities compared, in the order of [`SessionCheck::simulated`].
+pub const QUANTITIES: [&str; 5] = [
+    "prompt tokens",
+    "cache reads",
+    "cache writes",
+    "uncached input",
+    "cost",
+];
 
 /// Simulated over recorded, for one session.
 #[derive(Debug, Clone, Serialize)]
 pub struct SessionCheck {
     /// Session id.
     pub session: String,
+    /// The set it came from (the path it was found under).
+    pub set: String,
     /// The cache model compared.
     pub cache: &'static str,
+    /// The price row both sides were priced with.
+    pub model: String,
     /// Requests compared.
     pub requests: usize,
     /// Simulated prompt tokens / recorded prompt tokens.
@@ -28,33 +43,42 @@ pub struct SessionCheck {
     pub written_ratio: Option<f64>,
     /// Simulated uncached input / recorded (None when nothing was recorded uncached).
     pub uncached_ratio: Option<f64>,
+    /// Simulated cost / recorded cost, both at the session's prices.
+    pub cost_ratio: Option<f64>,
     /// Recorded cached share.
     pub recorded_cached_share: f64,
     /// Simulated cached share.
     pub simulated_cached_share: f64,
-    /// Simulated tokens: prompt, cache reads, cache writes, uncached input (summed over the
-    /// session's requests, for the aggregate over sessions).
-    pub simulated: [u64; 4],
+    /// Simulated: prompt, cache reads, cache writes, uncached input (tokens) and cost (USD),
+    /// summed over the session's requests, for the aggregate over sessions.
+    pub simulated: [f64; 5],
     /// The same, recorded.
-    pub recorded: [u64; 4],
+    pub recorded: [f64; 5],
 }
 
-/// Simulated / recorded over all `checks` summed (prompt, reads, writes, uncached): big
-/// sessions weigh as much as they cost, where the per-session spread weighs each alike.
-pub fn aggregate(checks: &[&SessionCheck]) -> [Option<f64>; 4] {
-    let mut sim = [0u64; 4];
-    let mut rec = [0u64; 4];
+impl SessionCheck {
+    /// Simulated / recorded of quantity `i` (see [`QUANTITIES`]).
+    pub fn ratio(&self, i: usize) -> Option<f64> {
+        (self.recorded[i] > 0.0).then(|| self.simulated[i] / self.recorded[i])
+    }
+}
+
+/// Simulated / recorded over all `checks` summed (see [`QUANTITIES`]): big sessions weigh as
+/// much as they cost, where the per-session spread weighs each alike.
+pub fn aggregate(checks: &[&SessionCheck]) -> [Option<f64>; 5] {
+    let mut sim = [0f64; 5];
+    let mut rec = [0f64; 5];
     for c in checks {
-        for i in 0..4 {
+        for i in 0..5 {
             sim[i] += c.simulated[i];
             rec[i] += c.recorded[i];
         }
     }
-    std::array::from_fn(|i| (rec[i] > 0).then(|| sim[i] as f64 / rec[i] as f64))
+    std::array::from_fn(|i| (rec[i] > 0.0).then(|| sim[i] / rec[i]))
 }
 
-/// The cache model that serves a transcript's provider: Anthropic where the usage records
-/// cache writes, else OpenAI's automatic caching.
+/// The cache model that served a transcript whose model the table does not name: Anthropic
+/// where the usage records cache writes, else OpenAI's automatic caching.
 pub fn cache_of(t: &Transcript) -> &'static str {
     let writes = t
         .messages
@@ -64,10 +88,17 @@ pub fn cache_of(t: &Transcript) -> &'static str {
     if writes { "anthropic" } else { "openai" }
 }
 
-/// Compares a `none` run with the usage recorded in its transcript, under `cache`.
-pub fn check(t: &Transcript, run: &SessionRun, cache: &'static str) -> Option<SessionCheck> {
-    let mut sim = [0u64; 4]; // prompt, read, written, uncached
-    let mut rec = [0u64; 4];
+/// Compares a `none` run with the usage recorded in its transcript, under `cache`, both sides
+/// priced with `price`.
+pub fn check(
+    t: &Transcript,
+    set: &str,
+    run: &SessionRun,
+    cache: &'static str,
+    price: &ModelPrice,
+) -> Option<SessionCheck> {
+    let mut sim = [0f64; 5];
+    let mut rec = [0f64; 5];
     let mut n = 0usize;
     for r in run.requests.iter().filter(|r| !r.summarizer) {
         let m = &t.messages[r.source_index];
@@ -75,36 +106,42 @@ pub fn check(t: &Transcript, run: &SessionRun, cache: &'static str) -> Option<Se
             continue;
         };
         let served = r.served.get(cache)?;
-        for (slot, value) in
-            sim.iter_mut()
-                .zip([r.tokens, served.cached, served.written, served.uncached])
-        {
-            *slot += value as u64;
+        let recorded = recorded_served(&usage);
+        let output = usage.completion_tokens as usize;
+        for (slot, value) in sim.iter_mut().zip([
+            r.tokens as f64,
+            served.cached as f64,
+            served.written as f64,
+            served.uncached as f64,
+            price.cost(served, output),
+        ]) {
+            *slot += value;
         }
-        let written = usage.cache_write_tokens;
         for (slot, value) in rec.iter_mut().zip([
-            usage.prompt_tokens,
-            usage.cached_tokens,
-            written,
-            usage
-                .prompt_tokens
-                .saturating_sub(usage.cached_tokens + written),
+            usage.prompt_tokens as f64,
+            recorded.cached as f64,
+            recorded.written as f64,
+            recorded.uncached as f64,
+            price.cost(&recorded, output),
         ]) {
             *slot += value;
         }
         n += 1;
     }
-    let ratio = |i: usize| (rec[i] > 0).then(|| sim[i] as f64 / rec[i] as f64);
-    (n > 0 && rec[0] > 0).then(|| SessionCheck {
+    let ratio = |i: usize| (rec[i] > 0.0).then(|| sim[i] / rec[i]);
+    (n > 0 && rec[0] > 0.0).then(|| SessionCheck {
         session: t.id.clone(),
+        set: set.to_owned(),
         cache,
+        model: price.name.clone(),
         requests: n,
-        prompt_ratio: sim[0] as f64 / rec[0] as f64,
+        prompt_ratio: sim[0] / rec[0],
         cached_ratio: ratio(1),
         written_ratio: if cache == "anthropic" { ratio(2) } else { None },
         uncached_ratio: ratio(3),
-        recorded_cached_share: rec[1] as f64 / rec[0] as f64,
-        simulated_cached_share: sim[1] as f64 / sim[0].max(1) as f64,
+        cost_ratio: ratio(4),
+        recorded_cached_share: rec[1] / rec[0],
+        simulated_cached_share: sim[1] / sim[0].max(1.0),
         simulated: sim,
         recorded: rec,
     })

@@ -349,6 +349,7 @@ mod tests {
             messages,
             tools: vec![],
             recording: None,
+            model: None,
         };
         let args = CompactArgs {
             paths: vec![],

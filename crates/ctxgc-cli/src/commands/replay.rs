@@ -15,7 +15,7 @@ use std::sync::Arc;
 use ctxgc_replay::causes::{self, CacheWrite};
 use ctxgc_replay::misses::ClientMisses;
 use ctxgc_replay::policies::{self, Ctxgc, Exec, ExecPool, PolicyFactory};
-use ctxgc_replay::prices::{self, ModelPrice};
+use ctxgc_replay::prices::{self, Catalog, Pricing};
 use ctxgc_replay::report::{self, Row};
 use ctxgc_replay::run::{ClientModel, SessionRun, client_model, replay};
 use ctxgc_replay::validate::{self, SessionCheck};
@@ -43,9 +43,19 @@ pub struct ReplayArgs {
     /// Policies: built-in names, a ctxgc.toml file, or `exec:CMD`. Default: all built-ins.
     #[arg(long, value_delimiter = ',')]
     pub policy: Vec<String>,
-    /// Cache models to price with, comma-separated.
+    /// Cache models to price with, comma-separated (anthropic, openai, gemini, vllm). A session
+    /// whose log names its model is priced with that model's row under its own provider's cache;
+    /// the other tables price it with their provider's default row.
     #[arg(long, default_value = "anthropic,openai", value_delimiter = ',')]
     pub cache: Vec<String>,
+    /// A cache model table to use instead of the built-in one (the same TOML shape as
+    /// `crates/ctxgc-replay/data/prices.toml`: add a model the table lacks, or change a price).
+    #[arg(long, value_name = "FILE")]
+    pub cache_models: Option<PathBuf>,
+    /// For each session whose id contains SESSION: every request's recorded and simulated cache
+    /// reads and writes (policy none), with the cause of each difference.
+    #[arg(long, value_name = "SESSION")]
+    pub explain_cache: Option<String>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -218,26 +228,35 @@ struct CalibrationRow {
 /// How many skipped files the terminal report names.
 const SKIPPED_SHOWN: usize = 20;
 
-/// The sessions to replay, and the files that are not sessions (with why).
-fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<Skipped>)> {
+/// The sessions to replay with the set each came from (the path it was found under), and the
+/// files that are not sessions (with why).
+fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<String>, Vec<Skipped>)> {
     let mut out = Vec::new();
+    let mut sets = Vec::new();
     if args.sample {
         for (name, bytes) in SAMPLES {
-            out.extend(
-                import::import_bytes(Path::new(name), bytes)?
-                    .into_iter()
-                    .map(|i| i.transcript),
-            );
+            for imported in import::import_bytes(Path::new(name), bytes)? {
+                out.push(imported.transcript);
+                sets.push("sample".to_owned());
+            }
         }
     }
     let mut skipped = Vec::new();
-    for result in import::import_paths(&args.paths) {
-        match result {
-            Ok(imported) => out.push(imported.transcript),
-            Err(e) => skipped.push(Skipped {
-                path: e.path.display().to_string(),
-                why: e.why,
-            }),
+    for path in &args.paths {
+        let set = path
+            .file_name()
+            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        for result in import::import_paths(std::slice::from_ref(path)) {
+            match result {
+                Ok(imported) => {
+                    out.push(imported.transcript);
+                    sets.push(set.clone());
+                }
+                Err(e) => skipped.push(Skipped {
+                    path: e.path.display().to_string(),
+                    why: e.why,
+                }),
+            }
         }
     }
     if out.is_empty() {
@@ -251,7 +270,7 @@ fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<Skipped>)> {
         }
         bail!("nothing to replay: give transcript files or directories, or --sample");
     }
-    Ok((out, skipped))
+    Ok((out, sets, skipped))
 }
 
 fn progress(len: usize, quiet: bool) -> indicatif::ProgressBar {
@@ -268,7 +287,7 @@ fn progress(len: usize, quiet: bool) -> indicatif::ProgressBar {
 }
 
 pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
-    let (transcripts, skipped) = load(&args)?;
+    let (transcripts, sets, skipped) = load(&args)?;
     for s in skipped.iter().take(SKIPPED_SHOWN) {
         eprintln!("skipped {}: {}", s.path, s.why);
     }
@@ -303,24 +322,23 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     let mut caches: Vec<CacheKind> = Vec::new();
     for name in &args.cache {
         caches.push(CacheKind::parse(name).with_context(|| {
-            format!("unknown cache model `{name}`: use anthropic, openai or vllm")
+            format!("unknown cache model `{name}`: use anthropic, openai, gemini or vllm")
         })?);
     }
-    let priced: Vec<(CacheKind, ModelPrice)> = caches
-        .iter()
-        .map(|&c| (c, prices::default_for(c)))
-        .collect();
-    let mut cache_spec: Vec<(CacheKind, usize)> =
-        priced.iter().map(|(c, p)| (*c, p.min_cacheable)).collect();
-    // Validation compares each recorded session under its provider's cache model.
-    for t in &transcripts {
-        if let Some(kind) = CacheKind::parse(validate::cache_of(t))
-            && t.messages.iter().any(|m| m.usage.is_some())
-            && !cache_spec.iter().any(|(k, _)| *k == kind)
-        {
-            cache_spec.push((kind, prices::default_for(kind).min_cacheable));
+    let catalog = match &args.cache_models {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read --cache-models {}", path.display()))?;
+            Catalog::parse(&text).with_context(|| format!("in {}", path.display()))?
         }
+        None => prices::builtin(),
+    };
+    let fallback = caches.first().copied().unwrap_or(CacheKind::Anthropic);
+    let pricing = Pricing::of(&catalog, &transcripts, &caches, fallback);
+    for warning in pricing.warnings(&catalog, &transcripts) {
+        eprintln!("{warning}");
     }
+    let cache_spec = &pricing.spec;
     let models: Vec<Option<ClientModel>> = transcripts.iter().map(client_model).collect();
 
     let mut units: Vec<(usize, usize, u64)> = Vec::new();
@@ -339,7 +357,7 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
                 &transcripts[t],
                 &policies[p].1,
                 w,
-                &cache_spec,
+                &cache_spec[t],
                 models[t].as_ref(),
                 args.misses,
             );
@@ -361,15 +379,17 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         .all(|t| t.recording.is_some() && t.messages.iter().any(|m| m.usage.is_some()));
     let mut tables = Vec::new();
     for &w in &windows {
-        for (cache, price) in &priced {
-            let recorded = all_recorded
-                .then(|| report::recorded_row(&transcripts, price))
+        for (k, &cache) in caches.iter().enumerate() {
+            let prices = &pricing.per_cache[k];
+            // The bill is comparable only where each session is priced as billed.
+            let recorded = (all_recorded && pricing.own_cache.iter().all(|&k| k == cache))
+                .then(|| report::recorded_row(&transcripts, &pricing.own))
                 .flatten();
             tables.push(Table {
                 window: w,
                 cache: cache.name(),
-                model: price.name.clone(),
-                rows: report::rows(&runs, w, *cache, price, &names, recorded),
+                model: Pricing::label(prices),
+                rows: report::rows(&runs, w, cache, prices, &names, recorded),
             });
         }
     }
@@ -380,7 +400,7 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             let run = runs
                 .iter()
                 .find(|r| r.source == i && r.policy == "none" && r.window == windows[0])?;
-            validate::check(t, run, validate::cache_of(t))
+            validate::check(t, &sets[i], run, pricing.own_cache[i].name(), &pricing.own[i])
         })
         .collect();
     let cache_writes: Vec<CacheWrite> = transcripts
@@ -496,7 +516,6 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         let header: Vec<&str> = section.header.iter().map(String::as_str).collect();
         println!("{}\n", render(&header, &section.rows));
     }
-    print_validation(&output.validation);
     if let Some(path) = &args.html {
         println!("HTML report: {}", path.display());
     }
@@ -664,6 +683,7 @@ fn sections(output: &Output) -> Vec<Section> {
         });
     }
     out.extend(miss_sections(&output.client_misses));
+    out.extend(validation_sections(&output.validation));
     if !output.cache_writes.is_empty() {
         let mut sessions: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
         for w in &output.cache_writes {
@@ -704,55 +724,57 @@ fn sections(output: &Output) -> Vec<Section> {
     out
 }
 
-fn print_validation(checks: &[SessionCheck]) {
-    for cache in ["anthropic", "openai"] {
-        let mine: Vec<&SessionCheck> = checks.iter().filter(|c| c.cache == cache).collect();
-        if mine.is_empty() {
-            continue;
+/// The validation report: per set and cache model, simulated over recorded in aggregate and
+/// per session (median, p10, p90) for every quantity, cost included.
+fn validation_sections(checks: &[SessionCheck]) -> Vec<Section> {
+    let mut groups: Vec<(&str, &str)> = Vec::new();
+    for c in checks {
+        if !groups.contains(&(c.set.as_str(), c.cache)) {
+            groups.push((&c.set, c.cache));
         }
-        println!(
-            "Simulator vs recorded usage (policy none, {cache} cache model, {} sessions with recorded usage), simulated / recorded per session:",
-            mine.len()
-        );
-        let line = |name: &str, values: Vec<f64>| {
-            if let Some((m, lo, hi)) = validate::spread(values) {
-                println!("  {name}: median {m:.3} (p10 {lo:.3}, p90 {hi:.3})");
-            }
-        };
-        line(
-            "prompt tokens",
-            mine.iter().map(|c| c.prompt_ratio).collect(),
-        );
-        line(
-            "cache reads",
-            mine.iter().filter_map(|c| c.cached_ratio).collect(),
-        );
-        line(
-            "cache writes",
-            mine.iter().filter_map(|c| c.written_ratio).collect(),
-        );
-        line(
-            "uncached input",
-            mine.iter().filter_map(|c| c.uncached_ratio).collect(),
-        );
-        let mean = |f: fn(&SessionCheck) -> f64| {
-            mine.iter().map(|c| f(c)).sum::<f64>() / mine.len() as f64
-        };
-        println!(
-            "  cached share of prompt tokens: recorded {:.1}%, simulated {:.1}% (mean over sessions)",
-            mean(|c| c.recorded_cached_share) * 100.0,
-            mean(|c| c.simulated_cached_share) * 100.0
-        );
-        let [prompt, reads, writes, uncached] = validate::aggregate(&mine);
-        let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
-        println!(
-            "  aggregate (all sessions summed, big ones weigh what they cost): prompt tokens {}, cache reads {}, cache writes {}, uncached input {}\n",
-            show(prompt),
-            show(reads),
-            show(if cache == "anthropic" { writes } else { None }),
-            show(uncached)
-        );
     }
+    groups
+        .into_iter()
+        .map(|(set, cache)| {
+            let mine: Vec<&SessionCheck> = checks
+                .iter()
+                .filter(|c| c.set == set && c.cache == cache)
+                .collect();
+            let models = {
+                let mut m: Vec<&str> = mine.iter().map(|c| c.model.as_str()).collect();
+                m.sort_unstable();
+                m.dedup();
+                m.join(", ")
+            };
+            let aggregate = validate::aggregate(&mine);
+            let rows = validate::QUANTITIES
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != 2 || cache == "anthropic")
+                .map(|(i, name)| {
+                    let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
+                    let spread = validate::spread(mine.iter().filter_map(|c| c.ratio(i)).collect());
+                    vec![
+                        (*name).to_owned(),
+                        show(aggregate[i]),
+                        show(spread.map(|s| s.0)),
+                        show(spread.map(|s| s.1)),
+                        show(spread.map(|s| s.2)),
+                    ]
+                })
+                .collect();
+            Section {
+                title: format!(
+                    "Simulated `none` over recorded usage: {set}, {} sessions, {cache} cache model, priced as {models} (1.000 = the bill reproduced)",
+                    mine.len()
+                ),
+                header: ["quantity", "aggregate", "median session", "p10", "p90"]
+                    .map(str::to_owned)
+                    .to_vec(),
+                rows,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

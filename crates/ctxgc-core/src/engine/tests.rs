@@ -133,6 +133,7 @@ fn build(steps: &[Step]) -> Transcript {
         messages,
         tools: vec![],
         recording: None,
+        model: None,
     }
 }
 
@@ -727,6 +728,7 @@ fn real_transcript(doc: &serde_json::Value) -> Transcript {
         messages,
         tools: vec![],
         recording: None,
+        model: None,
     }
 }
 
@@ -785,6 +787,7 @@ fn claude_code_like(turns: usize) -> Transcript {
         messages,
         tools: vec![],
         recording: None,
+        model: None,
     }
 }
 
@@ -1186,6 +1189,7 @@ fn reads_of_other_parts_of_a_file_stay_current() {
         messages,
         tools: vec![],
         recording: None,
+        model: None,
     };
     // Why the prune at a cold cache after `t` hides each result it hides, by call id.
     let reasons = |t: &Transcript| -> BTreeMap<String, PruneReason> {

@@ -151,6 +151,7 @@ fn build(
     };
     let mut last_request: Option<&str> = None;
     let mut previous_at: Option<i64> = None;
+    let mut models = super::ModelTally::default();
     for &i in chain {
         let e = &entries[i];
         let at = format!("line with uuid {}", e.uuid);
@@ -179,6 +180,9 @@ fn build(
                         }
                     }
                 } else {
+                    // `<synthetic>` names the client's own canned replies (an interrupted or
+                    // failed call), no model the provider ran.
+                    models.note(message.get("model").filter(|m| *m != "<synthetic>"));
                     // The request was sent when its last input was written.
                     let sent = previous_at.or(e.at_ms);
                     push(
@@ -212,6 +216,7 @@ fn build(
         previous_at = previous_at.max(e.at_ms);
     }
     t.recording = Some(recording);
+    t.model = models.most_used();
     crate::resolve_tool_names(&mut t);
     Ok(t)
 }

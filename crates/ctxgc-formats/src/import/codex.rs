@@ -37,6 +37,8 @@ pub(crate) fn import(lines: &[Value], id: &str) -> Result<Transcript, FormatErro
     // A model call's items end at its token_count; the next assistant item starts a new turn.
     let mut call_open = false;
     let mut last_at: Option<i64> = None;
+    // Each turn's context names its model; a session can switch models between turns.
+    let mut models = super::ModelTally::default();
     for (n, line) in lines.iter().enumerate() {
         let at = format!("line {}", n + 1);
         let payload = &line["payload"];
@@ -122,6 +124,7 @@ pub(crate) fn import(lines: &[Value], id: &str) -> Result<Transcript, FormatErro
                 call_open = false;
                 last_at = line_at.or(last_at);
             }
+            Some("turn_context") => models.note(payload.get("model")),
             Some("event_msg")
                 if payload.get("type").and_then(Value::as_str) == Some("token_count") =>
             {
@@ -152,6 +155,7 @@ pub(crate) fn import(lines: &[Value], id: &str) -> Result<Transcript, FormatErro
         ));
     }
     t.recording = Some(recording);
+    t.model = models.most_used();
     crate::resolve_tool_names(&mut t);
     Ok(t)
 }

@@ -47,6 +47,7 @@ pub fn import(doc: &Value, id: &str) -> Result<(Transcript, Protocol), FormatErr
         ..Transcript::default()
     };
     let mut pending: Option<(String, String)> = None;
+    let mut models = super::ModelTally::default();
     for (i, m) in messages.iter().enumerate() {
         let at = format!("messages[{i}]");
         let role = m.get("role").and_then(Value::as_str).unwrap_or_default();
@@ -71,9 +72,11 @@ pub fn import(doc: &Value, id: &str) -> Result<(Transcript, Protocol), FormatErr
             message.usage = m
                 .pointer("/extra/response/usage")
                 .and_then(usage_from_value);
+            models.note(m.pointer("/extra/response/model"));
         }
         t.messages.push(message);
     }
+    t.model = models.most_used();
     crate::resolve_tool_names(&mut t);
     Ok((t, protocol))
 }

@@ -83,6 +83,35 @@ pub struct ImportError {
     pub why: String,
 }
 
+/// Counts the model names a log gives its requests, to name the session's model: the one most
+/// of its requests went to (a client's background calls to a smaller model are the minority).
+#[derive(Default)]
+pub(crate) struct ModelTally(Vec<(String, usize)>);
+
+impl ModelTally {
+    /// Counts one request's `model` field, when it is a non-empty string.
+    pub(crate) fn note(&mut self, model: Option<&Value>) {
+        let Some(name) = model.and_then(Value::as_str).filter(|s| !s.is_empty()) else {
+            return;
+        };
+        match self.0.iter_mut().find(|(n, _)| n == name) {
+            Some((_, count)) => *count += 1,
+            None => self.0.push((name.to_owned(), 1)),
+        }
+    }
+
+    /// The most used name (the first seen among equals).
+    pub(crate) fn most_used(&self) -> Option<String> {
+        let mut best: Option<&(String, usize)> = None;
+        for entry in &self.0 {
+            if best.is_none_or(|b| entry.1 > b.1) {
+                best = Some(entry);
+            }
+        }
+        best.map(|(name, _)| name.clone())
+    }
+}
+
 /// The session id of a file: its name without the transcript extensions.
 pub fn session_id(path: &Path) -> String {
     let name = path
@@ -361,6 +390,9 @@ pub fn write_jsonl(t: &Transcript) -> String {
         {
             obj.insert("content_blocks".into(), blocks);
         }
+        if let (Some(model), Value::Object(obj), 0) = (&t.model, &mut line, i) {
+            obj.insert("model".into(), Value::from(model.as_str()));
+        }
         if let (Some(r), Value::Object(obj)) = (&t.recording, &mut line) {
             if i == 0 {
                 obj.insert("client".into(), Value::from(r.client.as_str()));
@@ -396,6 +428,11 @@ pub fn read_jsonl(text: &str) -> Result<Transcript, FormatError> {
             .map_err(|e| FormatError::shape(&at, format!("invalid JSON: {e}")))?;
         if let Some(client) = value.get("client").and_then(Value::as_str) {
             recording.get_or_insert_with(Recording::default).client = client.to_owned();
+        }
+        if t.messages.is_empty()
+            && let Some(model) = value.get("model").and_then(Value::as_str)
+        {
+            t.model = Some(model.to_owned());
         }
         let sent = value.get("sent_ms").and_then(Value::as_i64);
         let compaction = value.get("compaction").and_then(Value::as_u64);

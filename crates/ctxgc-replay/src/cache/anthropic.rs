@@ -14,13 +14,9 @@
 
 use std::collections::HashMap;
 
-use super::{Block, CacheModel, SentAt, Served};
+use super::{Block, CacheKind, CacheModel, CacheRules, SentAt, Served};
 use ctxgc_core::provider_cache;
 
-/// Most breakpoints per request.
-pub const MAX_BREAKPOINTS: usize = 4;
-/// How far a lookup walks back from a breakpoint, in blocks.
-pub const LOOKBACK_BLOCKS: usize = 20;
 /// The default cache lifetime.
 pub const TTL_MS: i64 = provider_cache::ANTHROPIC_TTL_SECS as i64 * 1_000;
 /// The extended lifetime (`cache_control: {"type": "ephemeral", "ttl": "1h"}`).
@@ -31,16 +27,33 @@ pub const TTL_1H_MS: i64 = provider_cache::ANTHROPIC_LONG_TTL_SECS as i64 * 1_00
 pub struct AnthropicCache {
     /// Entry (prefix chain hash) -> when it expires (None: never, written at an unknown time).
     entries: HashMap<u64, Option<i64>>,
-    min_cacheable: usize,
+    rules: CacheRules,
 }
 
 impl AnthropicCache {
-    /// A cache for a model whose minimum cacheable prompt is `min_cacheable` tokens.
-    pub fn new(min_cacheable: usize) -> AnthropicCache {
+    /// A cache with these rules.
+    pub fn new(rules: CacheRules) -> AnthropicCache {
         AnthropicCache {
             entries: HashMap::new(),
-            min_cacheable,
+            rules: CacheRules {
+                max_breakpoints: rules.max_breakpoints.max(1),
+                lookback_blocks: rules.lookback_blocks.max(1),
+                ..rules
+            },
         }
+    }
+
+    /// A cache with the documented rules and a model's minimum cacheable prompt.
+    pub fn documented(min_cacheable: usize) -> AnthropicCache {
+        AnthropicCache::new(CacheRules::documented(CacheKind::Anthropic, min_cacheable))
+    }
+
+    fn expiry(&self, at: Option<SentAt>) -> Option<i64> {
+        let ttl = match at {
+            Some(SentAt { long_ttl: true, .. }) => self.rules.long_ttl_ms.or(self.rules.ttl_ms),
+            _ => self.rules.ttl_ms,
+        };
+        at.map(|a| a.ms + ttl.unwrap_or(i64::MAX / 4))
     }
 
     fn live(&self, block: &Block, now: Option<i64>) -> bool {
@@ -55,7 +68,9 @@ impl AnthropicCache {
 impl CacheModel for AnthropicCache {
     fn serve_at(&mut self, blocks: &[Block], at: Option<SentAt>) -> Served {
         let now = at.map(|a| a.ms);
-        let expires = at.map(|a| a.ms + if a.ttl_1h { TTL_1H_MS } else { TTL_MS });
+        let expires = self.expiry(at);
+        let (max_breakpoints, lookback) = (self.rules.max_breakpoints, self.rules.lookback_blocks);
+        let min_cacheable = self.rules.min_tokens;
         let total: usize = blocks.iter().map(|b| b.tokens).sum();
         let mut ends = Vec::with_capacity(blocks.len());
         let mut acc = 0;
@@ -70,12 +85,12 @@ impl CacheModel for AnthropicCache {
             .filter(|(_, b)| b.breakpoint)
             .map(|(i, _)| i)
             .collect();
-        if breakpoints.len() > MAX_BREAKPOINTS {
-            breakpoints.drain(..breakpoints.len() - MAX_BREAKPOINTS);
+        if breakpoints.len() > max_breakpoints {
+            breakpoints.drain(..breakpoints.len() - max_breakpoints);
         }
         let mut hit_end = 0usize; // tokens read from the cache
         for &bp in &breakpoints {
-            let lowest = bp.saturating_sub(LOOKBACK_BLOCKS - 1);
+            let lowest = bp.saturating_sub(lookback - 1);
             if let Some(k) = (lowest..=bp).rev().find(|&k| self.live(&blocks[k], now)) {
                 hit_end = hit_end.max(ends[k]);
                 // A read refreshes the entry's lifetime.
@@ -85,16 +100,21 @@ impl CacheModel for AnthropicCache {
         let last_bp_end = breakpoints.last().map_or(0, |&bp| ends[bp]);
         let mut written = 0;
         for &bp in &breakpoints {
-            if ends[bp] >= self.min_cacheable {
+            if ends[bp] >= min_cacheable {
                 self.entries.insert(blocks[bp].chain, expires);
             }
         }
-        if last_bp_end >= self.min_cacheable && last_bp_end > hit_end {
+        if last_bp_end >= min_cacheable && last_bp_end > hit_end {
             written = last_bp_end - hit_end;
         }
         Served {
             cached: hit_end,
             written,
+            written_long: if at.is_some_and(|a| a.long_ttl) {
+                written
+            } else {
+                0
+            },
             uncached: total - hit_end - written,
         }
     }
@@ -102,7 +122,7 @@ impl CacheModel for AnthropicCache {
     fn preload(&mut self, blocks: &[Block], tokens: usize, at: Option<SentAt>) {
         // The earlier session's last breakpoint ended where the read ends.
         if let Some(last) = super::within(blocks, tokens).last() {
-            let expires = at.map(|a| a.ms + if a.ttl_1h { TTL_1H_MS } else { TTL_MS });
+            let expires = self.expiry(at);
             self.entries.insert(last.chain, expires);
         }
     }
@@ -122,7 +142,7 @@ mod tests {
 
     #[test]
     fn writes_then_reads_at_breakpoints() {
-        let mut cache = AnthropicCache::new(1_024);
+        let mut cache = AnthropicCache::documented(1_024);
         // System 2,000 tokens (breakpoint), then two messages, breakpoint on the last.
         let r1 = with_breakpoints(blocks(&[(1, 2_000), (2, 300), (3, 200)]), &[0, 2]);
         assert_eq!(
@@ -130,6 +150,7 @@ mod tests {
             Served {
                 cached: 0,
                 written: 2_500,
+                written_long: 0,
                 uncached: 0
             }
         );
@@ -144,6 +165,7 @@ mod tests {
             Served {
                 cached: 2_500,
                 written: 700,
+                written_long: 0,
                 uncached: 0
             }
         );
@@ -151,7 +173,7 @@ mod tests {
 
     #[test]
     fn an_edit_more_than_20_blocks_back_misses_all_but_the_system_entry() {
-        let mut cache = AnthropicCache::new(1_024);
+        let mut cache = AnthropicCache::documented(1_024);
         let mut spec: Vec<(u64, usize)> = vec![(1, 3_000)];
         spec.extend((2..=40).map(|i| (i, 100)));
         let r1 = with_breakpoints(blocks(&spec), &[0, 39]);
@@ -172,7 +194,7 @@ mod tests {
         // Had the previous request's last block been within 20 blocks, it would have hit.
         let mut short: Vec<(u64, usize)> = vec![(1, 3_000)];
         short.extend((2..=10).map(|i| (i, 100)));
-        let mut cache = AnthropicCache::new(1_024);
+        let mut cache = AnthropicCache::documented(1_024);
         cache.serve(&with_breakpoints(blocks(&short), &[0, 9]));
         short.push((11, 100));
         assert_eq!(
@@ -185,14 +207,14 @@ mod tests {
 
     #[test]
     fn entries_expire_after_their_ttl_unless_read() {
-        let at = |minutes: i64, ttl_1h: bool| {
+        let at = |minutes: i64, long_ttl: bool| {
             Some(SentAt {
                 ms: minutes * 60_000,
-                ttl_1h,
+                long_ttl,
             })
         };
         let r = with_breakpoints(blocks(&[(1, 2_000), (2, 300)]), &[0, 1]);
-        let mut cache = AnthropicCache::new(1_024);
+        let mut cache = AnthropicCache::documented(1_024);
         assert_eq!(cache.serve_at(&r, at(0, false)).written, 2_300);
         // Read at minute 4 refreshes the entry: still there at minute 8.
         assert_eq!(cache.serve_at(&r, at(4, false)).cached, 2_300);
@@ -201,11 +223,11 @@ mod tests {
         let served = cache.serve_at(&r, at(14, false));
         assert_eq!((served.cached, served.written), (0, 2_300));
         // With the one-hour TTL, a 30-minute pause still hits.
-        let mut cache = AnthropicCache::new(1_024);
+        let mut cache = AnthropicCache::documented(1_024);
         cache.serve_at(&r, at(0, true));
         assert_eq!(cache.serve_at(&r, at(30, true)).cached, 2_300);
         // Unknown times never expire.
-        let mut cache = AnthropicCache::new(1_024);
+        let mut cache = AnthropicCache::documented(1_024);
         cache.serve(&r);
         assert_eq!(cache.serve(&r).cached, 2_300);
     }
@@ -217,36 +239,37 @@ mod tests {
         let at = |minutes: i64| {
             Some(SentAt {
                 ms: minutes * 60_000,
-                ttl_1h: false,
+                long_ttl: false,
             })
         };
         let r = with_breakpoints(
             blocks(&[(1, 2_000), (2, 30_000), (3, 40_000), (4, 5_000)]),
             &[0, 3],
         );
-        let mut cache = AnthropicCache::new(1_024);
+        let mut cache = AnthropicCache::documented(1_024);
         // Recorded: 71,800 read (the provider's count; the replay's ends at 72,000).
         cache.preload(&r, 71_800, at(0));
         let served = cache.serve_at(&r, at(0));
         assert_eq!((served.cached, served.written), (72_000, 5_000));
         // Without a preload the first request writes everything.
-        let mut fresh = AnthropicCache::new(1_024);
+        let mut fresh = AnthropicCache::documented(1_024);
         assert_eq!(fresh.serve_at(&r, at(0)).written, 77_000);
         // A preload past its TTL is gone.
-        let mut late = AnthropicCache::new(1_024);
+        let mut late = AnthropicCache::documented(1_024);
         late.preload(&r, 71_800, at(0));
         assert_eq!(late.serve_at(&r, at(6)).cached, 0);
     }
 
     #[test]
     fn below_the_minimum_nothing_is_cached() {
-        let mut cache = AnthropicCache::new(2_048);
+        let mut cache = AnthropicCache::documented(2_048);
         let r = with_breakpoints(blocks(&[(1, 1_500), (2, 100)]), &[0, 1]);
         assert_eq!(
             cache.serve(&r),
             Served {
                 cached: 0,
                 written: 0,
+                written_long: 0,
                 uncached: 1_600
             }
         );

@@ -54,8 +54,16 @@ pub struct Served {
     pub cached: usize,
     /// Written to the cache (billed as cache writes where the provider charges for them).
     pub written: usize,
+    /// Of `written`, tokens written with the long lifetime (Anthropic's 1-hour TTL, billed at
+    /// its own price).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub written_long: usize,
     /// Processed without the cache.
     pub uncached: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Served {
@@ -70,8 +78,96 @@ impl Served {
 pub struct SentAt {
     /// Milliseconds since the Unix epoch.
     pub ms: i64,
-    /// The request asked for the one-hour TTL (Anthropic `cache_control.ttl: "1h"`).
-    pub ttl_1h: bool,
+    /// The request asked for the provider's long lifetime (Anthropic `cache_control.ttl:
+    /// "1h"`, OpenAI `prompt_cache_retention: "24h"`).
+    pub long_ttl: bool,
+}
+
+/// The rules one session's cache runs with: the provider's documented ones and the values it
+/// leaves open, from the table (`crate::prices`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CacheRules {
+    /// Smallest cacheable prompt (and hit).
+    pub min_tokens: usize,
+    /// Granularity of a hit.
+    pub step: usize,
+    /// An entry's lifetime after its last use (None: never expires).
+    pub ttl_ms: Option<i64>,
+    /// Where eviction is gradual: the idle time by which every entry is gone; between `ttl_ms`
+    /// and this a hit is served in proportion to the share of entries still alive.
+    pub ttl_max_ms: Option<i64>,
+    /// The long lifetime a request can ask for.
+    pub long_ttl_ms: Option<i64>,
+    /// Most breakpoints per request.
+    pub max_breakpoints: usize,
+    /// How far a read walks back from a breakpoint, in blocks.
+    pub lookback_blocks: usize,
+    /// Share of requests that find nothing cached although nothing expired.
+    pub routing_miss: f64,
+    /// Tokens by which a hit falls short of the cached prefix's end, on average.
+    pub lag_tokens: usize,
+}
+
+impl CacheRules {
+    /// The documented rules of a cache model alone, with nothing calibrated (tests, and a
+    /// user's table without that provider).
+    pub fn documented(kind: CacheKind, min_tokens: usize) -> CacheRules {
+        use ctxgc_core::provider_cache as pc;
+        let base = CacheRules {
+            min_tokens,
+            step: 1,
+            ttl_ms: None,
+            ttl_max_ms: None,
+            long_ttl_ms: None,
+            max_breakpoints: 0,
+            lookback_blocks: 0,
+            routing_miss: 0.0,
+            lag_tokens: 0,
+        };
+        match kind {
+            CacheKind::Anthropic => CacheRules {
+                ttl_ms: Some(pc::ANTHROPIC_TTL_SECS as i64 * 1_000),
+                long_ttl_ms: Some(pc::ANTHROPIC_LONG_TTL_SECS as i64 * 1_000),
+                max_breakpoints: 4,
+                lookback_blocks: 20,
+                ..base
+            },
+            CacheKind::Openai => CacheRules {
+                step: 128,
+                ttl_ms: Some(pc::OPENAI_RETENTION_SECS as i64 * 1_000),
+                long_ttl_ms: Some(pc::OPENAI_EXTENDED_RETENTION_SECS as i64 * 1_000),
+                ..base
+            },
+            CacheKind::Gemini => CacheRules {
+                step: 2_048,
+                ttl_ms: Some(3_600_000),
+                long_ttl_ms: Some(3_600_000),
+                ..base
+            },
+            CacheKind::Vllm => CacheRules {
+                min_tokens: 0,
+                step: vllm::BLOCK,
+                ..base
+            },
+        }
+    }
+
+    /// The share of a prefix last used `idle_ms` ago that is still cached: all of it within the
+    /// lifetime, none past the longest, the share in between falling linearly.
+    fn alive_share(&self, idle_ms: i64, long: bool) -> f64 {
+        let (ttl, max) = match (long, self.long_ttl_ms, self.ttl_ms) {
+            (true, Some(long), _) => (long, long),
+            (_, _, Some(ttl)) => (ttl, self.ttl_max_ms.unwrap_or(ttl).max(ttl)),
+            (_, _, None) => return 1.0,
+        };
+        if idle_ms <= ttl {
+            1.0
+        } else if idle_ms >= max {
+            0.0
+        } else {
+            (max - idle_ms) as f64 / (max - ttl) as f64
+        }
+    }
 }
 
 /// A provider's cache, as it evolves over one session's requests.
@@ -113,17 +209,20 @@ pub enum CacheKind {
     Anthropic,
     /// OpenAI automatic prefix caching.
     Openai,
+    /// Gemini implicit caching.
+    Gemini,
     /// vLLM-style block caching.
     Vllm,
 }
 
 impl CacheKind {
     /// A fresh cache for one session.
-    pub fn new_model(self, min_cacheable: usize) -> Box<dyn CacheModel> {
+    pub fn new_model(self, rules: CacheRules) -> Box<dyn CacheModel> {
         match self {
-            CacheKind::Anthropic => Box::new(anthropic::AnthropicCache::new(min_cacheable)),
-            CacheKind::Openai => Box::new(openai::cache()),
-            CacheKind::Vllm => Box::new(vllm::cache()),
+            CacheKind::Anthropic => Box::new(anthropic::AnthropicCache::new(rules)),
+            CacheKind::Openai | CacheKind::Gemini | CacheKind::Vllm => {
+                Box::new(PrefixCache::new(rules))
+            }
         }
     }
 
@@ -132,6 +231,7 @@ impl CacheKind {
         match self {
             CacheKind::Anthropic => "anthropic",
             CacheKind::Openai => "openai",
+            CacheKind::Gemini => "gemini",
             CacheKind::Vllm => "vllm",
         }
     }
@@ -141,6 +241,7 @@ impl CacheKind {
         match name {
             "anthropic" => Some(CacheKind::Anthropic),
             "openai" => Some(CacheKind::Openai),
+            "gemini" => Some(CacheKind::Gemini),
             "vllm" => Some(CacheKind::Vllm),
             _ => None,
         }
@@ -148,34 +249,39 @@ impl CacheKind {
 }
 
 /// A cache that serves the longest prefix shared with any earlier request of the session,
-/// rounded down to `step` tokens, for prompts (and hits) of at least `min_tokens`: OpenAI's
-/// automatic caching and vLLM's block cache are this with different numbers. A prefix not used
-/// for `retention_ms` is evicted.
-#[derive(Debug, Default)]
+/// rounded down to the rules' step, for prompts (and hits) of at least their minimum: OpenAI's
+/// automatic caching, Gemini's implicit caching and vLLM's block cache are this with different
+/// rules. What the providers do not promise is served in expectation, so that a replay stays a
+/// pure function of the log: a prefix idle past its lifetime is served in proportion to the
+/// share of such prefixes still cached, a hit falls short of the prefix's end by the calibrated
+/// lag, and the calibrated share of requests that find nothing (routing) is taken off.
+#[derive(Debug)]
 pub struct PrefixCache {
-    min_tokens: usize,
-    step: usize,
-    retention_ms: Option<i64>,
-    /// Chain hash -> when it was last used (None: by a request of unknown time).
-    seen: std::collections::HashMap<u64, Option<i64>>,
+    rules: CacheRules,
+    /// Chain hash -> when it was last used (None: by a request of unknown time), and whether
+    /// with the long lifetime.
+    seen: std::collections::HashMap<u64, (Option<i64>, bool)>,
 }
 
 impl PrefixCache {
-    /// A cache with a minimum, a granularity and a retention after last use.
-    pub fn new(min_tokens: usize, step: usize, retention_ms: Option<i64>) -> PrefixCache {
+    /// A cache with these rules.
+    pub fn new(rules: CacheRules) -> PrefixCache {
         PrefixCache {
-            min_tokens,
-            step: step.max(1),
-            retention_ms,
+            rules: CacheRules {
+                step: rules.step.max(1),
+                ..rules
+            },
             seen: Default::default(),
         }
     }
 
-    fn alive(&self, block: &Block, now: Option<i64>) -> bool {
-        match (self.seen.get(&block.chain), now, self.retention_ms) {
-            (None, _, _) => false,
-            (Some(Some(used)), Some(now), Some(retention)) => block.warm || now - used <= retention,
-            (Some(_), _, _) => true,
+    /// The share of `block`'s prefix still cached at `now` (0: never seen).
+    fn alive(&self, block: &Block, now: Option<i64>) -> f64 {
+        match (self.seen.get(&block.chain), now) {
+            (None, _) => 0.0,
+            (Some(_), _) if block.warm => 1.0,
+            (Some(&(Some(used), long)), Some(now)) => self.rules.alive_share(now - used, long),
+            (Some(_), _) => 1.0,
         }
     }
 }
@@ -184,35 +290,44 @@ impl CacheModel for PrefixCache {
     fn serve_at(&mut self, blocks: &[Block], at: Option<SentAt>) -> Served {
         let now = at.map(|a| a.ms);
         let total: usize = blocks.iter().map(|b| b.tokens).sum();
-        if total < self.min_tokens {
+        let rules = self.rules;
+        if total < rules.min_tokens {
             return Served {
-                cached: 0,
-                written: 0,
                 uncached: total,
+                ..Served::default()
             };
         }
-        let shared: usize = blocks
-            .iter()
-            .take_while(|b| self.alive(b, now))
-            .map(|b| b.tokens)
-            .sum();
-        let cached = if shared >= self.min_tokens {
-            shared / self.step * self.step
+        let mut shared = 0usize;
+        let mut alive = 0.0;
+        for b in blocks {
+            let share = self.alive(b, now);
+            if share <= 0.0 {
+                break;
+            }
+            shared += b.tokens;
+            alive = share;
+        }
+        let reach = shared.saturating_sub(rules.lag_tokens);
+        let hit = if reach >= rules.min_tokens.max(1) {
+            reach / rules.step * rules.step
         } else {
             0
         };
-        self.seen.extend(blocks.iter().map(|b| (b.chain, now)));
+        let cached = (hit as f64 * alive * (1.0 - rules.routing_miss)).round() as usize;
+        let long = at.is_some_and(|a| a.long_ttl);
+        self.seen.extend(blocks.iter().map(|b| (b.chain, (now, long))));
         Served {
             cached,
-            written: 0,
             uncached: total - cached,
+            ..Served::default()
         }
     }
 
     fn preload(&mut self, blocks: &[Block], tokens: usize, at: Option<SentAt>) {
         let now = at.map(|a| a.ms);
+        let long = at.is_some_and(|a| a.long_ttl);
         self.seen
-            .extend(within(blocks, tokens).iter().map(|b| (b.chain, now)));
+            .extend(within(blocks, tokens).iter().map(|b| (b.chain, (now, long))));
     }
 }
 

@@ -6,7 +6,7 @@
 //! first ~256 tokens plus `prompt_cache_key`, so one session's requests reach the same cache.
 //! Cached input is billed at the model's discount (10% on GPT-5); there is no write surcharge.
 
-use super::PrefixCache;
+use super::{CacheKind, CacheRules, PrefixCache};
 use ctxgc_core::provider_cache;
 
 /// Minimum prompt (and hit) size.
@@ -18,15 +18,15 @@ pub const STEP: usize = 128;
 /// warm, so the upper end is taken.
 pub const RETENTION_MS: i64 = provider_cache::OPENAI_RETENTION_SECS as i64 * 1_000;
 
-/// The cache of one session.
+/// The cache of one session, with the documented rules alone (nothing calibrated).
 pub fn cache() -> PrefixCache {
-    PrefixCache::new(MIN_TOKENS, STEP, Some(RETENTION_MS))
+    PrefixCache::new(CacheRules::documented(CacheKind::Openai, MIN_TOKENS))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::{CacheModel, Served, blocks};
+    use crate::cache::{CacheModel, SentAt, Served, blocks};
 
     #[test]
     fn hits_come_in_128_token_steps_from_1024() {
@@ -38,6 +38,7 @@ mod tests {
             Served {
                 cached: 0,
                 written: 0,
+                written_long: 0,
                 uncached: 1_500
             }
         );
@@ -48,12 +49,55 @@ mod tests {
             Served {
                 cached: 1_408,
                 written: 0,
+                written_long: 0,
                 uncached: 792
             }
         );
         // A change in the second block: only 1,000 shared, under the 1,024 minimum.
         let edited = blocks(&[(1, 1_000), (9, 500), (3, 700)]);
         assert_eq!(cache.serve(&edited).cached, 0);
+    }
+
+    /// What the documentation leaves open is served in expectation: the calibrated routing
+    /// misses and lag, and a prefix idle between the 5 and 10 minutes of in-memory retention.
+    #[test]
+    fn calibrated_misses_lag_and_gradual_eviction_are_expected_values() {
+        let rules = CacheRules {
+            ttl_ms: Some(300_000),
+            ttl_max_ms: Some(600_000),
+            routing_miss: 0.05,
+            lag_tokens: 200,
+            ..CacheRules::documented(CacheKind::Openai, MIN_TOKENS)
+        };
+        let at = |s: i64| {
+            Some(SentAt {
+                ms: s * 1_000,
+                long_ttl: false,
+            })
+        };
+        let mut cache = PrefixCache::new(rules);
+        let first = blocks(&[(1, 4_000), (2, 1_000)]);
+        cache.serve_at(&first, at(0));
+        let second = blocks(&[(1, 4_000), (2, 1_000), (3, 500)]);
+        // 5,000 shared, 200 short: 4,800 -> 4,736 in steps, 95% of it.
+        assert_eq!(cache.serve_at(&second, at(10)).cached, 4_499);
+        // Idle 7.5 minutes, half way between 5 and 10: half of that again.
+        let third = blocks(&[(1, 4_000), (2, 1_000), (3, 500), (4, 100)]);
+        let served = cache.serve_at(&third, at(460));
+        assert_eq!(served.cached, ((5_500 - 200) / 128 * 128) * 95 / 200);
+        // Past 10 minutes idle nothing is left; the 24h retention keeps it.
+        let mut cache = PrefixCache::new(rules);
+        cache.serve_at(&first, at(0));
+        assert_eq!(cache.serve_at(&second, at(700)).cached, 0);
+        let mut cache = PrefixCache::new(rules);
+        let long = |s: i64| {
+            Some(SentAt {
+                ms: s * 1_000,
+                long_ttl: true,
+            })
+        };
+        cache.serve_at(&first, long(0));
+        assert_eq!(cache.serve_at(&second, long(3_600)).cached, 4_499);
     }
 
     #[test]

@@ -2,14 +2,14 @@
 //! so a hit covers the shared prefix rounded down to a multiple of 16. No minimum, no write
 //! cost, and no expiry by time (vLLM evicts by memory pressure, which a replay cannot see). Source: vLLM docs, "Automatic Prefix Caching" (docs.vllm.ai, design/prefix_caching).
 
-use super::PrefixCache;
+use super::{CacheKind, CacheRules, PrefixCache};
 
 /// Tokens per KV block (vLLM's default on CUDA).
 pub const BLOCK: usize = 16;
 
 /// The cache of one session.
 pub fn cache() -> PrefixCache {
-    PrefixCache::new(0, BLOCK, None)
+    PrefixCache::new(CacheRules::documented(CacheKind::Vllm, 0))
 }
 
 #[cfg(test)]
@@ -27,6 +27,7 @@ mod tests {
             Served {
                 cached: 128,
                 written: 0,
+                written_long: 0,
                 uncached: 59
             }
         );

@@ -108,7 +108,7 @@ impl ReplayPolicy for Ctxgc {
         };
         // The proxy reads the same from the request's `cache_control`.
         let requested_ttl = at
-            .is_some_and(|at| at.ttl_1h)
+            .is_some_and(|at| at.long_ttl)
             .then_some(provider_cache::ANTHROPIC_LONG_TTL_SECS);
         self.session.set_idle(idle, self.provider, requested_ttl);
         if sent_ms.is_some() {
@@ -160,16 +160,16 @@ mod tests {
 
     /// A served session of 30 turns of 1.5K-token outputs to an Anthropic model; the request
     /// of turn 20 comes `pause_secs` after the one before; every request asks for the one-hour
-    /// cache TTL when `ttl_1h`. The events, by turn.
-    fn served(config: Config, pause_secs: i64, ttl_1h: bool) -> Vec<Option<String>> {
-        served_by(ProviderFamily::Anthropic, config, pause_secs, ttl_1h)
+    /// cache TTL when `long_ttl`. The events, by turn.
+    fn served(config: Config, pause_secs: i64, long_ttl: bool) -> Vec<Option<String>> {
+        served_by(ProviderFamily::Anthropic, config, pause_secs, long_ttl)
     }
 
     fn served_by(
         provider: ProviderFamily,
         config: Config,
         pause_secs: i64,
-        ttl_1h: bool,
+        long_ttl: bool,
     ) -> Vec<Option<String>> {
         let mut policy = Ctxgc {
             provider,
@@ -181,7 +181,7 @@ mod tests {
         let mut events = Vec::new();
         for turn in 0..30 {
             now_ms += if turn == 20 { pause_secs * 1000 } else { 5_000 };
-            policy.clock(Some(SentAt { ms: now_ms, ttl_1h }));
+            policy.clock(Some(SentAt { ms: now_ms, long_ttl }));
             events.push(policy.request().event.map(|e| e.kind));
             // Each output its own: a repeat would enter as a pointer to the earlier one.
             let output: String = (0..300)
