@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod cache;
+pub mod calibrate;
 pub mod causes;
 pub mod client;
 mod counting;

@@ -373,7 +373,11 @@ impl Pricing {
 
     /// Warnings for the sessions whose model the table does not have, and a note for those
     /// that name none, each naming the row used.
-    pub fn warnings(&self, catalog: &Catalog, transcripts: &[ctxgc_core::Transcript]) -> Vec<String> {
+    pub fn warnings(
+        &self,
+        catalog: &Catalog,
+        transcripts: &[ctxgc_core::Transcript],
+    ) -> Vec<String> {
         let mut unknown: Vec<(&str, &str, usize)> = Vec::new();
         let mut unnamed = 0usize;
         for (matched, price) in self.matched.iter().zip(&self.own) {
@@ -473,7 +477,9 @@ mod tests {
             uncached: 1_000_000,
         };
         // 5-minute writes at 1.25x, 1-hour writes at 2x the input price.
-        assert!((sonnet.cost(&served, 1_000_000) - (0.30 + 3.75 + 6.00 + 3.00 + 15.00)).abs() < 1e-9);
+        assert!(
+            (sonnet.cost(&served, 1_000_000) - (0.30 + 3.75 + 6.00 + 3.00 + 15.00)).abs() < 1e-9
+        );
         let gpt5 = default_for(CacheKind::Openai);
         let read_only = Served {
             cached: 2_000_000,
@@ -516,7 +522,10 @@ mod tests {
         let priced = table.price_of(Some("gpt-5.7"), CacheKind::Anthropic);
         assert_eq!(priced.price.name, "gpt-5");
         let priced = table.price_of(None, CacheKind::Gemini);
-        assert_eq!((priced.matched, priced.price.name.as_str()), (Match::Unnamed, "gemini-2.5-pro"));
+        assert_eq!(
+            (priced.matched, priced.price.name.as_str()),
+            (Match::Unnamed, "gemini-2.5-pro")
+        );
     }
 
     #[test]

@@ -56,6 +56,11 @@ pub struct ReplayArgs {
     /// reads and writes (policy none), with the cause of each difference.
     #[arg(long, value_name = "SESSION")]
     pub explain_cache: Option<String>,
+    /// Fit what the prefix caches' documentation leaves open (routing misses, how far a hit falls
+    /// short) on the sessions' billed usage, and report the error on each set (or fold of
+    /// sessions) left out of the fit, instead of the replay.
+    #[arg(long)]
+    pub calibrate: bool,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
@@ -243,9 +248,10 @@ fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<String>, Vec<Skipped>
     }
     let mut skipped = Vec::new();
     for path in &args.paths {
-        let set = path
-            .file_name()
-            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let set = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
         for result in import::import_paths(std::slice::from_ref(path)) {
             match result {
                 Ok(imported) => {
@@ -339,6 +345,9 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         eprintln!("{warning}");
     }
     let cache_spec = &pricing.spec;
+    if args.calibrate {
+        return calibrate(&transcripts, &sets, &catalog, &pricing, windows[0]);
+    }
     let models: Vec<Option<ClientModel>> = transcripts.iter().map(client_model).collect();
 
     let mut units: Vec<(usize, usize, u64)> = Vec::new();
@@ -400,7 +409,13 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             let run = runs
                 .iter()
                 .find(|r| r.source == i && r.policy == "none" && r.window == windows[0])?;
-            validate::check(t, &sets[i], run, pricing.own_cache[i].name(), &pricing.own[i])
+            validate::check(
+                t,
+                &sets[i],
+                run,
+                pricing.own_cache[i].name(),
+                &pricing.own[i],
+            )
         })
         .collect();
     let cache_writes: Vec<CacheWrite> = transcripts
@@ -520,6 +535,154 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         println!("HTML report: {}", path.display());
     }
     Ok(code)
+}
+
+/// `--calibrate`: per prefix-cache provider, the values fitted on every session with billed
+/// usage, then each set (or, with one set, each fifth of the sessions) left out in turn.
+fn calibrate(
+    transcripts: &[Transcript],
+    sets: &[String],
+    catalog: &Catalog,
+    pricing: &Pricing,
+    window: u64,
+) -> Result<ExitCode> {
+    use ctxgc_replay::cache::CacheRules;
+    use ctxgc_replay::calibrate::{Errors, Observation, fit, leave_one_out};
+    let none = policies::builtin("none").context("the none policy")?;
+    let mut kinds: Vec<CacheKind> = pricing.own_cache.clone();
+    kinds.sort_by_key(|k| k.name());
+    kinds.dedup();
+    let pct = |v: f64| format!("{v:.3}");
+    let error_cells = |e: &Errors| {
+        vec![
+            pct(e.reads),
+            pct(e.uncached),
+            pct(e.cost),
+            pct(e.median_cost),
+        ]
+    };
+    let mut printed = false;
+    for kind in kinds.into_iter().filter(|k| *k != CacheKind::Anthropic) {
+        let mine: Vec<usize> = (0..transcripts.len())
+            .filter(|&i| {
+                pricing.own_cache[i] == kind
+                    && transcripts[i].messages.iter().any(|m| m.usage.is_some())
+            })
+            .collect();
+        let Some(&first) = mine.first() else { continue };
+        let price = pricing.own[first].clone();
+        let base = catalog.rules(kind, &price);
+        // The prefix each request could read, unrounded and with nothing calibrated.
+        let raw = CacheRules {
+            min_tokens: 0,
+            step: 1,
+            routing_miss: 0.0,
+            lag_tokens: 0,
+            ..base
+        };
+        let mut set_names: Vec<&str> = mine.iter().map(|&i| sets[i].as_str()).collect();
+        set_names.sort_unstable();
+        set_names.dedup();
+        let by_set = set_names.len() > 1;
+        let runs: Vec<(usize, SessionRun)> = mine
+            .par_iter()
+            .map(|&i| {
+                let model = client_model(&transcripts[i]);
+                (
+                    i,
+                    replay(
+                        i,
+                        &transcripts[i],
+                        &none,
+                        window,
+                        &[(kind, raw)],
+                        model.as_ref(),
+                        false,
+                    ),
+                )
+            })
+            .collect();
+        let mut obs = Vec::new();
+        for (n, (i, run)) in runs.iter().enumerate() {
+            let group = if by_set {
+                set_names.iter().position(|s| *s == sets[*i]).unwrap_or(0)
+            } else {
+                n % 5
+            };
+            for r in run.requests.iter().filter(|r| !r.summarizer) {
+                let Some(u) = transcripts[*i].messages[r.source_index].usage else {
+                    continue;
+                };
+                obs.push(Observation {
+                    group,
+                    session: *i,
+                    prompt: r.tokens,
+                    reachable: r.served[kind.name()].cached,
+                    recorded: report::recorded_served(&u),
+                    output: u.completion_tokens as usize,
+                });
+            }
+        }
+        let Some(all) = fit(&obs, |_| true, &base, &price) else {
+            continue;
+        };
+        let mut rows = vec![{
+            let mut row = vec![
+                "all".to_owned(),
+                mine.len().to_string(),
+                format!("{:.3}", all.routing_miss),
+                all.lag_tokens.to_string(),
+            ];
+            row.extend(error_cells(&all.errors));
+            row
+        }];
+        for held in leave_one_out(&obs, &base, &price) {
+            let sessions: std::collections::BTreeSet<usize> = obs
+                .iter()
+                .filter(|o| o.group == held.group)
+                .map(|o| o.session)
+                .collect();
+            let name = if by_set {
+                format!("left out: {}", set_names[held.group])
+            } else {
+                format!("left out: fold {} of 5", held.group + 1)
+            };
+            let mut row = vec![
+                name,
+                sessions.len().to_string(),
+                format!("{:.3}", held.fit.routing_miss),
+                held.fit.lag_tokens.to_string(),
+            ];
+            row.extend(error_cells(&held.errors));
+            rows.push(row);
+        }
+        println!(
+            "Calibration of the {} cache on {} sessions' billed usage ({}; table now: routing_miss {:.3}, lag_tokens {}), simulated `none` over recorded on the sessions named (fitted on all, or on all but those left out):",
+            kind.name(),
+            mine.len(),
+            set_names.join(", "),
+            base.routing_miss,
+            base.lag_tokens
+        );
+        let header = [
+            "sessions",
+            "n",
+            "routing_miss",
+            "lag_tokens",
+            "reads",
+            "uncached",
+            "cost",
+            "median session cost",
+        ];
+        println!("{}\n", render(&header, &rows));
+        printed = true;
+    }
+    if !printed {
+        bail!(
+            "--calibrate needs sessions with billed usage served by a prefix cache (OpenAI, Gemini); Anthropic's cache has nothing to fit"
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What a table's `path` column means, when the replay had client logs.

@@ -315,7 +315,8 @@ impl CacheModel for PrefixCache {
         };
         let cached = (hit as f64 * alive * (1.0 - rules.routing_miss)).round() as usize;
         let long = at.is_some_and(|a| a.long_ttl);
-        self.seen.extend(blocks.iter().map(|b| (b.chain, (now, long))));
+        self.seen
+            .extend(blocks.iter().map(|b| (b.chain, (now, long))));
         Served {
             cached,
             uncached: total - cached,
@@ -326,8 +327,11 @@ impl CacheModel for PrefixCache {
     fn preload(&mut self, blocks: &[Block], tokens: usize, at: Option<SentAt>) {
         let now = at.map(|a| a.ms);
         let long = at.is_some_and(|a| a.long_ttl);
-        self.seen
-            .extend(within(blocks, tokens).iter().map(|b| (b.chain, (now, long))));
+        self.seen.extend(
+            within(blocks, tokens)
+                .iter()
+                .map(|b| (b.chain, (now, long))),
+        );
     }
 }
 

@@ -181,7 +181,10 @@ mod tests {
         let mut events = Vec::new();
         for turn in 0..30 {
             now_ms += if turn == 20 { pause_secs * 1000 } else { 5_000 };
-            policy.clock(Some(SentAt { ms: now_ms, long_ttl }));
+            policy.clock(Some(SentAt {
+                ms: now_ms,
+                long_ttl,
+            }));
             events.push(policy.request().event.map(|e| e.kind));
             // Each output its own: a repeat would enter as a pointer to the earlier one.
             let output: String = (0..300)

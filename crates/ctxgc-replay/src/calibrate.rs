@@ -1,0 +1,253 @@
+//! Fitting what a prefix cache's documentation leaves open (the share of requests routed to a
+//! machine without the prefix, and how far short of the cached prefix's end a hit falls) on the
+//! usage providers billed, and checking the fit on sessions left out of it.
+//!
+//! One replay of `none` with the rules' calibrated values at zero and no rounding gives, per
+//! request, the prefix the cache could serve; the served reads under any values are a function
+//! of it (see [`Observation::cached`]), so the fit searches a grid without replaying again.
+
+use serde::Serialize;
+
+use crate::cache::{CacheRules, Served};
+use crate::prices::ModelPrice;
+
+/// One request with recorded usage, as replayed without the calibrated values.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    /// The group it belongs to (a set, or a fold of sessions), for leaving groups out.
+    pub group: usize,
+    /// The session it belongs to (for the median session).
+    pub session: usize,
+    /// Prompt tokens as the replay counts them.
+    pub prompt: usize,
+    /// Tokens the cache could serve: the shared prefix, times the share of it still alive.
+    pub reachable: usize,
+    /// What the provider billed.
+    pub recorded: Served,
+    /// Output tokens billed.
+    pub output: usize,
+}
+
+impl Observation {
+    /// Tokens read under `rules` (its step, minimum, lag and routing misses), in expectation.
+    pub fn cached(&self, rules: &CacheRules) -> usize {
+        if self.prompt < rules.min_tokens {
+            return 0;
+        }
+        let reach = self.reachable.saturating_sub(rules.lag_tokens);
+        if reach < rules.min_tokens.max(1) {
+            return 0;
+        }
+        let step = rules.step.max(1);
+        ((reach / step * step) as f64 * (1.0 - rules.routing_miss)).round() as usize
+    }
+}
+
+/// Simulated over recorded for a set of observations.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Errors {
+    /// Cache reads, in aggregate.
+    pub reads: f64,
+    /// Uncached input, in aggregate.
+    pub uncached: f64,
+    /// Cost, in aggregate.
+    pub cost: f64,
+    /// Cost of the median session.
+    pub median_cost: f64,
+}
+
+impl Errors {
+    /// How far from the bill, the measure the fit minimises: squared log errors of the
+    /// aggregate reads, uncached input and cost, and of the median session's cost.
+    fn loss(&self) -> f64 {
+        [self.reads, self.uncached, self.cost, self.median_cost]
+            .iter()
+            .map(|r| if *r > 0.0 { r.ln().powi(2) } else { 1e3 })
+            .sum()
+    }
+}
+
+/// Simulated over recorded for the observations `keep` selects, under `rules`, priced with
+/// `price`.
+pub fn errors(
+    obs: &[Observation],
+    keep: impl Fn(&Observation) -> bool,
+    rules: &CacheRules,
+    price: &ModelPrice,
+) -> Option<Errors> {
+    let (mut sim, mut rec) = ([0f64; 3], [0f64; 3]);
+    let mut sessions: std::collections::BTreeMap<usize, (f64, f64)> = Default::default();
+    for o in obs.iter().filter(|o| keep(o)) {
+        let cached = o.cached(rules).min(o.prompt);
+        let served = Served {
+            cached,
+            uncached: o.prompt - cached,
+            ..Served::default()
+        };
+        let (sim_cost, rec_cost) = (
+            price.cost(&served, o.output),
+            price.cost(&o.recorded, o.output),
+        );
+        for (slot, v) in sim
+            .iter_mut()
+            .zip([cached as f64, served.uncached as f64, sim_cost])
+        {
+            *slot += v;
+        }
+        let recorded_uncached = (o.recorded.uncached + o.recorded.written) as f64;
+        for (slot, v) in rec
+            .iter_mut()
+            .zip([o.recorded.cached as f64, recorded_uncached, rec_cost])
+        {
+            *slot += v;
+        }
+        let s = sessions.entry(o.session).or_default();
+        s.0 += sim_cost;
+        s.1 += rec_cost;
+    }
+    if rec.iter().any(|v| *v <= 0.0) {
+        return None;
+    }
+    let ratios: Vec<f64> = sessions
+        .values()
+        .filter(|(_, r)| *r > 0.0)
+        .map(|(s, r)| s / r)
+        .collect();
+    Some(Errors {
+        reads: sim[0] / rec[0],
+        uncached: sim[1] / rec[1],
+        cost: sim[2] / rec[2],
+        median_cost: crate::validate::spread(ratios)?.0,
+    })
+}
+
+/// The fitted values and the errors they leave.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Fit {
+    /// Share of requests that read nothing although nothing expired.
+    pub routing_miss: f64,
+    /// Tokens a hit falls short of the prefix's end.
+    pub lag_tokens: usize,
+    /// On the observations fitted.
+    pub errors: Errors,
+}
+
+/// The routing-miss share (0 to 25% in steps of 0.5%) and lag (0 to 2,048 tokens in steps of
+/// 16) that bring the observations `keep` selects closest to the bill.
+pub fn fit(
+    obs: &[Observation],
+    keep: impl Fn(&Observation) -> bool + Copy,
+    base: &CacheRules,
+    price: &ModelPrice,
+) -> Option<Fit> {
+    let mut best: Option<(f64, Fit)> = None;
+    for miss in (0..=50).map(|i| i as f64 * 0.005) {
+        for lag in (0..=128).map(|i| i * 16) {
+            let rules = CacheRules {
+                routing_miss: miss,
+                lag_tokens: lag,
+                ..*base
+            };
+            let Some(errors) = errors(obs, keep, &rules, price) else {
+                continue;
+            };
+            let loss = errors.loss();
+            if best.as_ref().is_none_or(|(b, _)| loss < *b) {
+                best = Some((
+                    loss,
+                    Fit {
+                        routing_miss: miss,
+                        lag_tokens: lag,
+                        errors,
+                    },
+                ));
+            }
+        }
+    }
+    best.map(|(_, f)| f)
+}
+
+/// One group left out: the values fitted without it, and the errors they leave on it.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct HeldOut {
+    /// The group left out.
+    pub group: usize,
+    /// Fitted on the others.
+    pub fit: Fit,
+    /// On the group left out.
+    pub errors: Errors,
+}
+
+/// Leaves each group out in turn: fits on the rest, measures on it.
+pub fn leave_one_out(obs: &[Observation], base: &CacheRules, price: &ModelPrice) -> Vec<HeldOut> {
+    let mut groups: Vec<usize> = obs.iter().map(|o| o.group).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    groups
+        .into_iter()
+        .filter_map(|g| {
+            let fit = fit(obs, |o| o.group != g, base, price)?;
+            let rules = CacheRules {
+                routing_miss: fit.routing_miss,
+                lag_tokens: fit.lag_tokens,
+                ..*base
+            };
+            let errors = errors(obs, |o| o.group == g, &rules, price)?;
+            Some(HeldOut {
+                group: g,
+                fit,
+                errors,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::CacheKind;
+
+    /// Sessions whose bill shows a known miss share and lag: the fit finds them again, and a
+    /// group left out is predicted as well as the rest.
+    #[test]
+    fn the_fit_finds_the_values_that_made_the_bill() {
+        let base = CacheRules::documented(CacheKind::Openai, 1_024);
+        let truth = CacheRules {
+            routing_miss: 0.05,
+            lag_tokens: 320,
+            ..base
+        };
+        let price = crate::prices::default_for(CacheKind::Openai);
+        let obs: Vec<Observation> = (0..400)
+            .map(|i| {
+                let prompt = 3_000 + (i % 40) * 700;
+                let reachable = prompt - 400 - (i % 7) * 50;
+                let mut o = Observation {
+                    group: i % 4,
+                    session: i / 10,
+                    prompt,
+                    reachable,
+                    recorded: Served::default(),
+                    output: 100,
+                };
+                let cached = o.cached(&truth);
+                o.recorded = Served {
+                    cached,
+                    uncached: prompt - cached,
+                    ..Served::default()
+                };
+                o
+            })
+            .collect();
+        let fit = fit(&obs, |_| true, &base, &price).unwrap();
+        assert!((fit.routing_miss - 0.05).abs() < 0.011, "{fit:?}");
+        assert!(fit.lag_tokens.abs_diff(320) <= 64, "{fit:?}");
+        assert!((fit.errors.cost - 1.0).abs() < 0.005, "{fit:?}");
+        let held = leave_one_out(&obs, &base, &price);
+        assert_eq!(held.len(), 4);
+        assert!(
+            held.iter().all(|h| (h.errors.cost - 1.0).abs() < 0.01),
+            "{held:?}"
+        );
+    }
+}
