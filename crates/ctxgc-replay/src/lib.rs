@@ -13,6 +13,7 @@ pub mod calibrate;
 pub mod causes;
 pub mod client;
 mod counting;
+pub mod explain;
 pub mod kinds;
 pub mod misses;
 pub mod policies;

@@ -381,6 +381,23 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         eprintln!("error: external policy: {f}");
     }
 
+    if let Some(query) = &args.explain_cache {
+        let explained = explain_sections(
+            query,
+            &transcripts,
+            &runs,
+            &models,
+            &catalog,
+            &pricing,
+            windows[0],
+        )?;
+        for section in explained {
+            println!("{}", section.title);
+            let header: Vec<&str> = section.header.iter().map(String::as_str).collect();
+            println!("{}\n", render(&header, &section.rows));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let names: Vec<String> = policies.iter().map(|(n, _)| n.clone()).collect();
     // `recorded` when every session is a client log with the usage it was billed.
     let all_recorded = transcripts
@@ -535,6 +552,168 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         println!("HTML report: {}", path.display());
     }
     Ok(code)
+}
+
+/// `--explain-cache`: for each session whose id contains `query` and that has billed usage,
+/// every request recorded against simulated (policy none) with the cause of each difference,
+/// the causes summed, and what the log billed beside the main thread (sub-agents).
+fn explain_sections(
+    query: &str,
+    transcripts: &[Transcript],
+    runs: &[SessionRun],
+    models: &[Option<ClientModel>],
+    catalog: &Catalog,
+    pricing: &Pricing,
+    window: u64,
+) -> Result<Vec<Section>> {
+    let none = policies::builtin("none").context("the none policy")?;
+    let mut out = Vec::new();
+    let billed = |i: usize| -> (usize, f64) {
+        transcripts[i]
+            .messages
+            .iter()
+            .filter_map(|m| m.usage.filter(|_| m.role == ctxgc_core::Role::Assistant))
+            .fold((0, 0.0), |(n, cost), u| {
+                (
+                    n + 1,
+                    cost + pricing.own[i]
+                        .cost(&report::recorded_served(&u), u.completion_tokens as usize),
+                )
+            })
+    };
+    for (i, t) in transcripts.iter().enumerate() {
+        if !t.id.contains(query) || !t.messages.iter().any(|m| m.usage.is_some()) {
+            continue;
+        }
+        let kind = pricing.own_cache[i];
+        let rules = catalog.rules(kind, &pricing.own[i]);
+        let own_run;
+        let run = match runs
+            .iter()
+            .find(|r| r.source == i && r.policy == "none" && r.window == window)
+        {
+            Some(run) => run,
+            None => {
+                own_run = replay(
+                    i,
+                    t,
+                    &none,
+                    window,
+                    &pricing.spec[i],
+                    models[i].as_ref(),
+                    false,
+                );
+                &own_run
+            }
+        };
+        let writes = models[i]
+            .as_ref()
+            .map(|m| causes::classify(t, m.calibration))
+            .unwrap_or_default();
+        let explained = ctxgc_replay::explain::explain(t, run, kind.name(), &rules, &writes);
+        let cell = |v: usize| num(v as u64);
+        let rows: Vec<Vec<String>> = explained
+            .iter()
+            .map(|e| {
+                vec![
+                    e.message.to_string(),
+                    e.idle_ms
+                        .map_or("-".into(), |ms| format!("{:.0}", ms as f64 / 1000.0)),
+                    format!("{} / {}", num(e.prompt.0), num(e.prompt.1)),
+                    format!("{} / {}", cell(e.recorded.cached), cell(e.simulated.cached)),
+                    format!(
+                        "{} / {}",
+                        cell(e.recorded.written),
+                        cell(e.simulated.written)
+                    ),
+                    format!(
+                        "{} / {}",
+                        cell(e.recorded.uncached),
+                        cell(e.simulated.uncached)
+                    ),
+                    e.cause.clone(),
+                ]
+            })
+            .collect();
+        out.push(Section {
+            title: format!(
+                "Cache forensics: {} ({}, {} cache, priced as {}), policy none; each cell recorded / simulated",
+                t.id,
+                t.model.as_deref().unwrap_or("no model named"),
+                kind.name(),
+                pricing.own[i].cited()
+            ),
+            header: [
+                "message",
+                "idle s",
+                "prompt",
+                "cache reads",
+                "cache writes",
+                "uncached",
+                "why they differ",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            rows,
+        });
+        // The read tokens each cause accounts for.
+        let mut by_cause: Vec<(String, usize, i64)> = Vec::new();
+        for e in &explained {
+            let name = e
+                .cause
+                .split([':', '(', ','])
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_owned();
+            let diff = e.simulated.cached as i64 - e.recorded.cached as i64;
+            match by_cause.iter_mut().find(|(n, _, _)| *n == name) {
+                Some((_, count, sum)) => {
+                    *count += 1;
+                    *sum += diff;
+                }
+                None => by_cause.push((name, 1, diff)),
+            }
+        }
+        let (requests, cost) = billed(i);
+        let mut rows: Vec<Vec<String>> = by_cause
+            .into_iter()
+            .map(|(name, count, diff)| vec![name, count.to_string(), format!("{diff:+}")])
+            .collect();
+        let agents: Vec<usize> = (0..transcripts.len())
+            .filter(|&j| transcripts[j].id.starts_with(&format!("{}.agent-", t.id)))
+            .collect();
+        if !agents.is_empty() {
+            let (n, c) = agents
+                .iter()
+                .map(|&j| billed(j))
+                .fold((0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1));
+            rows.push(vec![
+                format!(
+                    "beside the main thread: {} sub-agent sessions, ${c:.2} billed ({:.1}% of ${:.2} with the main thread's)",
+                    agents.len(),
+                    c * 100.0 / (c + cost).max(1e-12),
+                    c + cost
+                ),
+                n.to_string(),
+                "-".into(),
+            ]);
+        }
+        out.push(Section {
+            title: format!(
+                "Why {}'s {} requests differ: requests per cause, and the cache reads the lab served beyond the bill (+) or short of it (-)",
+                t.id, requests
+            ),
+            header: ["cause", "requests", "simulated - recorded reads"]
+                .map(str::to_owned)
+                .to_vec(),
+            rows,
+        });
+    }
+    if out.is_empty() {
+        bail!("--explain-cache {query}: no session with billed usage has an id containing it");
+    }
+    Ok(out)
 }
 
 /// `--calibrate`: per prefix-cache provider, the values fitted on every session with billed
