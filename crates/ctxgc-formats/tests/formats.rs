@@ -228,6 +228,16 @@ fn every_shared_transcript_imports_and_survives_canonical_jsonl() {
         .find(|i| i.format == SourceFormat::MiniSweAgent1)
         .unwrap();
     assert!(gemini.transcript.messages.iter().any(|m| m.usage.is_some()));
+    // Each recorded trajectory names the model that billed it.
+    for i in results.iter().flatten() {
+        let expected = match i.format {
+            SourceFormat::MiniSweAgent1 => "gemini-3-pro-preview",
+            SourceFormat::MiniSweAgent11 => "gpt-5-mini-2025-08-07",
+            _ => continue,
+        };
+        let model = i.transcript.model.as_deref().unwrap_or_default();
+        assert!(model.ends_with(expected), "{}: {model}", i.path.display());
+    }
 }
 
 /// Checks what every imported session must satisfy: results answer calls (a client log that
@@ -281,6 +291,12 @@ fn every_shared_client_log_imports_with_its_billed_usage() {
         assert_eq!(imported.format, SourceFormat::ClaudeCode);
         check_session(imported);
         let t = &imported.transcript;
+        assert!(
+            t.model.as_deref().is_some_and(|m| m.starts_with("claude-")),
+            "{}: {:?}",
+            t.id,
+            t.model
+        );
         // Every API call is one assistant message carrying what it was billed.
         let calls = t.messages.iter().filter(|m| m.role == Role::Assistant);
         for m in calls {
@@ -339,6 +355,8 @@ fn a_claude_code_log_becomes_the_requests_the_client_sent() {
     assert_eq!(sessions.len(), 2, "the main conversation and one sub-agent");
     let main = &sessions[0].transcript;
     assert_eq!(main.id, "claude-code-synthetic");
+    // The model most of its calls went to names the session (it picks the price row).
+    assert_eq!(main.model.as_deref(), Some("claude-opus-4-5"));
     let roles: Vec<Role> = main.messages.iter().map(|m| m.role).collect();
     use Role::*;
     // The abandoned branch (req_x) and the bookkeeping lines are gone; the three assistant
@@ -411,6 +429,11 @@ fn a_codex_rollout_becomes_the_requests_the_client_sent() {
     );
     let recording = t.recording.as_ref().unwrap();
     assert_eq!(recording.client, "codex 0.169.0");
+    assert_eq!(
+        t.model.as_deref(),
+        Some("gpt-5.1-codex"),
+        "from turn_context"
+    );
     assert_eq!(
         recording.compactions,
         [ctxgc_core::ClientCompaction { at: 9, len: 2 }]

@@ -84,7 +84,7 @@ mod tests {
         // Idle 7.5 minutes, half way between 5 and 10: half of that again.
         let third = blocks(&[(1, 4_000), (2, 1_000), (3, 500), (4, 100)]);
         let served = cache.serve_at(&third, at(460));
-        assert_eq!(served.cached, ((5_500 - 200) / 128 * 128) * 95 / 200);
+        assert_eq!(served.cached, 2_493, "5,248 x 95% x 50%");
         // Past 10 minutes idle nothing is left; the 24h retention keeps it.
         let mut cache = PrefixCache::new(rules);
         cache.serve_at(&first, at(0));
