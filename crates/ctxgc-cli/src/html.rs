@@ -263,6 +263,69 @@ fn frontier_chart(policies: &[String], rows: &[Row]) -> String {
     svg
 }
 
+/// Per request of one session, recorded against simulated: cache reads, and the input billed
+/// at full price or more (writes and uncached input), as four lines.
+pub struct BillChart {
+    /// (recorded reads, simulated reads, recorded other input, simulated other input).
+    pub requests: Vec<[f64; 4]>,
+}
+
+fn bill_chart(chart: &BillChart) -> String {
+    let (w, h, left, bottom, top) = (900.0, 300.0, 70.0, 36.0, 16.0);
+    let n = chart.requests.len().max(2) as f64;
+    let max = chart
+        .requests
+        .iter()
+        .flat_map(|r| r.iter().copied())
+        .fold(1.0, f64::max);
+    let x = |i: usize| left + (w - left - 10.0) * i as f64 / (n - 1.0);
+    let y = |v: f64| top + (h - top - bottom) * (1.0 - v / max);
+    let mut svg = format!(
+        r##"<svg width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img"><line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="#9ca3af"/><text x="4" y="{}" font-size="11">{}</text><text x="4" y="{}" font-size="11">0</text><text x="{left}" y="{}" font-size="11">request</text>"##,
+        h - bottom,
+        w - 10.0,
+        h - bottom,
+        top + 10.0,
+        crate::table::num(max as u64),
+        h - bottom,
+        h - 6.0
+    );
+    let series = [
+        ("recorded reads", "#2563eb", ""),
+        ("simulated reads", "#2563eb", r#" stroke-dasharray="5 4""#),
+        ("recorded writes and uncached", "#dc2626", ""),
+        (
+            "simulated writes and uncached",
+            "#dc2626",
+            r#" stroke-dasharray="5 4""#,
+        ),
+    ];
+    for (k, (_, color, dash)) in series.iter().enumerate() {
+        let points: Vec<String> = chart
+            .requests
+            .iter()
+            .enumerate()
+            .map(|(i, r)| format!("{:.1},{:.1}", x(i), y(r[k])))
+            .collect();
+        let _ = write!(
+            svg,
+            r#"<polyline fill="none" stroke="{color}" stroke-width="1.5"{dash} points="{}"/>"#,
+            points.join(" ")
+        );
+    }
+    svg.push_str("</svg><div class=\"legend\">");
+    for (name, color, dash) in series {
+        let _ = write!(
+            svg,
+            r#"<span><i style="background:{color};{}"></i>{}</span>"#,
+            if dash.is_empty() { "" } else { "opacity:.5" },
+            esc(name)
+        );
+    }
+    svg.push_str("</div>");
+    svg
+}
+
 pub fn report(
     tables: &[(u64, &str, &str, &[Row])],
     runs: &[SessionRun],
@@ -270,6 +333,7 @@ pub fn report(
     chart_session: &str,
     chart_window: u64,
     sections: &[crate::table::Section],
+    bill: Option<&BillChart>,
 ) -> String {
     let mut page = String::from(
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><title>ctxgc replay report</title><style>
@@ -297,6 +361,14 @@ th{background:#f3f4f6}.legend span{margin-right:14px;font-size:12px}.legend i{di
         crate::table::num(chart_window)
     );
     page.push_str(&turn_chart(runs, chart_source, chart_window, &policies));
+    if let Some(bill) = bill.filter(|b| !b.requests.is_empty()) {
+        let _ = write!(
+            page,
+            "<h2>What the provider billed against what the lab simulates: {}, policy none, input tokens per request</h2>",
+            esc(chart_session)
+        );
+        page.push_str(&bill_chart(bill));
+    }
     for (window, cache, model, rows) in tables {
         let _ = write!(
             page,

@@ -248,8 +248,14 @@ fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<String>, Vec<Skipped>
     }
     let mut skipped = Vec::new();
     for path in &args.paths {
-        let set = path.file_name().map_or_else(
-            || path.display().to_string(),
+        // A directory is a set; files given one by one belong to their directory's.
+        let dir = if path.is_dir() {
+            path.as_path()
+        } else {
+            path.parent().unwrap_or(path)
+        };
+        let set = dir.file_name().map_or_else(
+            || dir.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
         for result in import::import_paths(std::slice::from_ref(path)) {
@@ -503,6 +509,13 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             &transcripts[chart].id,
             windows[0],
             &sections(&output),
+            Some(&bill_chart(
+                &transcripts[chart],
+                &runs,
+                chart,
+                &pricing,
+                windows[0],
+            )),
         );
         std::fs::write(path, html).with_context(|| format!("cannot write {}", path.display()))?;
     }
@@ -515,6 +528,7 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&output)?);
         return Ok(code);
     }
+    let own_label = Pricing::label(&pricing.own);
     println!(
         "Replayed {} sessions x {} policies x {} windows ({} session runs) in {:.1} s{}.\n",
         output.sessions,
@@ -539,6 +553,9 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         println!("{}", render(&header, &cells));
         println!("{}", crate::table::WITH_RECALLS_NOTE);
         if let Some(note) = path_note(&table.rows) {
+            println!("{note}");
+        }
+        if let Some(note) = recorded_note(&table.rows, &own_label) {
             println!("{note}");
         }
         println!();
@@ -862,6 +879,53 @@ fn calibrate(
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The chart session's requests, recorded against simulated `none` under its own cache.
+fn bill_chart(
+    t: &Transcript,
+    runs: &[SessionRun],
+    source: usize,
+    pricing: &Pricing,
+    window: u64,
+) -> crate::html::BillChart {
+    let cache = pricing.own_cache[source].name();
+    let requests = runs
+        .iter()
+        .find(|r| r.source == source && r.policy == "none" && r.window == window)
+        .map(|run| {
+            run.requests
+                .iter()
+                .filter(|r| !r.summarizer)
+                .filter_map(|r| {
+                    let u = t.messages[r.source_index].usage?;
+                    let rec = report::recorded_served(&u);
+                    let sim = r.served.get(cache)?;
+                    Some([
+                        rec.cached as f64,
+                        sim.cached as f64,
+                        (rec.written + rec.uncached) as f64,
+                        (sim.written + sim.uncached) as f64,
+                    ])
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    crate::html::BillChart { requests }
+}
+
+/// Beside a `recorded` row: what priced it, and how far the lab's `none` is from it.
+fn recorded_note(rows: &[Row], priced_as: &str) -> Option<String> {
+    let recorded = rows.iter().find(|r| r.policy == "recorded")?;
+    let none = rows.iter().find(|r| r.policy == "none");
+    Some(format!(
+        "`recorded` is the usage the provider billed, each session at its own model's prices ({priced_as}; 1-hour writes at their own price){}; the validation below compares them per set.",
+        none.filter(|_| recorded.cost > 0.0)
+            .map_or(String::new(), |n| format!(
+                "; the lab's `none` costs {:.3}x of it",
+                n.cost / recorded.cost
+            ))
+    ))
 }
 
 /// What a table's `path` column means, when the replay had client logs.
