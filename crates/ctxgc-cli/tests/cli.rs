@@ -524,11 +524,23 @@ fn replay_of_client_logs_reports_recorded_foresight_causes_and_where_tokens_go()
             .unwrap()
             .contains("not a transcript")
     );
+    // A Claude Code log and a Codex rollout: billed by two providers, so no one table prices
+    // every session as billed, and the bill is compared per set under each session's own cache.
+    let caches: Vec<&str> = json["validation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["cache"].as_str().unwrap())
+        .collect();
+    assert!(
+        caches.contains(&"anthropic") && caches.contains(&"openai"),
+        "{caches:?}"
+    );
     for table in json["tables"].as_array().unwrap() {
         let rows = table["rows"].as_array().unwrap();
-        assert_eq!(
+        assert_ne!(
             rows[0]["policy"], "recorded",
-            "first, priced from billed usage"
+            "a recorded row only where every session is priced as billed"
         );
         let row = |name: &str| rows.iter().find(|r| r["policy"] == name).unwrap();
         assert_eq!(row("foresight")["gap_closed"].as_f64(), Some(1.0));
