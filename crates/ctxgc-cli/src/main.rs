@@ -39,6 +39,10 @@ enum Command {
     /// it your own history (`~/.claude/projects`, `~/.codex/sessions`): it reads it here and
     /// sends nothing anywhere.
     Replay(commands::replay::ReplayArgs),
+    /// What a client changed between consecutive requests that broke the provider's cached
+    /// prefix (system reminders, tools, cleared results, cache_control...), from request bodies
+    /// recorded in front of the provider.
+    PrefixBreaks(commands::breaks::BreaksArgs),
     /// Run transcripts through the engine turn by turn: final prompt and event log (one
     /// file), or per-session events and prompt tokens with and without ctxgc (several).
     Compact(commands::compact::CompactArgs),
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
         Command::Import(args) => commands::import::run(&config, args),
         Command::Compact(args) => commands::compact::run(&config, args),
         Command::Replay(args) => commands::replay::run(&config, args),
+        Command::PrefixBreaks(args) => commands::breaks::run(args),
         Command::Serve(args) => commands::serve::run(&config, args),
         Command::Stats(args) => commands::serve::stats(args),
         Command::Gc(args) => commands::serve::gc(&config, args),

@@ -636,3 +636,57 @@ fn a_file_size_limit_makes_store_writes_fail_open_not_the_proxy_die() {
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("fail open"), "{log}");
 }
+
+/// `ctxgc prefix-breaks` on the records a relay writes: the real Claude Code first request,
+/// then the same request grown, then one whose system prompt carries a new reminder.
+#[test]
+fn prefix_breaks_classifies_what_the_client_changed() {
+    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/requests/claude-code-2.1.328-messages.json");
+    let Ok(text) = std::fs::read_to_string(&shared) else {
+        assert!(std::env::var("CI").is_err(), "CI has ../shared");
+        return;
+    };
+    let first: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut grown = first.clone();
+    grown["messages"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"role": "assistant", "content": "Looking."}));
+    let mut reminded = grown.clone();
+    let system = reminded["system"].as_array_mut().unwrap();
+    let last = system.len() - 1;
+    let text = system[last]["text"].as_str().unwrap().to_owned();
+    system[last]["text"] =
+        format!("{text}\n<system-reminder>a new reminder</system-reminder>").into();
+    let record = |body: &serde_json::Value| {
+        serde_json::json!({"api": "messages", "path": "/v1/messages", "session": "s", "status": 200, "body": body})
+            .to_string()
+    };
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("prefix-breaks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("upstream.jsonl");
+    std::fs::write(
+        &file,
+        [record(&first), record(&grown), record(&reminded)].join("\n"),
+    )
+    .unwrap();
+    let out = ctxgc(&["prefix-breaks", file.to_str().unwrap(), "--json"], b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (json["pairs"].as_u64(), json["extended"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(json["breaks"][0]["kind"], "system_reminder");
+    assert_eq!(json["breaks"][0]["at"], "system");
+    // Not a request body: refused with the line named.
+    std::fs::write(&file, "{\"hello\": 1}\n").unwrap();
+    let out = ctxgc(&["prefix-breaks", file.to_str().unwrap()], b"");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("upstream.jsonl:1: not a request body"));
+}

@@ -8,6 +8,7 @@
 
 #![deny(missing_docs)]
 
+pub mod breaks;
 pub mod cache;
 pub mod calibrate;
 pub mod causes;

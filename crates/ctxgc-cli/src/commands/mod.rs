@@ -1,5 +1,6 @@
 //! The subcommands, one module each, and what they share (window sizes on the command line).
 
+pub mod breaks;
 pub mod compact;
 pub mod import;
 pub mod replay;
