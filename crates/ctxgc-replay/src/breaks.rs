@@ -133,13 +133,20 @@ fn parts(body: &Value) -> Vec<(String, &Value)> {
     out
 }
 
-/// The value without its `cache_control` markers (they change no cached content).
+/// The value without its `cache_control` markers (they change no cached content), a string
+/// `content` read as the one text block the API takes it for.
 fn without_markers(v: &Value) -> Value {
     match v {
         Value::Object(map) => Value::Object(
             map.iter()
                 .filter(|(k, _)| k.as_str() != "cache_control")
-                .map(|(k, v)| (k.clone(), without_markers(v)))
+                .map(|(k, v)| match (k.as_str(), v) {
+                    ("content", Value::String(text)) => (
+                        k.clone(),
+                        serde_json::json!([{"type": "text", "text": text}]),
+                    ),
+                    _ => (k.clone(), without_markers(v)),
+                })
                 .collect(),
         ),
         Value::Array(items) => Value::Array(items.iter().map(without_markers).collect()),
@@ -340,7 +347,18 @@ mod tests {
         let cleared = json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "[cleared]"}]});
         let marked = json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a long log ".repeat(50), "cache_control": {"type": "ephemeral"}}]});
         let reminder = json!({"role": "user", "content": [{"type": "text", "text": "fix the build"}, {"type": "text", "text": "<system-reminder>todo list</system-reminder>"}]});
+        // The marker's message sent again as a plain string: the same content to the API.
+        let env = json!({"role": "system", "content": [{"type": "text", "text": "env", "cache_control": {"type": "ephemeral"}}]});
+        let env_plain = json!({"role": "system", "content": "env"});
         let s = |b: Value| ("s".to_owned(), b);
+        let pair = compare(&[
+            s(anthropic("You are Claude Code.", json!([user, env]))),
+            s(anthropic(
+                "You are Claude Code.",
+                json!([user, env_plain, call]),
+            )),
+        ]);
+        assert_eq!((pair.cache_control_only, pair.breaks.len()), (1, 0));
         let requests = vec![
             s(anthropic("You are Claude Code.", json!([user]))),
             s(anthropic(

@@ -314,6 +314,9 @@ fn blocks(
     if blocks.is_empty() {
         return (blocks, hashes);
     }
+    for (block, m) in blocks[offset..].iter_mut().zip(messages) {
+        block.parts = u32::try_from(m.content.len().max(1)).unwrap_or(u32::MAX);
+    }
     let system_end = messages
         .iter()
         .take_while(|m| m.role == Role::System)

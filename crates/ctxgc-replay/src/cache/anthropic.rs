@@ -48,6 +48,28 @@ impl AnthropicCache {
         AnthropicCache::new(CacheRules::documented(CacheKind::Anthropic, min_cacheable))
     }
 
+    /// The newest live entry at most `lookback` content blocks back from breakpoint `bp`
+    /// (the breakpoint's own block counts; a message of several blocks counts them all).
+    fn lookup(
+        &self,
+        blocks: &[Block],
+        bp: usize,
+        lookback: usize,
+        now: Option<i64>,
+    ) -> Option<usize> {
+        let mut counted = 0usize;
+        for k in (0..=bp).rev() {
+            if counted >= lookback {
+                return None;
+            }
+            if self.live(&blocks[k], now) {
+                return Some(k);
+            }
+            counted += blocks[k].parts.max(1) as usize;
+        }
+        None
+    }
+
     fn expiry(&self, at: Option<SentAt>) -> Option<i64> {
         let ttl = match at {
             Some(SentAt { long_ttl: true, .. }) => self.rules.long_ttl_ms.or(self.rules.ttl_ms),
@@ -90,8 +112,7 @@ impl CacheModel for AnthropicCache {
         }
         let mut hit_end = 0usize; // tokens read from the cache
         for &bp in &breakpoints {
-            let lowest = bp.saturating_sub(lookback - 1);
-            if let Some(k) = (lowest..=bp).rev().find(|&k| self.live(&blocks[k], now)) {
+            if let Some(k) = self.lookup(blocks, bp, lookback, now) {
                 hit_end = hit_end.max(ends[k]);
                 // A read refreshes the entry's lifetime.
                 self.entries.insert(blocks[k].chain, expires);
@@ -203,6 +224,26 @@ mod tests {
                 .cached,
             3_900
         );
+    }
+
+    /// The lookback counts content blocks: a turn of parallel tool calls can put the previous
+    /// entry out of reach although it is only a few messages back.
+    #[test]
+    fn the_lookback_counts_content_blocks_not_messages() {
+        let mut cache = AnthropicCache::documented(1_024);
+        let r1 = with_breakpoints(blocks(&[(1, 3_000), (2, 100)]), &[0, 1]);
+        cache.serve(&r1);
+        // One message with 12 tool calls, then one with their 12 results: 2 messages, 24 blocks.
+        let mut r2 = with_breakpoints(blocks(&[(1, 3_000), (2, 100), (3, 300), (4, 900)]), &[0, 3]);
+        r2[2].parts = 12;
+        r2[3].parts = 12;
+        let served = cache.serve(&r2);
+        assert_eq!(served.cached, 3_000, "only the system entry is in reach");
+        // The same two messages as single blocks are within reach.
+        let mut cache = AnthropicCache::documented(1_024);
+        cache.serve(&r1);
+        let r2 = with_breakpoints(blocks(&[(1, 3_000), (2, 100), (3, 300), (4, 900)]), &[0, 3]);
+        assert_eq!(cache.serve(&r2).cached, 3_100);
     }
 
     #[test]

@@ -25,6 +25,9 @@ pub struct Block {
     /// system prompt and tools, which its other sessions of the same organisation send too, so
     /// once written it does not expire with this session's pauses.
     pub warm: bool,
+    /// Content blocks the provider counts in it (a message with three tool calls is three):
+    /// Anthropic's lookback counts these, not messages.
+    pub parts: u32,
 }
 
 /// Chains per-block content hashes into prefix hashes.
@@ -42,6 +45,7 @@ pub fn chain(hashes: impl IntoIterator<Item = (u64, usize)>) -> Vec<Block> {
                 tokens,
                 breakpoint: false,
                 warm: false,
+                parts: 1,
             }
         })
         .collect()
