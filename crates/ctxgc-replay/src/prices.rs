@@ -31,6 +31,10 @@ pub struct ModelPrice {
     pub output: f64,
     /// Smallest cacheable prompt.
     pub min_cacheable: usize,
+    /// The family's own cache lifetime after last use, where it differs from its provider's
+    /// (GPT-5.6: at least 30 minutes).
+    #[serde(default)]
+    pub ttl_secs: Option<u64>,
     /// Where the prices come from.
     pub source: String,
     /// When they were checked.
@@ -262,19 +266,18 @@ impl Catalog {
     /// provider's (the one of that cache kind), with the model's minimum prefix when it is of
     /// that provider, else the kind's default row's.
     pub fn rules(&self, kind: CacheKind, model: &ModelPrice) -> CacheRules {
-        let own = self.cache_of(model) == kind;
-        let min = if own {
-            model.min_cacheable
+        let row = if self.cache_of(model) == kind {
+            model.clone()
         } else {
-            self.default_for(kind).min_cacheable
+            self.default_for(kind)
         };
         let provider = self
             .providers
             .iter()
             .find(|p| CacheKind::parse(&p.cache) == Some(kind));
-        match provider {
+        let base = match provider {
             Some(p) => CacheRules {
-                min_tokens: min,
+                min_tokens: row.min_cacheable,
                 step: p.step.max(1),
                 ttl_ms: (p.ttl_secs > 0).then(|| p.ttl_secs as i64 * 1_000),
                 ttl_max_ms: p.ttl_max_secs.map(|s| s as i64 * 1_000),
@@ -283,8 +286,17 @@ impl Catalog {
                 lookback_blocks: p.lookback_blocks,
                 routing_miss: p.routing_miss.clamp(0.0, 1.0),
                 lag_tokens: p.lag_tokens,
+                writes_billed: false,
             },
-            None => CacheRules::documented(kind, min),
+            None => CacheRules::documented(kind, row.min_cacheable),
+        };
+        // A family's own lifetime replaces the provider's, gradual eviction included.
+        let ttl = row.ttl_secs.map(|s| s as i64 * 1_000);
+        CacheRules {
+            ttl_ms: ttl.or(base.ttl_ms),
+            ttl_max_ms: if ttl.is_some() { None } else { base.ttl_max_ms },
+            writes_billed: kind != CacheKind::Anthropic && row.cache_write.is_some(),
+            ..base
         }
     }
 }
@@ -503,8 +515,15 @@ mod tests {
         assert_eq!(row("gpt-5.5"), Some("gpt-5.5"));
         assert_eq!(row("openai/gpt-5.2-codex"), Some("gpt-5.2"));
         assert_eq!(row("google/gemini-3-pro-preview"), Some("gemini-3-pro"));
+        assert_eq!(row("gpt-5.6-terra-2026-10-01"), Some("gpt-5.6-terra"));
+        assert_eq!(row("gpt-5.6"), Some("gpt-5.6-terra"));
         // A newer version is not its predecessor.
         assert_eq!(row("gpt-5.7"), None);
+        // GPT-5.6 bills writes and keeps entries 30 minutes; GPT-5 does neither.
+        let rules = |name: &str| table.rules(CacheKind::Openai, table.find(name).unwrap());
+        assert!(rules("gpt-5.6-luna").writes_billed && !rules("gpt-5").writes_billed);
+        assert_eq!(rules("gpt-5.6-luna").ttl_ms, Some(1_800_000));
+        assert_eq!(rules("gpt-5").ttl_max_ms, Some(600_000));
         assert_eq!(row("claude-opus-5"), None);
     }
 

@@ -110,6 +110,9 @@ pub struct CacheRules {
     pub routing_miss: f64,
     /// Tokens by which a hit falls short of the cached prefix's end, on average.
     pub lag_tokens: usize,
+    /// Whether the provider bills a prefix cache's writes (OpenAI from the GPT-5.6 family on):
+    /// the cacheable part of a prompt past its hit is then served as written.
+    pub writes_billed: bool,
 }
 
 impl CacheRules {
@@ -127,6 +130,7 @@ impl CacheRules {
             lookback_blocks: 0,
             routing_miss: 0.0,
             lag_tokens: 0,
+            writes_billed: false,
         };
         match kind {
             CacheKind::Anthropic => CacheRules {
@@ -321,10 +325,17 @@ impl CacheModel for PrefixCache {
         let long = at.is_some_and(|a| a.long_ttl);
         self.seen
             .extend(blocks.iter().map(|b| (b.chain, (now, long))));
+        // What the request leaves cached for the next: its whole prompt in steps.
+        let written = if rules.writes_billed {
+            (total / rules.step * rules.step).saturating_sub(cached)
+        } else {
+            0
+        };
         Served {
             cached,
-            uncached: total - cached,
-            ..Served::default()
+            written,
+            written_long: if long { written } else { 0 },
+            uncached: total - cached - written,
         }
     }
 

@@ -100,6 +100,29 @@ mod tests {
         assert_eq!(cache.serve_at(&second, long(3_600)).cached, 4_499);
     }
 
+    /// From GPT-5.6 on writes are billed: what a request leaves cached past its hit is written.
+    #[test]
+    fn billed_writes_are_the_prompt_past_the_hit() {
+        let rules = CacheRules {
+            writes_billed: true,
+            ..CacheRules::documented(CacheKind::Openai, MIN_TOKENS)
+        };
+        let mut cache = PrefixCache::new(rules);
+        let first = blocks(&[(1, 2_000), (2, 100)]);
+        let served = cache.serve(&first);
+        // 2,100 tokens: 2,048 cacheable in steps, written; 52 plain input.
+        assert_eq!(
+            (served.cached, served.written, served.uncached),
+            (0, 2_048, 52)
+        );
+        let second = blocks(&[(1, 2_000), (2, 100), (3, 400)]);
+        let served = cache.serve(&second);
+        assert_eq!(
+            (served.cached, served.written, served.uncached),
+            (2_048, 384, 68)
+        );
+    }
+
     #[test]
     fn short_prompts_are_never_cached() {
         let mut cache = cache();
