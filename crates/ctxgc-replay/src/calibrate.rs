@@ -57,13 +57,24 @@ pub struct Errors {
 }
 
 impl Errors {
-    /// How far from the bill, the measure the fit minimises: squared log errors of the
-    /// aggregate reads, uncached input and cost, and of the median session's cost.
+    /// How far from the bill, the measure the fit minimises: the largest error relative to its
+    /// tolerance (cost ±3% in aggregate and at the median session, reads and uncached input
+    /// ±5% in aggregate, the validation's targets), ties broken by the sum of squared log errors.
     fn loss(&self) -> f64 {
-        [self.reads, self.uncached, self.cost, self.median_cost]
+        let log = |r: f64| if r > 0.0 { r.ln().abs() } else { 1e3 };
+        let worst = [
+            log(self.cost) / 0.03,
+            log(self.median_cost) / 0.03,
+            log(self.reads) / 0.05,
+            log(self.uncached) / 0.05,
+        ]
+        .into_iter()
+        .fold(0.0, f64::max);
+        let sum: f64 = [self.reads, self.uncached, self.cost, self.median_cost]
             .iter()
-            .map(|r| if *r > 0.0 { r.ln().powi(2) } else { 1e3 })
-            .sum()
+            .map(|r| log(*r).powi(2))
+            .sum();
+        worst + sum * 1e-3
     }
 }
 
