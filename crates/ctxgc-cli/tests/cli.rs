@@ -421,6 +421,16 @@ fn kill_9_in_the_middle_of_load_loses_no_stored_original() {
     }
 }
 
+/// The string `field` of each object of a JSON array.
+fn field_of_each<'a>(array: &'a serde_json::Value, field: &str) -> Vec<&'a str> {
+    array
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o[field].as_str().unwrap())
+        .collect()
+}
+
 fn client_fixture(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../ctxgc-formats/tests/fixtures/client-logs")
@@ -526,12 +536,7 @@ fn replay_of_client_logs_reports_recorded_foresight_causes_and_where_tokens_go()
     );
     // A Claude Code log and a Codex rollout: billed by two providers, so no one table prices
     // every session as billed, and the bill is compared per set under each session's own cache.
-    let caches: Vec<&str> = json["validation"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["cache"].as_str().unwrap())
-        .collect();
+    let caches = field_of_each(&json["validation"], "cache");
     assert!(
         caches.contains(&"anthropic") && caches.contains(&"openai"),
         "{caches:?}"
@@ -553,10 +558,7 @@ fn replay_of_client_logs_reports_recorded_foresight_causes_and_where_tokens_go()
     // What the policies in front of the client hid that it showed: one entry per such policy
     // (not `none`, not the ones replacing the client's context), none of it hidden by `none`.
     let misses = json["client_misses"].as_array().unwrap();
-    let policies: Vec<&str> = misses
-        .iter()
-        .map(|m| m["policy"].as_str().unwrap())
-        .collect();
+    let policies = field_of_each(&json["client_misses"], "policy");
     assert!(
         policies.contains(&"ctxgc") && policies.contains(&"foresight"),
         "{policies:?}"
@@ -575,12 +577,7 @@ fn replay_of_client_logs_reports_recorded_foresight_causes_and_where_tokens_go()
             .sum();
         assert_eq!(by_tool, total, "{m}");
     }
-    let causes: Vec<&str> = json["cache_writes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|w| w["cause"].as_str().unwrap())
-        .collect();
+    let causes = field_of_each(&json["cache_writes"], "cause");
     assert!(
         causes.contains(&"cold_start") && causes.contains(&"growth"),
         "{causes:?}"

@@ -351,35 +351,18 @@ mod tests {
         let env = json!({"role": "system", "content": [{"type": "text", "text": "env", "cache_control": {"type": "ephemeral"}}]});
         let env_plain = json!({"role": "system", "content": "env"});
         let s = |b: Value| ("s".to_owned(), b);
-        let pair = compare(&[
-            s(anthropic("You are Claude Code.", json!([user, env]))),
-            s(anthropic(
-                "You are Claude Code.",
-                json!([user, env_plain, call]),
-            )),
-        ]);
+        let cc = |m: Value| s(anthropic("You are Claude Code.", m));
+        let pair = compare(&[cc(json!([user, env])), cc(json!([user, env_plain, call]))]);
         assert_eq!((pair.cache_control_only, pair.breaks.len()), (1, 0));
         let requests = vec![
-            s(anthropic("You are Claude Code.", json!([user]))),
-            s(anthropic(
-                "You are Claude Code.",
-                json!([user, call, result]),
-            )),
+            cc(json!([user])),
+            cc(json!([user, call, result])),
             // Only the breakpoint moved onto the result: no content changed.
-            s(anthropic(
-                "You are Claude Code.",
-                json!([user, call, marked]),
-            )),
+            cc(json!([user, call, marked])),
             // The client cleared the old result.
-            s(anthropic(
-                "You are Claude Code.",
-                json!([user, call, cleared]),
-            )),
+            cc(json!([user, call, cleared])),
             // A reminder joined the first user message.
-            s(anthropic(
-                "You are Claude Code.",
-                json!([reminder, call, cleared]),
-            )),
+            cc(json!([reminder, call, cleared])),
             // The system prompt changed.
             s(anthropic(
                 "You are Claude Code, v2.",
