@@ -527,6 +527,28 @@ mod tests {
         assert_eq!(row("claude-opus-5"), None);
     }
 
+    /// The engine weighs an event's cache write with the core's ratios; the lab prices it with
+    /// this table: for every model both know, they agree.
+    #[test]
+    fn the_engines_cache_ratios_are_the_tables() {
+        for m in builtin().models {
+            for name in std::iter::once(&m.name).chain(&m.aliases) {
+                let Some(core) = ctxgc_core::models::cache_prices(name) else {
+                    continue;
+                };
+                let write = m.cache_write.unwrap_or(m.input) / m.input;
+                assert!(
+                    (core.read - m.cache_read / m.input).abs() < 1e-9
+                        && (core.write - write).abs() < 1e-9,
+                    "{name}: the engine takes read {} and write {}, the table {} and {write}",
+                    core.read,
+                    core.write,
+                    m.cache_read / m.input
+                );
+            }
+        }
+    }
+
     #[test]
     fn unknown_models_say_so_and_take_their_providers_default() {
         let table = builtin();
