@@ -281,13 +281,12 @@ pub fn compare(requests: &[(String, Value)]) -> Summary {
             let (pa, pb) = (parts(a), parts(b));
             let mut markers_moved = false;
             let mut first: Option<usize> = None;
-            for i in 0..pa.len() {
+            for (i, (_, va)) in pa.iter().enumerate() {
                 let Some((_, vb)) = pb.get(i) else {
                     first = Some(i);
                     break;
                 };
-                let va = pa[i].1;
-                if va == *vb {
+                if va == vb {
                     continue;
                 }
                 if without_markers(va) == without_markers(vb) {

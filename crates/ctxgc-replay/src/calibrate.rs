@@ -86,10 +86,20 @@ pub fn errors(
     rules: &CacheRules,
     price: &ModelPrice,
 ) -> Option<Errors> {
+    errors_each(obs, keep, |_| *rules, price)
+}
+
+/// As [`errors`], each observation under the rules `rules_of` gives it.
+fn errors_each(
+    obs: &[Observation],
+    keep: impl Fn(&Observation) -> bool,
+    rules_of: impl Fn(&Observation) -> CacheRules,
+    price: &ModelPrice,
+) -> Option<Errors> {
     let (mut sim, mut rec) = ([0f64; 3], [0f64; 3]);
     let mut sessions: std::collections::BTreeMap<usize, (f64, f64)> = Default::default();
     for o in obs.iter().filter(|o| keep(o)) {
-        let cached = o.cached(rules).min(o.prompt);
+        let cached = o.cached(&rules_of(o)).min(o.prompt);
         let served = Served {
             cached,
             uncached: o.prompt - cached,
@@ -211,6 +221,30 @@ pub fn leave_one_out(obs: &[Observation], base: &CacheRules, price: &ModelPrice)
             })
         })
         .collect()
+}
+
+/// Every group predicted by the values fitted without it, pooled: the cross-validated error
+/// over all the sessions (each measured only by a fit that never saw it).
+pub fn pooled(
+    obs: &[Observation],
+    held: &[HeldOut],
+    base: &CacheRules,
+    price: &ModelPrice,
+) -> Option<Errors> {
+    let rules_of = |o: &Observation| {
+        let fit = held.iter().find(|h| h.group == o.group).map(|h| h.fit);
+        CacheRules {
+            routing_miss: fit.map_or(base.routing_miss, |f| f.routing_miss),
+            lag_tokens: fit.map_or(base.lag_tokens, |f| f.lag_tokens),
+            ..*base
+        }
+    };
+    errors_each(
+        obs,
+        |o| held.iter().any(|h| h.group == o.group),
+        rules_of,
+        price,
+    )
 }
 
 #[cfg(test)]

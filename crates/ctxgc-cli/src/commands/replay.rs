@@ -743,7 +743,7 @@ fn calibrate(
     window: u64,
 ) -> Result<ExitCode> {
     use ctxgc_replay::cache::CacheRules;
-    use ctxgc_replay::calibrate::{Errors, Observation, fit, leave_one_out};
+    use ctxgc_replay::calibrate::{Errors, Observation, fit, leave_one_out, pooled};
     let none = policies::builtin("none").context("the none policy")?;
     let mut kinds: Vec<CacheKind> = pricing.own_cache.clone();
     kinds.sort_by_key(|k| k.name());
@@ -832,7 +832,8 @@ fn calibrate(
             row.extend(error_cells(&all.errors));
             row
         }];
-        for held in leave_one_out(&obs, &base, &price) {
+        let held_out = leave_one_out(&obs, &base, &price);
+        for held in &held_out {
             let sessions: std::collections::BTreeSet<usize> = obs
                 .iter()
                 .filter(|o| o.group == held.group)
@@ -850,6 +851,16 @@ fn calibrate(
                 held.fit.lag_tokens.to_string(),
             ];
             row.extend(error_cells(&held.errors));
+            rows.push(row);
+        }
+        if let Some(pooled) = pooled(&obs, &held_out, &base, &price) {
+            let mut row = vec![
+                "each left out, pooled".to_owned(),
+                mine.len().to_string(),
+                "-".to_owned(),
+                "-".to_owned(),
+            ];
+            row.extend(error_cells(&pooled));
             rows.push(row);
         }
         println!(
