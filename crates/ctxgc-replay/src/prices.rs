@@ -337,7 +337,7 @@ impl Pricing {
         for t in transcripts {
             let recorded = t.messages.iter().any(|m| m.usage.is_some());
             let guess = if recorded {
-                CacheKind::parse(crate::validate::cache_of(t)).unwrap_or(fallback)
+                recorded_cache(t)
             } else {
                 fallback
             };
@@ -430,6 +430,21 @@ impl Pricing {
             ));
         }
         out
+    }
+}
+
+/// The cache that served a transcript whose model the table does not name, as its recorded
+/// usage shows: Anthropic's where it records cache writes, else OpenAI's automatic caching.
+fn recorded_cache(t: &ctxgc_core::Transcript) -> CacheKind {
+    let writes = t
+        .messages
+        .iter()
+        .filter_map(|m| m.usage)
+        .any(|u| u.cache_write_tokens > 0);
+    if writes {
+        CacheKind::Anthropic
+    } else {
+        CacheKind::Openai
     }
 }
 

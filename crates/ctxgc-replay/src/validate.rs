@@ -77,17 +77,6 @@ pub fn aggregate(checks: &[&SessionCheck]) -> [Option<f64>; 5] {
     std::array::from_fn(|i| (rec[i] > 0.0).then(|| sim[i] / rec[i]))
 }
 
-/// The cache model that served a transcript whose model the table does not name: Anthropic
-/// where the usage records cache writes, else OpenAI's automatic caching.
-pub fn cache_of(t: &Transcript) -> &'static str {
-    let writes = t
-        .messages
-        .iter()
-        .filter_map(|m| m.usage)
-        .any(|u| u.cache_write_tokens > 0);
-    if writes { "anthropic" } else { "openai" }
-}
-
 /// Compares a `none` run with the usage recorded in its transcript, under `cache`, both sides
 /// priced with `price`.
 pub fn check(
