@@ -41,6 +41,17 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         Err(_) if api == Api::Gemini && parts.uri.path().ends_with(":countTokens") => {
             return send_and_relay(&s, api.wire().upstream(), parts, bytes, None).await;
         }
+        // A lone surrogate escape (an emoji cut in half) is valid to the providers, not to
+        // ctxgc's parser: the body goes upstream as it came.
+        Err(FormatError::Json(j)) if is_lone_surrogate(&j) => {
+            tracing::warn!(
+                api = api.name(),
+                "forwarded unchanged: the body holds a lone surrogate escape ({j})"
+            );
+            s.metrics
+                .forwarded(api, Forwarded::FailOpen, 0, 0, Some("unparsed"));
+            return send_and_relay(&s, api.wire().upstream(), parts, bytes, None).await;
+        }
         Err(e) => {
             s.metrics.bad_request();
             let why = match e {
@@ -195,6 +206,13 @@ pub(crate) async fn passthrough(State(s): State<Arc<AppState>>, req: Request) ->
     send_and_relay(&s, upstream, parts, bytes, None).await
 }
 
+/// Whether a JSON error is a lone surrogate escape (`"\ud83d"` alone), which JSON as the
+/// providers read it accepts.
+fn is_lone_surrogate(error: &str) -> bool {
+    error.starts_with("lone leading surrogate in hex escape")
+        || error.starts_with("unexpected end of hex escape")
+}
+
 /// The request body, within the configured deadline and size.
 async fn read_body(s: &AppState, body: Body) -> Result<Bytes, Refusal> {
     let deadline = s.settings.timeouts.client_body;
@@ -214,16 +232,28 @@ async fn read_body(s: &AppState, body: Body) -> Result<Bytes, Refusal> {
             ),
         ));
     };
-    read.map_err(|_| {
+    read.map_err(|e| {
         s.metrics.bad_request();
-        Refusal(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "request_too_large",
-            format!(
-                "ctxgc: request body larger than the configured limit of {} bytes",
-                s.settings.max_body_bytes
-            ),
-        )
+        // Past the limit, or cut short by the client: not the same answer.
+        let too_large = std::error::Error::source(&e)
+            .is_some_and(|inner| inner.is::<http_body_util::LengthLimitError>())
+            || e.to_string().contains("length limit exceeded");
+        if too_large {
+            Refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request_too_large",
+                format!(
+                    "ctxgc: request body larger than the configured limit of {} bytes",
+                    s.settings.max_body_bytes
+                ),
+            )
+        } else {
+            Refusal(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                format!("ctxgc: the request body was cut short before its end ({e})"),
+            )
+        }
     })
 }
 

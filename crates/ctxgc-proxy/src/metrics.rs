@@ -28,7 +28,7 @@ const OUTCOMES: [(Forwarded, &str); 3] = [
 ];
 
 /// Why the proxy failed open (`ProxyError::cause`), as labels.
-pub(crate) const CAUSES: [&str; 11] = [
+pub(crate) const CAUSES: [&str; 12] = [
     "store",
     "integrity",
     "contended",
@@ -39,6 +39,8 @@ pub(crate) const CAUSES: [&str; 11] = [
     "agent_tools",
     "panic",
     "busy",
+    // A body the providers accept that ctxgc's parser does not (a lone surrogate escape).
+    "unparsed",
     "other",
 ];
 

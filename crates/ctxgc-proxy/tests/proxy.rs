@@ -893,6 +893,42 @@ async fn bad_requests_get_clear_errors_and_other_routes_pass_through() {
     assert_eq!(h.state.stats().bad_requests, 3);
 }
 
+/// What providers accept is forwarded: a lone surrogate escape (an emoji cut in half) goes
+/// upstream as it came, counted as a fail-open; a body cut short by the client is a 400 that
+/// says so, not a 413.
+#[tokio::test]
+async fn lone_surrogates_are_forwarded_and_cut_bodies_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = start(Box::new(MemoryStore::default())).await;
+    let body =
+        br#"{"model":"gpt-5","messages":[{"role":"user","content":"half an emoji: \ud83d"}]}"#;
+    let r = client()
+        .post(format!("{}/v1/chat/completions", h.proxy))
+        .header("content-type", "application/json")
+        .body(body.to_vec())
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let _ = r.bytes().await.unwrap();
+    let (_, _, got) = as_seen(h.upstream.log.last().unwrap());
+    assert_eq!(got.as_ref(), body.as_slice(), "forwarded byte for byte");
+    assert_eq!(h.state.stats().fail_open, 1);
+    assert_eq!(h.state.stats().bad_requests, 0);
+    // Announced 1,000 bytes, sent 20, then the client closed its side.
+    let address = h.proxy.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{{\"model\":\"gpt-5\","
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.shutdown().await.unwrap();
+    let mut answer = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut answer)).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("cut short"), "{answer}");
+}
+
 fn words(n: usize, seed: usize) -> String {
     (0..n)
         .map(|i| format!("w{} ", (i * 7919 + seed * 104_729) % 10_007))
