@@ -83,3 +83,27 @@ fn splicer_one_huge_event(bencher: Bencher, bytes: usize) {
         .counter(BytesCount::new(stream.len()))
         .bench(|| splice(black_box(&stream)));
 }
+
+/// The usage tap on a JSON answer of `bytes` bytes arriving in 2 KB chunks: read once, when
+/// whole, so its cost is linear in the answer (it parsed the buffer on every chunk).
+#[divan::bench(args = [400_000, 4_000_000])]
+fn json_tap_2kb_chunks(bencher: Bencher, bytes: usize) {
+    let body = serde_json::json!({
+        "id": "chatcmpl-1",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "x".repeat(bytes)}}],
+        "usage": {"prompt_tokens": 2000, "completion_tokens": 5}
+    })
+    .to_string()
+    .into_bytes();
+    bencher.counter(BytesCount::new(body.len())).bench(|| {
+        let mut tap = ctxgc_proxy::relay::Tap::new(
+            Api::ChatCompletions,
+            ctxgc_core::store::SessionId::new("s"),
+            false,
+        );
+        for chunk in black_box(&body).chunks(2 * 1024) {
+            tap.feed(chunk);
+        }
+        tap.finished_usage().is_some()
+    });
+}

@@ -28,7 +28,7 @@ mod memos;
 mod metrics;
 mod observe;
 mod pipeline;
-mod relay;
+pub mod relay;
 mod reply;
 mod responses;
 pub mod rewrite;
