@@ -205,12 +205,7 @@ fn replay_sample_compares_every_policy_and_writes_a_report() {
         ],
         b"",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = json_of(&out);
     assert_eq!(json["sessions"], 6);
     let tables = json["tables"].as_array().unwrap();
     assert_eq!(tables.len(), 2, "anthropic and openai cache models");
@@ -421,6 +416,16 @@ fn kill_9_in_the_middle_of_load_loses_no_stored_original() {
     }
 }
 
+/// The JSON a successful command printed (its stderr shown when it failed).
+fn json_of(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// The string `field` of each object of a JSON array.
 fn field_of_each<'a>(array: &'a serde_json::Value, field: &str) -> Vec<&'a str> {
     array
@@ -510,12 +515,7 @@ fn replay_of_client_logs_reports_recorded_foresight_causes_and_where_tokens_go()
         ],
         b"",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = json_of(&out);
     assert_eq!(
         json["sessions"], 3,
         "main conversation, its sub-agent, the rollout"
@@ -670,12 +670,7 @@ fn prefix_breaks_classifies_what_the_client_changed() {
     )
     .unwrap();
     let out = ctxgc(&["prefix-breaks", file.to_str().unwrap(), "--json"], b"");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = json_of(&out);
     assert_eq!(
         (json["pairs"].as_u64(), json["extended"].as_u64()),
         (Some(2), Some(1))
