@@ -141,7 +141,7 @@ impl CacheRules {
                 ..base
             },
             CacheKind::Openai => CacheRules {
-                step: 128,
+                step: openai::STEP,
                 ttl_ms: Some(pc::OPENAI_RETENTION_SECS as i64 * 1_000),
                 long_ttl_ms: Some(pc::OPENAI_EXTENDED_RETENTION_SECS as i64 * 1_000),
                 ..base

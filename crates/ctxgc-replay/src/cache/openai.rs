@@ -7,17 +7,11 @@
 //! Cached input is billed at the model's discount (10% on GPT-5); there is no write surcharge.
 
 use super::{CacheKind, CacheRules, PrefixCache};
-use ctxgc_core::provider_cache;
 
 /// Minimum prompt (and hit) size.
 pub const MIN_TOKENS: usize = 1_024;
 /// Hit granularity.
 pub const STEP: usize = 128;
-/// How long a prefix stays cached after its last use: the guide says cached prefixes "generally
-/// remain active for 5 to 10 minutes of inactivity"; a session's own requests keep the routing
-/// warm, so the upper end is taken.
-pub const RETENTION_MS: i64 = provider_cache::OPENAI_RETENTION_SECS as i64 * 1_000;
-
 /// The cache of one session, with the documented rules alone (nothing calibrated).
 pub fn cache() -> PrefixCache {
     PrefixCache::new(CacheRules::documented(CacheKind::Openai, MIN_TOKENS))
