@@ -22,7 +22,10 @@ pub struct ExplainedRequest {
     pub recorded: Served,
     /// As the lab served it.
     pub simulated: Served,
-    /// Why they differ (`match` when they do not, beyond the replay's counting slack).
+    /// The kind of cause, for sums (`match` when they do not differ, beyond the replay's
+    /// counting slack).
+    pub kind: &'static str,
+    /// Why they differ, in words.
     pub cause: String,
 }
 
@@ -49,7 +52,7 @@ pub fn explain(
         let recorded = recorded_served(&usage);
         let idle_ms = previous.and_then(|p| Some(sent(r.source_index)? - sent(p)?));
         let write = writes.iter().find(|w| w.request == r.source_index);
-        let cause = cause(
+        let (kind, cause) = cause(
             usage.prompt_tokens as usize,
             &recorded,
             &simulated,
@@ -63,6 +66,7 @@ pub fn explain(
             prompt: (usage.prompt_tokens, r.tokens as u64),
             recorded,
             simulated,
+            kind,
             cause,
         });
         previous = Some(r.source_index);
@@ -78,59 +82,70 @@ fn cause(
     idle_ms: Option<i64>,
     rules: &CacheRules,
     write: Option<&WriteCause>,
-) -> String {
+) -> (&'static str, String) {
     let slack = 256 + prompt / 20;
     let (rec, sim) = (recorded.cached, simulated.cached);
     if rec.abs_diff(sim) <= slack {
-        return "match".into();
+        return ("match", "match".into());
     }
     let minutes = |ms: i64| format!("{:.1} min", ms as f64 / 60_000.0);
     if rec < sim {
         // The provider served less than the lab: the client's own cause where the log says.
         match write {
             Some(WriteCause::TtlExpiry { idle_ms }) => {
-                return format!(
+                let why = format!(
                     "TTL expiry (idle {}): the lab's entry lived",
                     minutes(*idle_ms)
                 );
+                return ("TTL expiry", why);
             }
-            Some(WriteCause::ClientCompaction) => return "client compaction".into(),
+            Some(WriteCause::ClientCompaction) => {
+                return ("client compaction", "client compaction".into());
+            }
             Some(WriteCause::PrefixChange { message, role }) => {
-                return match (message, role) {
+                let why = match (message, role) {
                     (Some(i), Some(role)) => {
                         format!("the client changed its prompt at message {i} ({role})")
                     }
                     _ => "the client changed its system prompt or tools".into(),
                 };
+                return ("client prompt change", why);
             }
             _ => {}
         }
         let expired = idle_ms.is_some_and(|ms| rules.ttl_ms.is_some_and(|ttl| ms > ttl));
         if expired {
-            return format!(
+            let why = format!(
                 "expired (idle {}), served in expectation by the lab",
                 minutes(idle_ms.unwrap_or(0))
             );
+            return ("expired", why);
         }
         if rec == 0 {
-            return format!(
+            let why = format!(
                 "routing miss: nothing read, no pause (the lab takes {:.1}% of such misses in expectation)",
                 rules.routing_miss * 100.0
             );
+            return ("routing miss", why);
         }
-        return format!(
+        let why = format!(
             "the hit fell {} tokens short of the lab's (lag {} in expectation)",
             sim - rec,
             rules.lag_tokens
         );
+        return ("short hit", why);
     }
     if sim == 0 && idle_ms.is_some_and(|ms| rules.ttl_ms.is_some_and(|ttl| ms > ttl)) {
-        return format!(
+        let why = format!(
             "read after {} idle: the provider kept the prefix longer than its documented lifetime, or the client's other sessions kept it warm",
             minutes(idle_ms.unwrap_or(0))
         );
+        return ("kept past its lifetime", why);
     }
-    "the provider read more: the lab's request differs before its end (counting, or content the log does not hold)".into()
+    (
+        "provider read more",
+        "the provider read more: the lab's request differs before its end (counting, or content the log does not hold)".into(),
+    )
 }
 
 #[cfg(test)]
@@ -150,7 +165,7 @@ mod tests {
             ..Served::default()
         };
         let at = |cached, sim, idle: Option<i64>, write: Option<&WriteCause>| {
-            cause(10_000, &served(cached), &served(sim), idle, &rules, write)
+            cause(10_000, &served(cached), &served(sim), idle, &rules, write).1
         };
         assert_eq!(at(9_000, 9_100, Some(1_000), None), "match");
         assert!(at(0, 9_000, Some(1_000), None).starts_with("routing miss"));

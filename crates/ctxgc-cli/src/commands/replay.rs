@@ -674,28 +674,23 @@ fn explain_sections(
             rows,
         });
         // The read tokens each cause accounts for.
-        let mut by_cause: Vec<(String, usize, i64)> = Vec::new();
+        let mut by_cause: Vec<(&str, usize, i64)> = Vec::new();
         for e in &explained {
-            let name = e
-                .cause
-                .split([':', '(', ','])
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_owned();
             let diff = e.simulated.cached as i64 - e.recorded.cached as i64;
-            match by_cause.iter_mut().find(|(n, _, _)| *n == name) {
+            match by_cause.iter_mut().find(|(n, _, _)| *n == e.kind) {
                 Some((_, count, sum)) => {
                     *count += 1;
                     *sum += diff;
                 }
-                None => by_cause.push((name, 1, diff)),
+                None => by_cause.push((e.kind, 1, diff)),
             }
         }
         let (requests, cost) = billed(i);
         let mut rows: Vec<Vec<String>> = by_cause
             .into_iter()
-            .map(|(name, count, diff)| vec![name, count.to_string(), format!("{diff:+}")])
+            .map(|(name, count, diff)| {
+                vec![name.to_owned(), count.to_string(), format!("{diff:+}")]
+            })
             .collect();
         let agents: Vec<usize> = (0..transcripts.len())
             .filter(|&j| transcripts[j].id.starts_with(&format!("{}.agent-", t.id)))
