@@ -72,6 +72,14 @@ impl<K: Hash + Eq, V> BoundedMemo<K, V> {
         self.young_bytes += weight;
     }
 
+    /// Forgets every entry.
+    pub fn clear(&mut self) {
+        self.young.clear();
+        self.old.clear();
+        self.young_bytes = 0;
+        self.old_bytes = 0;
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.young_bytes + self.old_bytes

@@ -38,6 +38,10 @@ pub struct StoreSettings {
     /// unset: the system's roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redis_ca_file: Option<std::path::PathBuf>,
+    /// Megabytes of originals a `memory` or SQLite store keeps at most (0: no bound); past it
+    /// the oldest originals no session refers to any more go first (`ctxgc_store_evicted_total`).
+    /// Redis bounds itself (`maxmemory`).
+    pub max_mb: u64,
 }
 
 impl Default for StoreSettings {
@@ -47,6 +51,7 @@ impl Default for StoreSettings {
             timeout_ms: 2_000,
             redis_key_prefix: "ctxgc".into(),
             redis_ca_file: None,
+            max_mb: 2_048,
         }
     }
 }
@@ -108,6 +113,13 @@ pub struct ProxySettings {
     /// Seconds the requests and streams in flight have to finish after SIGTERM or Ctrl-C
     /// (no new connection is accepted meanwhile); what is still open then is cut.
     pub shutdown_grace_secs: u64,
+    /// Milliseconds the rewrite of one request may take; past it the request goes upstream
+    /// unchanged (fail open, cause `deadline`).
+    pub rewrite_deadline_ms: u64,
+    /// Megabytes of request bodies held for rewriting at once (counting what parsing them
+    /// takes); past it a request is streamed upstream as it comes, unbuffered and unchanged
+    /// (fail open, cause `memory`).
+    pub inflight_memory_mb: u64,
 }
 
 impl Default for ProxySettings {
@@ -127,6 +139,8 @@ impl Default for ProxySettings {
             client_body_timeout_secs: 60,
             client_header_timeout_secs: 30,
             shutdown_grace_secs: 30,
+            rewrite_deadline_ms: 3_000,
+            inflight_memory_mb: 256,
         }
     }
 }
@@ -363,6 +377,24 @@ impl Config {
                     why: "between 1 and 86400 seconds",
                 });
             }
+        }
+        if !(10..=600_000).contains(&config.proxy.rewrite_deadline_ms) {
+            return Err(LoadError::Proxy {
+                key: "rewrite_deadline_ms",
+                why: "between 10 and 600000 milliseconds",
+            });
+        }
+        if !(16..=1 << 20).contains(&config.proxy.inflight_memory_mb) {
+            return Err(LoadError::Proxy {
+                key: "inflight_memory_mb",
+                why: "between 16 and 1048576 megabytes",
+            });
+        }
+        if config.store.max_mb > 0 && config.store.max_mb < 16 {
+            return Err(LoadError::Store {
+                key: "max_mb",
+                why: "0 (no bound) or at least 16 megabytes",
+            });
         }
         Ok(config)
     }

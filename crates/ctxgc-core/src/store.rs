@@ -140,7 +140,27 @@ pub trait OriginalStore: Send + Sync {
         let _ = older_than;
         Ok(0)
     }
+    /// How full the store is, for stores with a size bound (`None`: unbounded, or bounded by
+    /// the server itself, as Redis's `maxmemory`).
+    fn usage(&self) -> Option<StoreUsage> {
+        None
+    }
 }
+
+/// How full a bounded store is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreUsage {
+    /// Bytes of originals held.
+    pub bytes: u64,
+    /// The bound.
+    pub max_bytes: u64,
+    /// Originals evicted to keep within it, since the store was opened.
+    pub evicted: u64,
+}
+
+/// A bounded store keeps within its bound by evicting down to this share of it, so that it
+/// does not evict on every write once full.
+pub const EVICT_TO: f64 = 0.9;
 
 /// Keeps small states (the proxy's compaction lineage and agent state), so that several proxy
 /// replicas, or a restarted one, continue a session where it was.
@@ -164,11 +184,61 @@ pub trait StateStore: Send + Sync {
 pub trait Store: OriginalStore + StateStore {}
 impl<T: OriginalStore + StateStore> Store for T {}
 
-/// Originals in memory (tests, replays, one-shot CLI runs).
+/// Originals in memory (tests, replays, one-shot CLI runs, `serve --store memory`), within an
+/// optional bound: past it, the originals written or touched longest ago go first.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    originals: RwLock<BTreeMap<(SessionId, ContentId), String>>,
+    originals: RwLock<Held>,
     states: RwLock<BTreeMap<String, String>>,
+}
+
+/// The originals, with the order they were last written in.
+#[derive(Debug, Default)]
+struct Held {
+    by_key: BTreeMap<(SessionId, ContentId), (String, u64)>,
+    /// Keys by their last write (a logical clock).
+    by_touch: BTreeMap<u64, (SessionId, ContentId)>,
+    clock: u64,
+    bytes: u64,
+    max_bytes: Option<u64>,
+    evicted: u64,
+}
+
+impl Held {
+    fn put(&mut self, key: (SessionId, ContentId), text: &str) {
+        self.clock += 1;
+        let clock = self.clock;
+        match self.by_key.get_mut(&key) {
+            Some((_, touched)) => {
+                self.by_touch.remove(touched);
+                *touched = clock;
+            }
+            None => {
+                self.bytes += text.len() as u64;
+                self.by_key.insert(key.clone(), (text.to_owned(), clock));
+            }
+        }
+        self.by_touch.insert(clock, key);
+    }
+
+    fn evict(&mut self) {
+        let Some(max) = self.max_bytes else {
+            return;
+        };
+        if self.bytes <= max {
+            return;
+        }
+        let target = (max as f64 * EVICT_TO) as u64;
+        while self.bytes > target {
+            let Some((_, key)) = self.by_touch.pop_first() else {
+                break;
+            };
+            if let Some((text, _)) = self.by_key.remove(&key) {
+                self.bytes -= text.len() as u64;
+                self.evicted += 1;
+            }
+        }
+    }
 }
 
 fn poisoned() -> StoreError {
@@ -176,9 +246,18 @@ fn poisoned() -> StoreError {
 }
 
 impl MemoryStore {
+    /// A store that keeps at most `max_bytes` of originals.
+    pub fn bounded(max_bytes: u64) -> MemoryStore {
+        let store = MemoryStore::default();
+        if let Ok(mut held) = store.originals.write() {
+            held.max_bytes = Some(max_bytes);
+        }
+        store
+    }
+
     /// Number of originals held.
     pub fn len(&self) -> usize {
-        self.originals.read().map_or(0, |o| o.len())
+        self.originals.read().map_or(0, |o| o.by_key.len())
     }
 
     /// Whether the store is empty.
@@ -223,21 +302,53 @@ impl OriginalStore for MemoryStore {
     ) -> Result<(), StoreError> {
         let mut held = self.originals.write().map_err(|_| poisoned())?;
         for (id, text) in originals {
-            held.entry((session.clone(), *id))
-                .or_insert_with(|| (*text).to_owned());
+            held.put((session.clone(), *id), text);
         }
+        held.evict();
         Ok(())
     }
 
     fn get(&self, session: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
         let originals = self.originals.read().map_err(|_| poisoned())?;
-        Ok(originals.get(&(session.clone(), id)).cloned())
+        Ok(originals
+            .by_key
+            .get(&(session.clone(), id))
+            .map(|(text, _)| text.clone()))
+    }
+
+    fn usage(&self) -> Option<StoreUsage> {
+        let held = self.originals.read().ok()?;
+        Some(StoreUsage {
+            bytes: held.bytes,
+            max_bytes: held.max_bytes?,
+            evicted: held.evicted,
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bounded_memory_store_evicts_what_was_written_longest_ago() {
+        let store = MemoryStore::bounded(1_000);
+        let s = SessionId::new("s");
+        let text = |i: usize| format!("{i:0>300}");
+        let ids: Vec<ContentId> = (0..4).map(|i| ContentId::of(text(i).as_bytes())).collect();
+        store.put(&s, ids[0], &text(0)).unwrap();
+        store.put(&s, ids[1], &text(1)).unwrap();
+        store.put(&s, ids[2], &text(2)).unwrap();
+        // Written again: the newest now.
+        store.put(&s, ids[0], &text(0)).unwrap();
+        store.put(&s, ids[3], &text(3)).unwrap();
+        assert_eq!(store.get(&s, ids[1]).unwrap(), None, "the oldest went");
+        assert!(store.get(&s, ids[0]).unwrap().is_some());
+        assert!(store.get(&s, ids[3]).unwrap().is_some());
+        let usage = store.usage().unwrap();
+        assert!(usage.bytes <= 900 && usage.evicted >= 1, "{usage:?}");
+        assert_eq!(MemoryStore::default().usage(), None);
+    }
 
     #[test]
     fn state_kinds_never_share_a_name() {

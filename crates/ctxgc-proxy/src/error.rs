@@ -62,6 +62,29 @@ pub enum ProxyError {
         /// How long the request waited.
         waited: std::time::Duration,
     },
+    /// The rewrite took longer than its deadline.
+    #[error("the rewrite took longer than its deadline of {} ms", after.as_millis())]
+    Overdue {
+        /// The deadline.
+        after: std::time::Duration,
+    },
+    /// The request's body, parsed, would take more than the memory left for requests in
+    /// flight.
+    #[error("{needed} bytes of memory needed, {left} left of the in-flight budget")]
+    Memory {
+        /// What the request would take.
+        needed: usize,
+        /// What is left.
+        left: usize,
+    },
+    /// The store failed recently and is given time to recover (the circuit breaker is open).
+    #[error("the store is skipped for {} ms after it failed: {why}", left.as_millis())]
+    StoreResting {
+        /// How long until it is tried again.
+        left: std::time::Duration,
+        /// Its last failure.
+        why: String,
+    },
     /// The server could not start.
     #[error("{0}")]
     Setup(String),
@@ -81,6 +104,9 @@ impl ProxyError {
             ProxyError::Agent(_) | ProxyError::NotOurTool(_) => "agent_tools",
             ProxyError::Task(_) => "panic",
             ProxyError::Busy { .. } => "busy",
+            ProxyError::Overdue { .. } => "deadline",
+            ProxyError::Memory { .. } => "memory",
+            ProxyError::StoreResting { .. } => "store_resting",
             ProxyError::Setup(_) => "other",
         }
     }

@@ -25,14 +25,43 @@ use crate::{agentic, shadow};
 /// A request of `api`: rewritten, forwarded, its answer relayed.
 pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Response {
     let (mut parts, body) = req.into_parts();
-    let bytes = match read_body(&s, body).await {
-        Ok(b) => b,
+    // Memory for the body (and its parse) is reserved before it is read: past the budget, the
+    // request is streamed upstream as it comes.
+    let declared = parts
+        .headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > s.settings.max_body_bytes) {
+        s.metrics.bad_request();
+        return too_large(&s).into_response();
+    }
+    let mut reserved = match s.memory.reserve(declared.unwrap_or(0)) {
+        Ok(reserved) => reserved,
+        Err(short) => {
+            return unbuffered(&s, api, parts, Bytes::new(), body, short).await;
+        }
+    };
+    let bytes = match read_body_within(&s, body, &mut reserved).await {
+        Ok(Read::Whole(b)) => b,
+        Ok(Read::OverBudget { read, rest, short }) => {
+            return unbuffered(&s, api, parts, read, rest, short).await;
+        }
         Err(refusal) => return refusal.into_response(),
     };
+    let encoded = (parts.headers.clone(), bytes.clone());
     let bytes = match decode_request_body(&s, &mut parts.headers, bytes) {
         Ok(b) => b,
         Err(refusal) => return refusal.into_response(),
     };
+    if bytes.len() > encoded.1.len()
+        && let Err(short) = reserved.grow(bytes.len())
+    {
+        // Decoded, it does not fit: the client's compressed bytes go as they came.
+        drop(bytes);
+        parts.headers = encoded.0;
+        return unbuffered(&s, api, parts, encoded.1, Body::empty(), short).await;
+    }
+    drop(encoded);
     s.metrics.request();
     let request = match ApiRequest::parse(api, &bytes) {
         Ok(r) => r,
@@ -90,7 +119,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         let path = parts.uri.path();
         let counting = path.ends_with("/count_tokens") || path.ends_with(":countTokens");
         let (forward_bytes, injected) =
-            match run_pipeline(&s, request, &bytes, &session, counting).await {
+            match run_pipeline(&s, request, &bytes, (tenant.as_str(), &session), counting).await {
                 Ok(Prepared {
                     out,
                     injected,
@@ -150,7 +179,7 @@ async fn send_and_relay(
     s: &Arc<AppState>,
     upstream: ctxgc_formats::Upstream,
     parts: axum::http::request::Parts,
-    body: Bytes,
+    body: impl Into<reqwest::Body>,
     tapped: Option<(Api, ctxgc_core::store::SessionId)>,
 ) -> Response {
     match s
@@ -163,6 +192,33 @@ async fn send_and_relay(
     }
 }
 
+/// A request that does not fit the memory budget: `read` (what was read of it) and then the
+/// rest of `body`, streamed upstream as they come, unchanged (fail open, counted).
+async fn unbuffered(
+    s: &Arc<AppState>,
+    api: Api,
+    parts: axum::http::request::Parts,
+    read: Bytes,
+    body: Body,
+    (needed, left): (usize, usize),
+) -> Response {
+    use futures_util::StreamExt;
+    s.metrics.request();
+    s.metrics
+        .forwarded(api, Forwarded::FailOpen, 0, 0, Some("memory"));
+    tracing::warn!(
+        api = api.name(),
+        needed,
+        left,
+        "fail open: streamed upstream unbuffered, the in-flight memory budget is spent"
+    );
+    let first =
+        futures_util::stream::iter((!read.is_empty()).then_some(Ok::<_, axum::Error>(read)));
+    let stream = first.chain(body.into_data_stream());
+    let upstream = api.wire().upstream();
+    send_and_relay(s, upstream, parts, reqwest::Body::wrap_stream(stream), None).await
+}
+
 /// Runs the pipeline in a blocking task once a rewrite slot is free: rewriting is synchronous
 /// CPU work plus a local store write. A panic, a store failure or no free slot within the
 /// deadline is an error, and the caller forwards the original (fail open).
@@ -170,15 +226,14 @@ async fn run_pipeline(
     s: &Arc<AppState>,
     mut request: ApiRequest,
     raw: &Bytes,
-    session: &ctxgc_core::store::SessionId,
+    (tenant, session): (&str, &ctxgc_core::store::SessionId),
     counting: bool,
 ) -> Result<Prepared, ProxyError> {
-    let slot = tokio::time::timeout(
-        REWRITE_QUEUE_DEADLINE,
-        s.rewrite_slots.clone().acquire_owned(),
-    )
-    .await;
-    let Ok(Ok(slot)) = slot else {
+    let Some(slot) = s
+        .gate
+        .enter(tenant, raw.len(), REWRITE_QUEUE_DEADLINE)
+        .await
+    else {
         return Err(ProxyError::Busy {
             waited: REWRITE_QUEUE_DEADLINE,
         });
@@ -198,12 +253,16 @@ async fn run_pipeline(
 /// Every other request: forwarded untouched.
 pub(crate) async fn passthrough(State(s): State<Arc<AppState>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    let bytes = match read_body(&s, body).await {
-        Ok(b) => b,
-        Err(refusal) => return refusal.into_response(),
-    };
+    // Nothing here is rewritten: the body streams through as it comes.
     let upstream = s.upstreams.for_other(&parts.uri, &parts.headers);
-    send_and_relay(&s, upstream, parts, bytes, None).await
+    send_and_relay(
+        &s,
+        upstream,
+        parts,
+        reqwest::Body::wrap_stream(body.into_data_stream()),
+        None,
+    )
+    .await
 }
 
 /// Whether a JSON error is a lone surrogate escape (`"\ud83d"` alone), which JSON as the
@@ -213,48 +272,90 @@ fn is_lone_surrogate(error: &str) -> bool {
         || error.starts_with("unexpected end of hex escape")
 }
 
-/// The request body, within the configured deadline and size.
-async fn read_body(s: &AppState, body: Body) -> Result<Bytes, Refusal> {
+/// What reading a body gave.
+enum Read {
+    /// The whole body, within the memory reserved for it.
+    Whole(Bytes),
+    /// The body outgrew what the memory budget had left: what was read, and the rest unread.
+    OverBudget {
+        read: Bytes,
+        rest: Body,
+        short: (usize, usize),
+    },
+}
+
+/// The request body, within the configured deadline and size, growing `reserved` as it
+/// arrives (a body of undeclared length).
+async fn read_body_within(
+    s: &AppState,
+    mut body: Body,
+    reserved: &mut crate::gate::Reserved,
+) -> Result<Read, Refusal> {
+    use http_body_util::BodyExt;
     let deadline = s.settings.timeouts.client_body;
-    let Ok(read) = tokio::time::timeout(
-        deadline,
-        axum::body::to_bytes(body, s.settings.max_body_bytes),
-    )
-    .await
-    else {
-        s.metrics.bad_request();
-        return Err(Refusal(
-            StatusCode::REQUEST_TIMEOUT,
-            "request_timeout",
-            format!(
-                "ctxgc: the request body did not arrive within {} s",
-                deadline.as_secs()
-            ),
-        ));
-    };
-    read.map_err(|e| {
-        s.metrics.bad_request();
-        // Past the limit, or cut short by the client: not the same answer.
-        let too_large = std::error::Error::source(&e)
-            .is_some_and(|inner| inner.is::<http_body_util::LengthLimitError>())
-            || e.to_string().contains("length limit exceeded");
-        if too_large {
-            Refusal(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "request_too_large",
-                format!(
-                    "ctxgc: request body larger than the configured limit of {} bytes",
-                    s.settings.max_body_bytes
-                ),
-            )
-        } else {
-            Refusal(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                format!("ctxgc: the request body was cut short before its end ({e})"),
-            )
+    let until = tokio::time::Instant::now() + deadline;
+    let mut buffer = bytes::BytesMut::new();
+    loop {
+        let frame = match tokio::time::timeout_at(until, body.frame()).await {
+            Err(_) => {
+                s.metrics.bad_request();
+                return Err(Refusal(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    format!(
+                        "ctxgc: the request body did not arrive within {} s",
+                        deadline.as_secs()
+                    ),
+                ));
+            }
+            Ok(None) => return Ok(Read::Whole(buffer.freeze())),
+            Ok(Some(Err(e))) => {
+                s.metrics.bad_request();
+                // A body cut short by the client is no body too large.
+                return Err(Refusal(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    format!("ctxgc: the request body was cut short before its end ({e})"),
+                ));
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        if buffer.len() + data.len() > s.settings.max_body_bytes {
+            s.metrics.bad_request();
+            return Err(too_large(s));
         }
-    })
+        let total = buffer.len() + data.len();
+        if total > reserved.body_bytes() {
+            // Reserve ahead, so a long body does not ask for every chunk.
+            let want = total
+                .max(reserved.body_bytes() * 2)
+                .min(s.settings.max_body_bytes);
+            if let Err(short) = reserved.grow(want).or_else(|_| reserved.grow(total)) {
+                buffer.extend_from_slice(&data);
+                return Ok(Read::OverBudget {
+                    read: buffer.freeze(),
+                    rest: body,
+                    short,
+                });
+            }
+        }
+        buffer.extend_from_slice(&data);
+    }
+}
+
+/// The answer to a body past the configured limit.
+fn too_large(s: &AppState) -> Refusal {
+    Refusal(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "request_too_large",
+        format!(
+            "ctxgc: request body larger than the configured limit of {} bytes",
+            s.settings.max_body_bytes
+        ),
+    )
 }
 
 /// A request body as sent, decoded when the client compressed it (`content-encoding: gzip` or

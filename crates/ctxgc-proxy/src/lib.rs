@@ -20,7 +20,9 @@
 
 pub mod agent;
 mod agentic;
+mod breaker;
 mod error;
+mod gate;
 mod handler;
 pub mod identity;
 pub mod lineage;
@@ -49,7 +51,7 @@ pub use observe::ObserveTotals;
 pub use rewrite::RewriteSettings;
 pub use server::{router, serve, serve_on, serve_until};
 pub use sessions::SessionUsage;
-pub use settings::{GEMINI_UPSTREAM, ProxySettings, Timeouts};
+pub use settings::{GEMINI_UPSTREAM, Limits, ProxySettings, Timeouts};
 pub use state::AppState;
 pub use stats::Stats;
 pub use upstream::redact_url;

@@ -17,10 +17,16 @@ const MAX_COMMITTED_BYTES: usize = 4 << 20;
 /// Bytes of memoised token counts, at most (about 170,000 messages).
 const MAX_COUNT_BYTES: usize = 8 << 20;
 
+/// An original committed this long ago is written again when a request still refers to it:
+/// that touches it in the store, whose bound evicts what was touched longest ago first, so
+/// what sessions still use stays.
+const RECOMMIT_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// The memos, shared by every request.
 pub(crate) struct Memos {
-    /// Originals committed by this process: resent histories do not write them again.
-    committed: Mutex<BoundedMemo<(SessionId, ContentId), ()>>,
+    /// Originals committed by this process, and when: resent histories do not write them
+    /// again (for [`RECOMMIT_AFTER`]).
+    committed: Mutex<BoundedMemo<(SessionId, ContentId), std::time::Instant>>,
     /// Trimmed turns, by content.
     pub(crate) trims: TrimMemo,
     /// Token counts of the sessions' messages, shared by their lineages.
@@ -42,17 +48,27 @@ impl Default for Memos {
 impl Memos {
     /// Whether this process already committed the original `id` of `session` to the store.
     pub(crate) fn is_committed(&self, session: &SessionId, id: ContentId) -> bool {
-        self.committed
-            .lock()
-            .is_ok_and(|c| c.contains(&(session.clone(), id)))
+        self.committed.lock().is_ok_and(|mut c| {
+            c.get(&(session.clone(), id))
+                .is_some_and(|at| at.elapsed() < RECOMMIT_AFTER)
+        })
+    }
+
+    /// Forgets which originals were committed: the store lost some (it evicted them, or it
+    /// restarted empty), and requests that still refer to them write them again.
+    pub(crate) fn forget_committed(&self) {
+        if let Ok(mut c) = self.committed.lock() {
+            c.clear();
+        }
     }
 
     /// Notes originals committed to the store (forgetting one later only costs one idempotent
     /// store write).
     pub(crate) fn note_committed(&self, session: &SessionId, ids: impl Iterator<Item = ContentId>) {
         if let Ok(mut c) = self.committed.lock() {
+            let now = std::time::Instant::now();
             for id in ids {
-                c.insert((session.clone(), id), ());
+                c.insert((session.clone(), id), now);
             }
         }
     }

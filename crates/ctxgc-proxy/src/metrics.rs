@@ -28,7 +28,7 @@ const OUTCOMES: [(Forwarded, &str); 3] = [
 ];
 
 /// Why the proxy failed open (`ProxyError::cause`), as labels.
-pub(crate) const CAUSES: [&str; 12] = [
+pub(crate) const CAUSES: [&str; 15] = [
     "store",
     "integrity",
     "contended",
@@ -41,6 +41,12 @@ pub(crate) const CAUSES: [&str; 12] = [
     "busy",
     // A body the providers accept that ctxgc's parser does not (a lone surrogate escape).
     "unparsed",
+    // The rewrite passed its deadline.
+    "deadline",
+    // The in-flight memory budget was spent: the request was streamed upstream unbuffered.
+    "memory",
+    // The store's circuit breaker was open (it failed within the last seconds).
+    "store_resting",
     "other",
 ];
 
@@ -95,6 +101,8 @@ pub(crate) struct Metrics {
     fail_open_by_cause: [AtomicU64; CAUSES.len()],
     /// ctxgc failed after forwarding (the agent tools' rounds).
     failed_after_forwarding: AtomicU64,
+    /// The store was found to have lost what it held.
+    store_losses: AtomicU64,
     bad_requests: AtomicU64,
     bytes_saved: AtomicU64,
     originals_stored: AtomicU64,
@@ -137,9 +145,27 @@ pub(crate) struct Gauges {
     pub(crate) rewrite_slots: usize,
     /// Sessions in the table.
     pub(crate) sessions: usize,
+    /// Memory reserved by the requests in flight (bodies and their parse).
+    pub(crate) inflight_bytes: usize,
+    /// What they may reserve at most.
+    pub(crate) inflight_budget_bytes: usize,
+    /// How full a bounded store is.
+    pub(crate) store: Option<ctxgc_core::store::StoreUsage>,
+    /// Whether the store's calls are refused now (its circuit breaker is open).
+    pub(crate) store_resting: bool,
 }
 
 impl Metrics {
+    /// Requests received on the API routes so far.
+    pub(crate) fn received(&self) -> u64 {
+        get(&self.received)
+    }
+
+    /// The store was found to have lost what it held.
+    pub(crate) fn store_lost(&self) {
+        add(&self.store_losses, 1);
+    }
+
     /// A request on an API route was read (before it is parsed).
     pub(crate) fn request(&self) {
         add(&self.received, 1);
@@ -334,6 +360,50 @@ impl Metrics {
             "Sessions in the usage table.",
             &[(String::new(), gauges.sessions as u64)],
         );
+        family(
+            "ctxgc_inflight_bytes",
+            "gauge",
+            "Memory reserved by the requests in flight for their bodies and parse.",
+            &[(String::new(), gauges.inflight_bytes as u64)],
+        );
+        if let Some(usage) = gauges.store {
+            family(
+                "ctxgc_store_bytes",
+                "gauge",
+                "Bytes of originals the store holds (a bounded store).",
+                &[(String::new(), usage.bytes)],
+            );
+            family(
+                "ctxgc_store_max_bytes",
+                "gauge",
+                "The store's bound ([store] max_mb).",
+                &[(String::new(), usage.max_bytes)],
+            );
+            family(
+                "ctxgc_store_evicted_total",
+                "counter",
+                "Originals evicted to keep the store within its bound, those touched longest ago first.",
+                &[(String::new(), usage.evicted)],
+            );
+        }
+        family(
+            "ctxgc_store_resting",
+            "gauge",
+            "1 while the store's calls fail open at once after a failure (circuit breaker open).",
+            &[(String::new(), u64::from(gauges.store_resting))],
+        );
+        family(
+            "ctxgc_store_losses_total",
+            "counter",
+            "Times the store was found to have lost what it held (restarted without persistence).",
+            &[(String::new(), get(&self.store_losses))],
+        );
+        family(
+            "ctxgc_inflight_budget_bytes",
+            "gauge",
+            "Memory the requests in flight may reserve; past it they stream upstream unchanged.",
+            &[(String::new(), gauges.inflight_budget_bytes as u64)],
+        );
         self.upstream.render(
             &mut out,
             "ctxgc_upstream_seconds",
@@ -365,6 +435,10 @@ mod tests {
                 rewrites_in_flight: 1,
                 rewrite_slots: 4,
                 sessions: 2,
+                inflight_bytes: 0,
+                inflight_budget_bytes: 1,
+                store: None,
+                store_resting: false,
             },
             4.0,
         );

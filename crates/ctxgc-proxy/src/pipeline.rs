@@ -33,6 +33,7 @@ pub(crate) fn prepare(
     session: &SessionId,
     counting: bool,
 ) -> Result<Prepared, ProxyError> {
+    let deadline = std::time::Instant::now() + state.settings.limits.rewrite_deadline;
     let settings = &state.settings.rewrite;
     let mut agent_changed = false;
     let mut lineage_changed = false;
@@ -54,14 +55,18 @@ pub(crate) fn prepare(
         let stored = |id| state.memos.is_committed(session, id);
         // Once the agent state changed the parsed body, the client's bytes no longer match it.
         let raw = (!agent_changed).then_some(raw);
-        rewrite::rewrite_with(
+        rewrite::rewrite_within(
             request,
             raw,
             session.as_str(),
             settings,
             &state.memos.trims,
             &stored,
+            Some(deadline),
         )
+        .map_err(|rewrite::Overdue| ProxyError::Overdue {
+            after: state.settings.limits.rewrite_deadline,
+        })?
     };
     // The engine's events across requests.
     let wire = request.api.wire();

@@ -32,6 +32,7 @@ pub(crate) fn relay(
     let status = response.status();
     let headers = response_headers(&response);
     let streaming = is_event_stream(response.headers());
+    let api = session.as_ref().map(|(api, _)| *api);
     let mut tap = session.map(|(api, session)| Tap::new(api, session, streaming));
     let state = s.clone();
     let idle = s.settings.timeouts.upstream_idle;
@@ -62,20 +63,60 @@ pub(crate) fn relay(
                 } else {
                     format!("the upstream stream broke: {}", e.without_url())
                 };
-                let event = serde_json::json!({"type": "error", "error": {"type": "ctxgc_upstream_error", "message": format!("ctxgc: {why}")}});
-                Some(Ok(Bytes::from(format!("event: error\ndata: {event}\n\n"))))
+                Some(Ok(error_event(api, &format!("ctxgc: {why}"))))
             }
             Err(e) => {
                 *failed = true;
-                Some(Err(e))
+                Some(Err(std::io::Error::other(e.without_url())))
             }
         };
         std::future::ready(item)
     });
+    // At the end of the shutdown grace, what is still open is cut: a stream with its API's
+    // error event, a JSON answer by ending its body early (the client sees it incomplete).
+    let cut = s.cut.subscribe();
+    let counted = s.clone();
+    let stream = futures_util::stream::unfold(
+        (Box::pin(stream), cut, false),
+        move |(mut inner, mut cut, done)| {
+            let counted = counted.clone();
+            async move {
+                if done {
+                    return None;
+                }
+                let cut_now = async {
+                    if cut.wait_for(|c| *c).await.is_err() {
+                        std::future::pending::<()>().await;
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    item = inner.next() => item.map(|i| (i, (inner, cut, false))),
+                    () = cut_now => {
+                        counted
+                            .streams_cut
+                            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                        let item = if streaming {
+                            Ok(error_event(api, "ctxgc: the proxy is shutting down and its grace period ended before this answer did"))
+                        } else {
+                            Err(std::io::Error::other("cut at the end of the shutdown grace"))
+                        };
+                        Some((item, (inner, cut, true)))
+                    }
+                }
+            }
+        },
+    );
     let mut resp = Response::new(Body::from_stream(stream));
     *resp.status_mut() = status;
     *resp.headers_mut() = headers;
     resp
+}
+
+/// An error event in the stream format of `api`, as its own servers send one mid-stream
+/// (Anthropic's shape when the API is not known).
+fn error_event(api: Option<Api>, message: &str) -> Bytes {
+    Bytes::from(api.unwrap_or(Api::Messages).wire().stream_error(message))
 }
 
 const MAX_JSON_BYTES: usize = 4 * 1024 * 1024;

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use ctxgc_core::ContentId;
 use ctxgc_core::engine::abstracts::ResultMeta;
-use ctxgc_core::engine::repeats::{self, Earlier};
+use ctxgc_core::engine::repeats::RepeatIndex;
 use ctxgc_core::trim::{self, ToolOutput, TrimConfig};
 use ctxgc_formats::wire_api::CacheHint;
 use ctxgc_formats::{Api, ApiRequest};
@@ -280,6 +280,25 @@ pub fn rewrite_with(
     memo: &TrimMemo,
     stored: &dyn Fn(ContentId) -> bool,
 ) -> Rewritten {
+    rewrite_within(request, raw, session, settings, memo, stored, None)
+        .unwrap_or_else(|Overdue| Rewritten::default())
+}
+
+/// The rewrite passed its deadline: the request goes upstream as it came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overdue;
+
+/// [`rewrite_with`], given up at `deadline` (checked between turns, so a request of many
+/// turns cannot hold a rewrite slot past it).
+pub fn rewrite_within(
+    request: &mut ApiRequest,
+    raw: Option<&[u8]>,
+    session: &str,
+    settings: &RewriteSettings,
+    memo: &TrimMemo,
+    stored: &dyn Fn(ContentId) -> bool,
+    deadline: Option<std::time::Instant>,
+) -> Result<Rewritten, Overdue> {
     let mut out = Rewritten::default();
     // Replacements are decided while the body is borrowed, then applied: tool outputs are
     // never copied, except originals the store does not have yet.
@@ -288,11 +307,18 @@ pub fn rewrite_with(
     // What each earlier result entered the history as: repeats point to them, as the session
     // engine's do. A turn's outcome depends on every turn before it, so its memo key chains
     // the keys before it.
-    let mut entered: Vec<(&str, ContentId, Entered<'_>)> = Vec::with_capacity(slots.len());
+    let mut entered: Vec<Entered<'_>> = Vec::with_capacity(slots.len());
+    let mut repeats = RepeatIndex::new();
     let window = settings.window_for(request.body["model"].as_str());
     let mut chain = window;
     let mut start = 0;
+    let mut turns = 0u32;
     while start < slots.len() {
+        // Reading the clock costs more than a small turn: every 64 turns.
+        turns = turns.wrapping_add(1);
+        if turns.is_multiple_of(64) && deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(Overdue);
+        }
         let end = slots[start..]
             .iter()
             .position(|s| s.group != slots[start].group)
@@ -312,7 +338,7 @@ pub fn rewrite_with(
             None => {
                 // Worked out outside the memo's lock: two requests may work out one turn at
                 // once, to the same bytes (a pure function).
-                let outcome = enter_turn(settings, window, turn, &entered);
+                let outcome = enter_turn(settings, window, turn, &mut repeats, &entered);
                 memo.insert(key, outcome.clone());
                 outcome
             }
@@ -320,14 +346,12 @@ pub fn rewrite_with(
         for (slot, o) in turn.iter().zip(outcome.iter()) {
             out.metas.insert(slot.call_id.clone(), o.meta.clone());
             let Some(trimmed) = &o.replacement else {
-                entered.push((&slot.call_id, o.meta.id, Entered::Slot(slot.text)));
+                repeats.push(entered.len(), &slot.call_id, o.meta.id, slot.text);
+                entered.push(Entered::Slot(slot.text));
                 continue;
             };
-            entered.push((
-                &slot.call_id,
-                o.meta.id,
-                Entered::Memo(trimmed.text.clone()),
-            ));
+            repeats.push(entered.len(), &slot.call_id, o.meta.id, &trimmed.text);
+            entered.push(Entered::Memo(trimmed.text.clone()));
             out.bytes_saved += slot.text.len().saturating_sub(trimmed.text.len());
             if !stored(o.meta.id) {
                 out.kept_bytes.insert(o.meta.id, trimmed.text.len());
@@ -353,7 +377,7 @@ pub fn rewrite_with(
         && request.body.get("prompt_cache_key").is_none()
         && request.body.is_object();
     if replacements.is_empty() && !breakpoints && !cache_key {
-        return out;
+        return Ok(out);
     }
     // Swapping strings (and adding the cache key) splices the client's bytes; anything more
     // re-serialises the parsed body.
@@ -383,7 +407,7 @@ pub fn rewrite_with(
         map.insert("prompt_cache_key".into(), json!(session));
     }
     out.body = Some(spliced.unwrap_or_else(|| request.to_bytes()));
-    out
+    Ok(out)
 }
 
 /// The text an earlier result entered the history as: the client's own, or ctxgc's.
@@ -408,22 +432,14 @@ fn enter_turn(
     settings: &RewriteSettings,
     window: u64,
     turn: &[Slot<'_>],
-    entered: &[(&str, ContentId, Entered<'_>)],
+    repeats: &mut RepeatIndex,
+    entered: &[Entered<'_>],
 ) -> TrimmedTurn {
     let metas: Vec<ResultMeta> = turn.iter().map(|s| ResultMeta::of(s.text)).collect();
-    let earlier: Vec<Earlier<'_>> = entered
-        .iter()
-        .filter(|(_, _, text)| repeats::can_be_pointed_to(text.text()))
-        .map(|(call_id, id, text)| Earlier {
-            call_id,
-            id: *id,
-            text: text.text(),
-        })
-        .collect();
     let pointed: Vec<Option<String>> = turn
         .iter()
         .zip(&metas)
-        .map(|(s, meta)| repeats::point_to_repeats(s.text, meta.id, &earlier))
+        .map(|(s, meta)| repeats.point_to_repeats(s.text, meta.id, &|k| entered[k].text()))
         .collect();
     let outputs: Vec<ToolOutput<'_>> = turn
         .iter()

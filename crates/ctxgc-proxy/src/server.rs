@@ -142,19 +142,29 @@ async fn metrics(State(s): State<Arc<AppState>>) -> Response {
 
 /// Ready when the store answers (within its own deadline), off the async workers.
 async fn readyz(State(s): State<Arc<AppState>>) -> Response {
-    let ready = tokio::task::spawn_blocking(move || s.store_ready()).await;
-    match ready {
-        Ok(Ok(())) => json(&serde_json::json!({"status": "ready"})),
-        Ok(Err(e)) => {
-            let body = json(&serde_json::json!({"status": "unavailable", "why": e.to_string()}));
-            (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
-        }
-        Err(e) => {
-            let body = json(&serde_json::json!({"status": "unavailable", "why": e.to_string()}));
-            (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
-        }
+    let unavailable = |why: String| {
+        let body = json(&serde_json::json!({"status": "unavailable", "why": why}));
+        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+    };
+    // A store that failed within the last second is not asked again: the answer is at once.
+    if let Some(why) = s.store_resting() {
+        return unavailable(format!("the store failed: {why}"));
+    }
+    let probe = tokio::task::spawn_blocking(move || s.store_ready());
+    match tokio::time::timeout(READINESS_DEADLINE, probe).await {
+        Ok(Ok(Ok(()))) => json(&serde_json::json!({"status": "ready"})),
+        Ok(Ok(Err(e))) => unavailable(e.to_string()),
+        Ok(Err(e)) => unavailable(e.to_string()),
+        // The probe goes on, and trips the breaker if it fails.
+        Err(_) => unavailable(format!(
+            "the store did not answer within {} ms",
+            READINESS_DEADLINE.as_millis()
+        )),
     }
 }
+
+/// Readiness answers within this, whatever the store does.
+const READINESS_DEADLINE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Gemini's routes: the model and the method share the last segment (`{model}:{method}`).
 const GEMINI_ROUTES: &[&str] = &["/v1beta/models/{model}", "/v1/models/{model}"];
@@ -198,6 +208,20 @@ pub async fn serve_until(
 ) -> std::io::Result<()> {
     let headers_deadline = state.settings.timeouts.client_headers;
     let grace = state.settings.timeouts.shutdown_grace;
+    // The store is looked at every second, off the async workers (see `AppState::watch_store`).
+    let watched = Arc::downgrade(&state);
+    let watch = tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            every.tick().await;
+            let Some(state) = watched.upgrade() else {
+                break;
+            };
+            let _ = tokio::task::spawn_blocking(move || state.watch_store()).await;
+        }
+    });
+    let cutter = state.clone();
     let app = router(state);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -237,9 +261,23 @@ pub async fn serve_until(
         grace_secs = grace.as_secs(),
         "shutting down: no new connections; waiting for the requests in flight"
     );
+    watch.abort();
+    let mut finished = std::pin::pin!(graceful.shutdown());
     tokio::select! {
-        () = graceful.shutdown() => tracing::info!("every request finished"),
-        () = tokio::time::sleep(grace) => tracing::warn!("the shutdown grace elapsed: open connections are cut"),
+        () = &mut finished => tracing::info!("every request finished"),
+        () = tokio::time::sleep(grace) => {
+            // Each stream still open ends with its API's error event, rather than a connection
+            // that just stops; a moment is left for those events to go out.
+            cutter.cut_streams();
+            let _ = tokio::time::timeout(CUT_FLUSH, &mut finished).await;
+            tracing::warn!(
+                cut = cutter.streams_cut(),
+                "the shutdown grace elapsed: the answers still open were cut"
+            );
+        }
     }
     Ok(())
 }
+
+/// After the grace, how long cut streams have to send their error event and close.
+const CUT_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);

@@ -35,6 +35,29 @@ pub struct ProxySettings {
     pub timeouts: Timeouts,
     /// How tokens are counted (`[tokens]`).
     pub tokens: ctxgc_core::tokens::TokenSettings,
+    /// What one request may take of the server's means.
+    pub limits: Limits,
+}
+
+/// What one request may take of the server's means, so that a heavy one cannot cost everyone
+/// else.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The rewrite of one request may take this long; past it the request goes upstream as it
+    /// came.
+    pub rewrite_deadline: Duration,
+    /// Bytes of request bodies held for rewriting at once, weighed with what parsing them
+    /// takes; a request that does not fit is streamed upstream unbuffered and unchanged.
+    pub inflight_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            rewrite_deadline: Duration::from_millis(3_000),
+            inflight_bytes: 256 << 20,
+        }
+    }
 }
 
 /// The public Gemini API (`--gemini-upstream`'s default).

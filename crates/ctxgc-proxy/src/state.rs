@@ -39,10 +39,24 @@ pub struct AppState {
     /// Observe mode's queue and worker, when on.
     pub(crate) observer: Option<Observer>,
     tenant_secret: TenantSecret,
-    /// Requests being rewritten at once, at most: each holds its parsed body and views, so
-    /// this bounds the memory a burst can take (the rest wait, then fail open).
-    pub(crate) rewrite_slots: Arc<tokio::sync::Semaphore>,
-    rewrite_slots_total: usize,
+    /// Requests being rewritten at once, at most, shared fairly between tenants and between
+    /// heavy and ordinary requests: each holds its parsed body and views (the rest wait, then
+    /// fail open).
+    pub(crate) gate: Arc<crate::gate::Gate>,
+    /// The memory the requests in flight may hold for rewriting.
+    pub(crate) memory: Arc<crate::gate::MemoryBudget>,
+    /// Refuses store calls at once for a moment after one failed.
+    breaker: crate::breaker::Breaker,
+    /// The store's alive mark as this process last saw it ([`ALIVE_KEY`]).
+    alive_mark: std::sync::Mutex<Option<String>>,
+    /// Originals the store had evicted when last looked at.
+    evicted_seen: std::sync::atomic::AtomicU64,
+    /// Whether the tenant secret came from the configuration (then the store does not keep it).
+    secret_configured: bool,
+    /// Set at the end of the shutdown grace: streams still open end with an error event.
+    pub(crate) cut: tokio::sync::watch::Sender<bool>,
+    /// Streams and answers cut at the end of the shutdown grace.
+    pub(crate) streams_cut: std::sync::atomic::AtomicU64,
 }
 
 /// Rewrite slots: twice the cores (at least 4), so a slow LLM summary holding one leaves
@@ -56,6 +70,22 @@ const READINESS_KEY: StateKey<'static> = StateKey::Server("readiness-probe");
 
 /// Where the tenant secret is kept in the store (no session id can spell it).
 const TENANT_SECRET_KEY: StateKey<'static> = StateKey::Server("tenant-secret");
+
+/// A random number for the store's alive mark (not a secret: it only has to differ).
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
+}
+
+/// A mark the store keeps while it keeps what it was given: each replica remembers the value
+/// it saw, and a store that restarted empty (a Redis without persistence) no longer has it.
+const ALIVE_KEY: StateKey<'static> = StateKey::Server("alive");
 
 /// The tenant secret: configured, else the one the store keeps, else a new one it then keeps
 /// (the first replica to save one wins, and the others take it).
@@ -73,6 +103,11 @@ fn tenant_secret(settings: &ProxySettings, store: &dyn Store) -> Result<TenantSe
     }
     let fresh = TenantSecret::random().map_err(ProxyError::Setup)?;
     if store.swap_state(TENANT_SECRET_KEY, None, &fresh.to_hex())? {
+        // Not silent: a replica that starts after its store lost the secret keys every caller
+        // anew (the running replicas put theirs back within a second of the loss).
+        tracing::info!(
+            "made a new tenant secret and keep it in the store (replicas on a store without persistence: set [proxy] tenant_secret)"
+        );
         return Ok(fresh);
     }
     stored(store)?.ok_or(ProxyError::Setup(
@@ -89,6 +124,8 @@ impl AppState {
     ) -> Result<Arc<AppState>, ProxyError> {
         let tenant_secret = tenant_secret(&settings, &*store)?;
         let settings_observe = settings.observe;
+        let settings_inflight = settings.limits.inflight_bytes;
+        let secret_configured = settings.tenant_secret.is_some();
         let metrics = Arc::new(Metrics::default());
         let state = Arc::new(AppState {
             upstreams: Upstreams::new(&settings, metrics.clone())?,
@@ -103,11 +140,99 @@ impl AppState {
             sessions: SessionTable::default(),
             responses: ResponseIndex::default(),
             tenant_secret,
-            rewrite_slots: Arc::new(tokio::sync::Semaphore::new(rewrite_slots())),
-            rewrite_slots_total: rewrite_slots(),
+            gate: crate::gate::Gate::new(rewrite_slots()),
+            memory: crate::gate::MemoryBudget::new(settings_inflight),
+            breaker: crate::breaker::Breaker::default(),
+            alive_mark: std::sync::Mutex::new(None),
+            evicted_seen: std::sync::atomic::AtomicU64::new(0),
+            secret_configured,
+            cut: tokio::sync::watch::Sender::new(false),
+            streams_cut: std::sync::atomic::AtomicU64::new(0),
             observer: settings_observe.then(Observer::new),
         });
+        state.watch_store();
         Ok(state)
+    }
+
+    /// Looks at the store between requests (every second, off the async workers): originals it
+    /// evicted, or everything lost with a restart, are written again by the requests that still
+    /// refer to them (this process forgets it committed them), and after a loss the tenant
+    /// secret goes back, so callers keep their tenant and its sessions.
+    pub(crate) fn watch_store(&self) {
+        use std::sync::atomic::Ordering;
+        if let Some(usage) = self.store.usage() {
+            let before = self.evicted_seen.swap(usage.evicted, Ordering::AcqRel);
+            if usage.evicted != before {
+                self.memos.forget_committed();
+            }
+        }
+        let Ok(mark) = self.timed(|store| store.get_state(ALIVE_KEY)) else {
+            return;
+        };
+        let Ok(mut seen) = self.alive_mark.lock() else {
+            return;
+        };
+        if seen.is_some() && mark != *seen {
+            tracing::warn!(
+                "the store lost what it held (restarted without persistence, or emptied): originals still referred to are written again as requests resend them"
+            );
+            self.metrics.store_lost();
+            self.memos.forget_committed();
+            if !self.secret_configured {
+                self.restore_tenant_secret();
+            }
+        }
+        match mark {
+            Some(mark) => *seen = Some(mark),
+            None => {
+                let fresh = format!("{:016x}", rand_u64());
+                *seen = match self.timed(|store| store.swap_state(ALIVE_KEY, None, &fresh)) {
+                    Ok(true) => Some(fresh),
+                    // Another replica marked it first: its mark is the one to watch.
+                    _ => self
+                        .timed(|store| store.get_state(ALIVE_KEY))
+                        .ok()
+                        .flatten(),
+                };
+            }
+        }
+    }
+
+    /// Puts this process's tenant secret back in a store that lost it.
+    fn restore_tenant_secret(&self) {
+        let ours = self.tenant_secret.to_hex();
+        let restored = self.timed(|store| store.swap_state(TENANT_SECRET_KEY, None, &ours));
+        if let Ok(false) = restored {
+            let theirs = self
+                .timed(|store| store.get_state(TENANT_SECRET_KEY))
+                .ok()
+                .flatten();
+            if theirs.as_deref() != Some(ours.as_str()) {
+                tracing::error!(
+                    "the store now holds another tenant secret than this replica's (a replica started while it was empty): the replicas key callers differently; set [proxy] tenant_secret"
+                );
+            }
+        }
+    }
+
+    /// Streams still open at the end of the shutdown grace are cut: each ends with its API's
+    /// error event ([`Self::streams_cut`] counts them).
+    pub fn cut_streams(&self) {
+        let _ = self.cut.send(true);
+    }
+
+    /// Whether no request is being rewritten or holds memory for it now, and how many
+    /// requests were received so far (an operator's hook to give memory back when idle).
+    pub fn idle(&self) -> (bool, u64) {
+        (
+            self.gate.in_use() == 0 && self.memory.used() == 0,
+            self.metrics.received(),
+        )
+    }
+
+    /// Streams and answers cut at the end of the shutdown grace.
+    pub fn streams_cut(&self) -> u64 {
+        self.streams_cut.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Deletes what was last written longer ago than `older_than`; logs and returns how many.
@@ -168,21 +293,42 @@ impl AppState {
         stats.only(&self.tenant_of(headers, query))
     }
 
-    /// Runs one store operation, its time observed in the metrics.
-    pub(crate) fn timed<T>(&self, operation: impl FnOnce(&dyn Store) -> T) -> T {
+    /// Runs one store operation, its time observed in the metrics, unless the store failed
+    /// within the last second ([`crate::breaker`]): a stalled store costs one deadline, not one
+    /// per call per request.
+    pub(crate) fn timed<T, E: Into<ProxyError>>(
+        &self,
+        operation: impl FnOnce(&dyn Store) -> Result<T, E>,
+    ) -> Result<T, ProxyError> {
+        self.breaker.admit().map_err(|r| ProxyError::StoreResting {
+            left: r.left,
+            why: r.why,
+        })?;
         let started = std::time::Instant::now();
-        let out = operation(&*self.store);
+        let out = operation(&*self.store).map_err(Into::into);
         self.metrics.store_latency(started.elapsed());
+        match &out {
+            Err(ProxyError::Store(e)) => self.breaker.failed(&e.to_string()),
+            _ => self.breaker.succeeded(),
+        }
         out
+    }
+
+    /// Why the store's calls are refused now, if they are.
+    pub(crate) fn store_resting(&self) -> Option<String> {
+        self.breaker.resting().map(|r| r.why)
     }
 
     /// The metrics in Prometheus' text format.
     pub(crate) fn prometheus(&self) -> String {
-        let slots = self.rewrite_slots_total;
         let gauges = crate::metrics::Gauges {
-            rewrites_in_flight: slots.saturating_sub(self.rewrite_slots.available_permits()),
-            rewrite_slots: slots,
+            rewrites_in_flight: self.gate.in_use(),
+            rewrite_slots: self.gate.total(),
             sessions: self.sessions.len(),
+            inflight_bytes: self.memory.used(),
+            inflight_budget_bytes: self.memory.limit(),
+            store: self.store.usage(),
+            store_resting: self.breaker.resting().is_some(),
         };
         self.metrics
             .render(&gauges, self.settings.rewrite.trim.bytes_per_token)
@@ -234,7 +380,7 @@ impl AppState {
             return Ok(None);
         }
         let session = SessionId::new(session);
-        Ok(self.timed(|store| store.get(&session, id))?)
+        self.timed(|store| store.get(&session, id))
     }
 
     /// Current statistics, every session included.

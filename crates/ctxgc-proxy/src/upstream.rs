@@ -1,7 +1,6 @@
 //! The upstreams: where each provider's API is, and sending a request there with the client's
 //! headers (a 502 or 504 of ctxgc's own when it cannot be reached).
 
-use axum::body::Bytes;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use axum::response::Response;
 use ctxgc_formats::Upstream;
@@ -85,7 +84,7 @@ impl Upstreams {
         method: Method,
         uri: &Uri,
         headers: &HeaderMap,
-        body: Bytes,
+        body: impl Into<reqwest::Body>,
     ) -> Result<reqwest::Response, Response> {
         let base = self.base(which);
         let path = uri.path_and_query().map_or("/", |p| p.as_str());
@@ -100,7 +99,7 @@ impl Upstreams {
             }
         }
         let started = std::time::Instant::now();
-        let sent = builder.body(body).send().await;
+        let sent = builder.body(body.into()).send().await;
         self.metrics.upstream_latency(started.elapsed());
         sent.map_err(|e| {
             let shown = redact_url(base);

@@ -26,7 +26,9 @@ const SLOW_EVENTS: usize = 10;
 
 fn reply(r: Received, _log: Log) -> Reply {
     Box::pin(async move {
-        if r.path == "/v1/slow" {
+        let slow_chat = r.path == "/v1/chat/completions"
+            && serde_json::from_slice::<Value>(&r.body).is_ok_and(|b| b["model"] == "slow");
+        if r.path == "/v1/slow" || slow_chat {
             let events = futures_util::stream::unfold(0usize, |k| async move {
                 if k == SLOW_EVENTS {
                     return None;
@@ -227,8 +229,11 @@ async fn health_is_the_process_and_readiness_is_the_store() {
         .text()
         .await
         .unwrap();
+    // The failure is the store's: its call failed, or (the store failed at start-up, when the
+    // proxy first looked at it) was not made while the store rests.
     assert!(
-        text.contains("ctxgc_fail_open_total{cause=\"store\"} 1\n"),
+        text.contains("ctxgc_fail_open_total{cause=\"store\"} 1\n")
+            || text.contains("ctxgc_fail_open_total{cause=\"store_resting\"} 1\n"),
         "{text}"
     );
 }
@@ -272,6 +277,434 @@ async fn shutdown_lets_a_ten_second_stream_finish_and_accepts_nothing_new() {
     assert!(started.elapsed() >= Duration::from_secs(SLOW_EVENTS as u64));
     let finished = tokio::time::timeout(Duration::from_secs(5), server).await;
     assert!(matches!(finished, Ok(Ok(Ok(())))), "the server returned");
+}
+
+/// Defect guarded: with `shutdown_grace_secs` shorter than a stream, the stream was cut with no
+/// error event and the process exited 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_at_the_end_of_the_grace_ends_with_its_apis_error_event() {
+    let upstream = FakeUpstream::start(reply).await;
+    let settings = ProxySettings {
+        timeouts: Timeouts {
+            shutdown_grace: Duration::from_secs(1),
+            ..Timeouts::default()
+        },
+        ..settings(&upstream.url)
+    };
+    let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(ctxgc_proxy::serve_until(listener, state.clone(), async {
+        let _ = stopped.await;
+    }));
+    let stream = tokio::spawn(async move {
+        let body = json!({"model": "slow", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+        let r = reqwest::Client::new()
+            .post(format!("http://{address}/v1/chat/completions"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        r.text().await.unwrap_or_default()
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.send(()).unwrap();
+    let body = tokio::time::timeout(Duration::from_secs(8), stream)
+        .await
+        .expect("the stream ends at the end of the grace")
+        .unwrap();
+    assert!(body.starts_with("data: {\"n\":0}"), "{body}");
+    // Chat Completions' own error event, then its end.
+    assert!(
+        body.contains("data: {\"error\":") && body.contains("shutting down"),
+        "{body}"
+    );
+    assert!(body.matches("data: {\"n\"").count() < SLOW_EVENTS);
+    assert_eq!(
+        state.streams_cut(),
+        1,
+        "the cut is counted for the exit status"
+    );
+    let finished = tokio::time::timeout(Duration::from_secs(5), server).await;
+    assert!(matches!(finished, Ok(Ok(Ok(())))), "the server returned");
+}
+
+/// A store that stalls: each call takes its deadline, then fails (a paused Redis).
+struct StalledStore {
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl StalledStore {
+    fn stall(&self) -> StoreError {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(300));
+        StoreError::Timeout {
+            backend: "test",
+            what: "a call".into(),
+            after: Duration::from_millis(300),
+        }
+    }
+}
+
+impl OriginalStore for StalledStore {
+    fn put_all(&self, _: &SessionId, _: &[(ContentId, &str)]) -> Result<(), StoreError> {
+        Err(self.stall())
+    }
+    fn get(&self, _: &SessionId, _: ContentId) -> Result<Option<String>, StoreError> {
+        Err(self.stall())
+    }
+}
+
+impl StateStore for StalledStore {
+    fn put_state(&self, _: StateKey<'_>, _: &str) -> Result<(), StoreError> {
+        Err(self.stall())
+    }
+    fn get_state(&self, _: StateKey<'_>) -> Result<Option<String>, StoreError> {
+        Err(self.stall())
+    }
+    fn swap_state(&self, _: StateKey<'_>, _: Option<&str>, _: &str) -> Result<bool, StoreError> {
+        Err(self.stall())
+    }
+}
+
+/// Defect guarded: a paused store cost every request one deadline per store call (throughput
+/// fell from ~280 to ~13 requests/s) and readiness took 4 s to answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_store_costs_one_deadline_and_readiness_answers_at_once() {
+    ctxgc_summarize::install_crypto();
+    let client = reqwest::Client::new();
+    let store = Arc::new(StalledStore {
+        calls: Default::default(),
+    });
+    struct Shared(Arc<StalledStore>);
+    impl OriginalStore for Shared {
+        fn put_all(&self, s: &SessionId, o: &[(ContentId, &str)]) -> Result<(), StoreError> {
+            self.0.put_all(s, o)
+        }
+        fn get(&self, s: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
+            self.0.get(s, id)
+        }
+    }
+    impl StateStore for Shared {
+        fn put_state(&self, k: StateKey<'_>, v: &str) -> Result<(), StoreError> {
+            self.0.put_state(k, v)
+        }
+        fn get_state(&self, k: StateKey<'_>) -> Result<Option<String>, StoreError> {
+            self.0.get_state(k)
+        }
+        fn swap_state(
+            &self,
+            k: StateKey<'_>,
+            e: Option<&str>,
+            v: &str,
+        ) -> Result<bool, StoreError> {
+            self.0.swap_state(k, e, v)
+        }
+    }
+    let (proxy, _u, state) = start(Box::new(Shared(store.clone()))).await;
+    // The first call fails at its deadline and the breaker opens: what follows fails open at
+    // once.
+    let started = Instant::now();
+    for _ in 0..10 {
+        let r = client
+            .post(format!("{proxy}/v1/chat/completions"))
+            .json(&chat_body())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(1500),
+        "10 requests took {took:?}"
+    );
+    let readiness = Instant::now();
+    let r = client
+        .get(format!("{proxy}/ctxgc/readyz"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(readiness.elapsed() < Duration::from_millis(100));
+    assert_eq!(state.stats().fail_open, 10);
+    let calls = store.calls.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(calls <= 4, "{calls} store calls for 10 requests");
+    let text = client
+        .get(format!("{proxy}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("ctxgc_store_resting 1\n"), "{text}");
+    assert!(
+        text.contains("ctxgc_fail_open_total{cause=\"store_resting\"}"),
+        "{text}"
+    );
+}
+
+/// A memory store that can be emptied, as a Redis restarted without persistence.
+#[derive(Default)]
+struct Restartable(std::sync::RwLock<Arc<MemoryStore>>);
+
+impl Restartable {
+    fn restart_empty(&self) {
+        *self.0.write().unwrap() = Arc::new(MemoryStore::default());
+    }
+    fn now(&self) -> Arc<MemoryStore> {
+        self.0.read().unwrap().clone()
+    }
+}
+
+impl OriginalStore for Restartable {
+    fn put_all(&self, s: &SessionId, o: &[(ContentId, &str)]) -> Result<(), StoreError> {
+        self.now().put_all(s, o)
+    }
+    fn get(&self, s: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
+        self.now().get(s, id)
+    }
+}
+
+impl StateStore for Restartable {
+    fn put_state(&self, k: StateKey<'_>, v: &str) -> Result<(), StoreError> {
+        self.now().put_state(k, v)
+    }
+    fn get_state(&self, k: StateKey<'_>) -> Result<Option<String>, StoreError> {
+        self.now().get_state(k)
+    }
+    fn swap_state(&self, k: StateKey<'_>, e: Option<&str>, v: &str) -> Result<bool, StoreError> {
+        self.now().swap_state(k, e, v)
+    }
+}
+
+/// Defect guarded: a Redis without persistence lost the tenant secret on restart (a replica
+/// started afterwards computed another tenant for the same key), and originals the model had
+/// been told to recall were never stored again, as the proxy remembered them as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_restarts_empty_gets_the_secret_and_the_originals_back() {
+    ctxgc_summarize::install_crypto();
+    let upstream = FakeUpstream::start(reply).await;
+    let store = Arc::new(Restartable::default());
+    store.restart_empty();
+    struct Shared(Arc<Restartable>);
+    impl OriginalStore for Shared {
+        fn put_all(&self, s: &SessionId, o: &[(ContentId, &str)]) -> Result<(), StoreError> {
+            self.0.put_all(s, o)
+        }
+        fn get(&self, s: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
+            self.0.get(s, id)
+        }
+    }
+    impl StateStore for Shared {
+        fn put_state(&self, k: StateKey<'_>, v: &str) -> Result<(), StoreError> {
+            self.0.put_state(k, v)
+        }
+        fn get_state(&self, k: StateKey<'_>) -> Result<Option<String>, StoreError> {
+            self.0.get_state(k)
+        }
+        fn swap_state(
+            &self,
+            k: StateKey<'_>,
+            e: Option<&str>,
+            v: &str,
+        ) -> Result<bool, StoreError> {
+            self.0.swap_state(k, e, v)
+        }
+    }
+    // No configured secret: the store keeps it.
+    let settings = ProxySettings {
+        tenant_secret: None,
+        ..settings(&upstream.url)
+    };
+    let state = AppState::new(settings.clone(), Box::new(Shared(store.clone()))).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let client = reqwest::Client::new();
+    let headers = [
+        ("authorization", "Bearer sk-restart"),
+        ("x-ctxgc-session", "s1"),
+    ];
+    let send = || {
+        let mut r = client.post(format!("{proxy}/v1/chat/completions"));
+        for (k, v) in headers {
+            r = r.header(k, v);
+        }
+        r.json(&chat_body()).send()
+    };
+    assert_eq!(send().await.unwrap().status(), StatusCode::OK);
+    let log = chat_body()["messages"][2]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let id = ContentId::of(log.as_bytes());
+    let mut hm = axum::http::HeaderMap::new();
+    hm.insert("authorization", "Bearer sk-restart".parse().unwrap());
+    let session = state.named_session(&hm, "s1");
+    let tenant = state.tenant(&hm);
+    assert_eq!(
+        store.get(&session, id).unwrap().as_deref(),
+        Some(log.as_str())
+    );
+    let secret = store
+        .get_state(StateKey::Server("tenant-secret"))
+        .unwrap()
+        .expect("kept");
+
+    store.restart_empty();
+    // Within a second or two the proxy sees the loss and puts its secret back.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while store
+        .get_state(StateKey::Server("tenant-secret"))
+        .unwrap()
+        .is_none()
+    {
+        assert!(Instant::now() < deadline, "the secret was not put back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        store.get_state(StateKey::Server("tenant-secret")).unwrap(),
+        Some(secret)
+    );
+    // A replica started now takes the same secret: the same key is the same tenant.
+    let replica = AppState::new(settings, Box::new(Shared(store.clone()))).unwrap();
+    assert_eq!(replica.tenant(&hm).as_str(), tenant.as_str());
+    // The client resends its history: the original the model was told about is stored again.
+    assert_eq!(send().await.unwrap().status(), StatusCode::OK);
+    assert_eq!(
+        store.get(&session, id).unwrap().as_deref(),
+        Some(log.as_str())
+    );
+    let text = client
+        .get(format!("{proxy}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("ctxgc_store_losses_total 1\n"), "{text}");
+}
+
+/// Past the in-flight memory budget a request is streamed upstream as it came, whole and
+/// unbuffered; within it, requests are rewritten as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_memory_budget_a_request_streams_upstream_unchanged() {
+    ctxgc_summarize::install_crypto();
+    let upstream = FakeUpstream::start(reply).await;
+    let settings = ProxySettings {
+        limits: ctxgc_proxy::Limits {
+            inflight_bytes: 500_000,
+            ..Default::default()
+        },
+        ..settings(&upstream.url)
+    };
+    let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let client = reqwest::Client::new();
+    // 100 KB body: 400 KB with its parse, within the budget: rewritten.
+    let small = chat_body().to_string();
+    assert!(small.len() * 4 <= 500_000, "{}", small.len());
+    client
+        .post(format!("{proxy}/v1/chat/completions"))
+        .body(small.clone())
+        .send()
+        .await
+        .unwrap();
+    let first = upstream.log.all().pop().unwrap();
+    assert!(first.body.len() < small.len() / 2, "trimmed");
+    // Twice as big: past the budget, forwarded byte for byte, declared length or not.
+    let mut big = chat_body();
+    let log = big["messages"][2]["content"].as_str().unwrap().repeat(2);
+    big["messages"][2]["content"] = json!(log);
+    let big = big.to_string();
+    let r = client
+        .post(format!("{proxy}/v1/chat/completions"))
+        .body(big.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(upstream.log.all().pop().unwrap().body, big.as_bytes());
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = big
+        .as_bytes()
+        .chunks(8192)
+        .map(|c| Ok(c.to_vec()))
+        .collect();
+    let r = client
+        .post(format!("{proxy}/v1/chat/completions"))
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+            chunks,
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(upstream.log.all().pop().unwrap().body, big.as_bytes());
+    let text = client
+        .get(format!("{proxy}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("ctxgc_fail_open_total{cause=\"memory\"} 2\n"),
+        "{text}"
+    );
+    assert!(text.contains("ctxgc_inflight_bytes 0\n"), "{text}");
+}
+
+/// Defect guarded: the rewrite had no deadline (a request of 40,000 tool results held a rewrite
+/// slot for 7.5 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewrite_past_its_deadline_goes_upstream_unchanged() {
+    ctxgc_summarize::install_crypto();
+    let upstream = FakeUpstream::start(reply).await;
+    let settings = ProxySettings {
+        max_body_bytes: 32 << 20,
+        limits: ctxgc_proxy::Limits {
+            rewrite_deadline: Duration::from_millis(10),
+            ..Default::default()
+        },
+        ..settings(&upstream.url)
+    };
+    let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let mut messages = vec![json!({"role": "user", "content": "check"})];
+    for i in 0..20_000 {
+        let id = format!("call_{i}");
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}));
+        messages
+            .push(json!({"role": "tool", "tool_call_id": id, "content": format!("{i} f{i}.py")}));
+    }
+    let body = json!({"model": "gpt-5", "prompt_cache_key": "k", "messages": messages}).to_string();
+    let r = reqwest::Client::new()
+        .post(format!("{proxy}/v1/chat/completions"))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(upstream.log.all().pop().unwrap().body, body.as_bytes());
+    let text = reqwest::get(format!("{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("ctxgc_fail_open_total{cause=\"deadline\"} 1\n"),
+        "{text}"
+    );
 }
 
 #[tokio::test]

@@ -14,10 +14,13 @@
 #![deny(missing_docs)]
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ctxgc_core::ContentId;
-use ctxgc_core::store::{OriginalStore, SessionId, StateKey, StateStore, StoreError};
+use ctxgc_core::store::{
+    EVICT_TO, OriginalStore, SessionId, StateKey, StateStore, StoreError, StoreUsage,
+};
 use rusqlite::{Connection, OptionalExtension, params};
 
 mod pool;
@@ -39,6 +42,11 @@ const CONNECTIONS: usize = 4;
 pub struct SqliteStore {
     pool: Pool<Connection>,
     path: PathBuf,
+    /// The bound on the originals' bytes, if any ([`SqliteStore::with_max_bytes`]).
+    max_bytes: Option<u64>,
+    /// Bytes of originals held (kept as rows come and go).
+    bytes: AtomicU64,
+    evicted: AtomicU64,
 }
 
 fn err(e: impl std::fmt::Display) -> StoreError {
@@ -185,7 +193,89 @@ impl SqliteStore {
         Ok(SqliteStore {
             pool: Pool::new(connections, timeout),
             path,
+            max_bytes: None,
+            bytes: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
         })
+    }
+
+    /// Keeps at most `max_bytes` of originals: past it, those written or touched longest ago
+    /// go first (a session still in use writes its originals again, which touches them).
+    pub fn with_max_bytes(mut self, max_bytes: u64) -> Result<SqliteStore, StoreError> {
+        self.with("indexing originals by age", |conn| {
+            conn.execute_batch(
+                "CREATE INDEX IF NOT EXISTS originals_by_touch ON originals (touched);",
+            )
+        })?;
+        self.max_bytes = Some(max_bytes);
+        self.recount()?;
+        self.evict()?;
+        Ok(self)
+    }
+
+    /// Counts the originals' bytes again (after deletions the store did not count one by one).
+    fn recount(&self) -> Result<(), StoreError> {
+        if self.max_bytes.is_none() {
+            return Ok(());
+        }
+        let bytes = self.with("measuring originals", |conn| {
+            conn.query_row(
+                "SELECT COALESCE(SUM(length(CAST(text AS BLOB))), 0) FROM originals",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+        })?;
+        self.bytes.store(bytes.max(0) as u64, Ordering::Release);
+        Ok(())
+    }
+
+    /// Deletes the originals touched longest ago until the store is back under
+    /// [`EVICT_TO`] of its bound.
+    fn evict(&self) -> Result<(), StoreError> {
+        let Some(max) = self.max_bytes else {
+            return Ok(());
+        };
+        if self.bytes.load(Ordering::Acquire) <= max {
+            return Ok(());
+        }
+        let target = (max as f64 * EVICT_TO) as u64;
+        let (freed, gone) = self.with("evicting the oldest originals", |conn| {
+            let tx = conn.unchecked_transaction()?;
+            let mut over = self.bytes.load(Ordering::Acquire).saturating_sub(target);
+            let (mut freed, mut gone) = (0u64, 0u64);
+            while over > 0 {
+                let oldest: Vec<(String, String, i64)> = tx
+                    .prepare_cached(
+                        "SELECT session, id, length(CAST(text AS BLOB)) FROM originals
+                         ORDER BY touched LIMIT 256",
+                    )?
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                    .collect::<rusqlite::Result<_>>()?;
+                if oldest.is_empty() {
+                    break;
+                }
+                let mut delete =
+                    tx.prepare_cached("DELETE FROM originals WHERE session = ?1 AND id = ?2")?;
+                for (session, id, len) in oldest {
+                    delete.execute(params![session, id])?;
+                    let len = len.max(0) as u64;
+                    freed += len;
+                    gone += 1;
+                    over = over.saturating_sub(len);
+                    if over == 0 {
+                        break;
+                    }
+                }
+            }
+            tx.commit()?;
+            Ok((freed, gone))
+        })?;
+        self.bytes.fetch_sub(
+            freed.min(self.bytes.load(Ordering::Acquire)),
+            Ordering::AcqRel,
+        );
+        self.evicted.fetch_add(gone, Ordering::AcqRel);
+        Ok(())
     }
 
     /// An in-memory database (tests).
@@ -282,19 +372,39 @@ impl OriginalStore for SqliteStore {
             return Ok(());
         }
         // One transaction: one commit (one fsync of the WAL) for all of them.
-        self.with("saving originals", |conn| {
+        let added = self.with("saving originals", |conn| {
             let tx = conn.unchecked_transaction()?;
+            let mut added = 0u64;
             {
                 let mut insert = tx.prepare_cached(
-                    "INSERT INTO originals (session, id, text, touched) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT(session, id) DO UPDATE SET touched = excluded.touched",
+                    "INSERT OR IGNORE INTO originals (session, id, text, touched)
+                     VALUES (?1, ?2, ?3, ?4)",
+                )?;
+                let mut touch = tx.prepare_cached(
+                    "UPDATE originals SET touched = ?3 WHERE session = ?1 AND id = ?2",
                 )?;
                 let now = now_secs();
                 for (id, text) in originals {
-                    insert.execute(params![session.as_str(), id.to_string(), text, now])?;
+                    let id = id.to_string();
+                    if insert.execute(params![session.as_str(), id, text, now])? == 1 {
+                        added += text.len() as u64;
+                    } else {
+                        touch.execute(params![session.as_str(), id, now])?;
+                    }
                 }
             }
-            tx.commit()
+            tx.commit()?;
+            Ok(added)
+        })?;
+        self.bytes.fetch_add(added, Ordering::AcqRel);
+        self.evict()
+    }
+
+    fn usage(&self) -> Option<StoreUsage> {
+        Some(StoreUsage {
+            bytes: self.bytes.load(Ordering::Acquire),
+            max_bytes: self.max_bytes?,
+            evicted: self.evicted.load(Ordering::Acquire),
         })
     }
 
@@ -309,6 +419,7 @@ impl OriginalStore for SqliteStore {
             )?;
             Ok((originals + states) as u64)
         })
+        .and_then(|gone| self.recount().map(|()| gone))
     }
 
     fn get(&self, session: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
@@ -416,6 +527,47 @@ mod tests {
     /// Defect guarded: the default store was created 755/644, so other local users could read
     /// every stored output.
     #[cfg(unix)]
+    #[test]
+    fn a_bounded_store_evicts_what_was_touched_longest_ago() {
+        let dir = std::env::temp_dir().join(format!("ctxgc-store-bound-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("s.sqlite");
+        let text = |i: usize| format!("{i:0>1000}");
+        let store = SqliteStore::open(&path)
+            .unwrap()
+            .with_max_bytes(10_000)
+            .unwrap();
+        let s = sid("a");
+        let ids: Vec<ContentId> = (0..14).map(|i| ContentId::of(text(i).as_bytes())).collect();
+        for (i, id) in ids.iter().enumerate().take(9) {
+            store.put(&s, *id, &text(i)).unwrap();
+        }
+        // Rows written in one second tie on their age: age the first ones by hand.
+        store
+            .with("aging", |c| {
+                c.execute("UPDATE originals SET touched = touched - 100", [])
+            })
+            .unwrap();
+        store.put(&s, ids[0], &text(0)).unwrap(); // touched again: the newest
+        for (i, id) in ids.iter().enumerate().skip(9) {
+            store.put(&s, *id, &text(i)).unwrap();
+        }
+        let usage = store.usage().unwrap();
+        assert!(usage.bytes <= 10_000 && usage.evicted >= 4, "{usage:?}");
+        assert!(store.get(&s, ids[0]).unwrap().is_some(), "touched, kept");
+        assert!(store.get(&s, ids[13]).unwrap().is_some(), "newest kept");
+        assert_eq!(store.get(&s, ids[1]).unwrap(), None, "oldest gone");
+        // Reopened, it counts what it holds.
+        drop(store);
+        let again = SqliteStore::open(&path)
+            .unwrap()
+            .with_max_bytes(10_000)
+            .unwrap();
+        assert_eq!(again.usage().unwrap().bytes, usage.bytes);
+        drop(again);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn the_store_is_readable_by_its_owner_only() {
         use std::os::unix::fs::PermissionsExt;

@@ -112,6 +112,15 @@ fn tune_allocator() {
     }
 }
 
+/// Returns the allocator's free memory to the system.
+fn give_memory_back() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory; it is safe to call at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 fn parse_preset(name: &str) -> Result<ctxgc_core::engine::Preset, String> {
     ctxgc_core::engine::Preset::parse(name)
         .ok_or_else(|| format!("unknown preset `{name}` (expected safe or lean)"))
@@ -133,16 +142,24 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
     }
     let retention = config.store.retention();
     let timeout = config.store.timeout();
+    // `[store] max_mb`: 0 is no bound.
+    let max_bytes = (config.store.max_mb > 0).then(|| config.store.max_mb.saturating_mul(1 << 20));
+    let sqlite = |path: &std::path::Path| -> Result<Box<dyn Store>> {
+        let store = SqliteStore::open_with_timeout(path, timeout)?;
+        Ok(Box::new(match max_bytes {
+            Some(max) => store.with_max_bytes(max)?,
+            None => store,
+        }))
+    };
     let store: Box<dyn Store> = match args.store.as_deref() {
-        None => Box::new(SqliteStore::open_with_timeout(
-            SqliteStore::default_path(),
-            timeout,
-        )?),
-        Some("memory") => Box::new(MemoryStore::default()),
-        Some(spec) if spec.starts_with("sqlite:") => Box::new(SqliteStore::open_with_timeout(
-            &spec["sqlite:".len()..],
-            timeout,
-        )?),
+        None => sqlite(&SqliteStore::default_path())?,
+        Some("memory") => Box::new(match max_bytes {
+            Some(max) => MemoryStore::bounded(max),
+            None => MemoryStore::default(),
+        }),
+        Some(spec) if spec.starts_with("sqlite:") => {
+            sqlite(std::path::Path::new(&spec["sqlite:".len()..]))?
+        }
         Some(spec) if spec.starts_with("redis://") || spec.starts_with("rediss://") => {
             // TLS needs the process's crypto provider before the first connection.
             ctxgc_summarize::install_crypto();
@@ -196,6 +213,10 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             shutdown_grace: Duration::from_secs(config.proxy.shutdown_grace_secs),
         },
         tokens: config.tokens.clone(),
+        limits: ctxgc_proxy::Limits {
+            rewrite_deadline: Duration::from_millis(config.proxy.rewrite_deadline_ms),
+            inflight_bytes: (config.proxy.inflight_memory_mb as usize).saturating_mul(1 << 20),
+        },
     };
     crate::logging::init(args.log_format)?;
     let gone = store.expire(retention)?;
@@ -222,6 +243,23 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             let _ = tokio::task::spawn_blocking(move || state.expire(retention)).await;
         }
     });
+    // Memory goes back to the system once the load is gone: glibc keeps freed pages of its
+    // arenas resident until they are trimmed (a burst of 30 MB requests left ~770 MB resident
+    // when idle).
+    let trimmed = state.clone();
+    runtime.spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        let mut seen = 0;
+        loop {
+            every.tick().await;
+            let (idle, received) = trimmed.idle();
+            if idle && received != seen {
+                seen = received;
+                give_memory_back();
+            }
+        }
+    });
+    let served = state.clone();
     runtime
         .block_on(async {
             let listener = tokio::net::TcpListener::bind(args.listen).await?;
@@ -229,8 +267,15 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             ctxgc_proxy::serve_until(listener, state, shutdown_signal()).await
         })
         .with_context(|| format!("cannot serve on {}", args.listen))?;
-    Ok(ExitCode::SUCCESS)
+    // A supervisor can tell a clean stop from one that cut answers short.
+    Ok(match served.streams_cut() {
+        0 => ExitCode::SUCCESS,
+        _ => ExitCode::from(STREAMS_CUT_EXIT),
+    })
 }
+
+/// The exit status of a `serve` that cut answers still open at the end of its shutdown grace.
+pub const STREAMS_CUT_EXIT: u8 = 3;
 
 /// SIGTERM (a deploy, a container stop) or Ctrl-C.
 async fn shutdown_signal() {

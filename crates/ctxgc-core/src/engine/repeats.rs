@@ -5,7 +5,7 @@
 //! This needs no event: the pointer is a pure function of the visible history and the new
 //! output, and only the new message is affected, so cached prefixes stay valid.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use crate::content_id::ContentId;
 
@@ -61,101 +61,246 @@ fn saves_tokens(pointer: &str, replaced_bytes: usize) -> bool {
     pointer.len() * 2 <= replaced_bytes
 }
 
-/// The new output with repeated parts replaced by pointers, or `None` when nothing repeats.
-pub fn point_to_repeats(new: &str, new_id: ContentId, earlier: &[Earlier<'_>]) -> Option<String> {
-    if let Some(same) = earlier.iter().rev().find(|e| e.id == new_id) {
-        let pointer = format!(
-            "[same output as the result of {} (id {})]",
-            same.call_id, same.id
-        );
-        // A pointer must save tokens: short outputs repeat as they are.
-        return saves_tokens(&pointer, new.len()).then_some(pointer);
-    }
-    if new.len() < MIN_OUTPUT_BYTES || earlier.is_empty() {
-        return None;
-    }
-    // The newest earlier results, up to the byte budget.
-    let mut budget = MAX_EARLIER_BYTES;
-    let from = earlier
-        .iter()
-        .rposition(|e| {
-            let over = e.text.len() > budget;
-            budget = budget.saturating_sub(e.text.len());
-            over
-        })
-        .map_or(0, |i| i + 1);
-    let earlier = &earlier[from..];
-    let olds: Vec<Vec<&str>> = earlier.iter().map(|e| e.text.lines().collect()).collect();
-    let mut index: HashMap<&str, Vec<(usize, usize)>> = HashMap::new();
-    for (e, lines) in olds.iter().enumerate().rev() {
-        for (j, line) in lines.iter().enumerate() {
-            if line.trim().len() < 4 {
-                continue;
+/// Earlier results the model can still see, indexed as they enter so that each new result is
+/// checked in time linear in its own size: a request with 40,000 results rebuilt the list of
+/// earlier results for every turn (quadratic), and a line index over the newest 256 KiB for
+/// every big output.
+///
+/// The index holds no text: each result is named by its position in the caller's list, and
+/// [`RepeatIndex::point_to_repeats`] reads texts back through `text_of`. Lines are indexed only
+/// once a big output needs them (a request whose turns all come from a memo hashes nothing).
+#[derive(Debug, Default, Clone)]
+pub struct RepeatIndex {
+    /// The newest visible result of each id (its call id).
+    by_id: HashMap<ContentId, String>,
+    /// The newest visible results, oldest first, up to [`MAX_EARLIER_BYTES`]: runs are searched
+    /// in these.
+    window: VecDeque<WindowEntry>,
+    /// Sequence number of `window`'s front.
+    front_seq: u64,
+    window_bytes: usize,
+    /// Where each line of the window's results occurs, newest [`MAX_CANDIDATES`] kept; `None`
+    /// until an output first needs it.
+    lines: Option<HashMap<u64, VecDeque<(u64, u32)>>>,
+}
+
+#[derive(Debug, Clone)]
+struct WindowEntry {
+    /// The result's position in the caller's list.
+    position: usize,
+    call_id: String,
+    id: ContentId,
+    bytes: usize,
+    /// Every line of the text (empty until indexed).
+    spans: Vec<LineSpan>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct LineSpan {
+    start: u32,
+    end: u32,
+    hash: u64,
+}
+
+fn spans_of(text: &str) -> Vec<LineSpan> {
+    let base = text.as_ptr() as usize;
+    text.lines()
+        .map(|line| {
+            let start = line.as_ptr() as usize - base;
+            let trimmed = line.trim();
+            LineSpan {
+                start: start as u32,
+                end: (start + line.len()) as u32,
+                // Short lines are never looked up: a zero hash marks them.
+                hash: if trimmed.len() < 4 {
+                    0
+                } else {
+                    xxhash_rust::xxh3::xxh3_64(line.as_bytes()) | 1
+                },
             }
-            let slot = index.entry(line).or_default();
-            if slot.len() < MAX_CANDIDATES {
-                slot.push((e, j));
+        })
+        .collect()
+}
+
+impl RepeatIndex {
+    /// An empty index.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records a result as it entered the history (`entered`, at `position` in the caller's
+    /// list); pointers and abstracts are not recorded (see [`can_be_pointed_to`]).
+    pub fn push(&mut self, position: usize, call_id: &str, id: ContentId, entered: &str) {
+        if !can_be_pointed_to(entered) {
+            return;
+        }
+        self.by_id.insert(id, call_id.to_owned());
+        let seq = self.front_seq + self.window.len() as u64;
+        self.window.push_back(WindowEntry {
+            position,
+            call_id: call_id.to_owned(),
+            id,
+            bytes: entered.len(),
+            spans: Vec::new(),
+        });
+        self.window_bytes += entered.len();
+        while self.window_bytes > MAX_EARLIER_BYTES {
+            self.pop_front();
+        }
+        if self.lines.is_some() && self.front_seq <= seq {
+            self.index(seq, entered);
+        }
+    }
+
+    fn pop_front(&mut self) {
+        let Some(entry) = self.window.pop_front() else {
+            return;
+        };
+        let seq = self.front_seq;
+        self.front_seq += 1;
+        self.window_bytes -= entry.bytes;
+        let Some(lines) = &mut self.lines else {
+            return;
+        };
+        // Occurrences are kept in sequence order, so the oldest result's are at the front.
+        for span in entry.spans.iter().filter(|s| s.hash != 0) {
+            if let Some(at) = lines.get_mut(&span.hash) {
+                while at.front().is_some_and(|&(s, _)| s == seq) {
+                    at.pop_front();
+                }
+                if at.is_empty() {
+                    lines.remove(&span.hash);
+                }
             }
         }
     }
-    let lines: Vec<&str> = new.lines().collect();
-    let mut out = String::with_capacity(new.len() / 2);
-    let mut changed = false;
-    let mut i = 0;
-    while i < lines.len() {
-        let mut best: Option<(usize, usize, usize)> = None; // (earlier, start, len)
-        if let Some(candidates) = index.get(lines[i]) {
-            for &(e, j) in candidates {
-                let old = &olds[e];
+
+    fn index(&mut self, seq: u64, text: &str) {
+        let spans = spans_of(text);
+        let lines = self.lines.get_or_insert_with(HashMap::new);
+        for (j, span) in spans.iter().enumerate().filter(|(_, s)| s.hash != 0) {
+            let at = lines.entry(span.hash).or_default();
+            if at.len() == MAX_CANDIDATES {
+                at.pop_front();
+            }
+            at.push_back((seq, j as u32));
+        }
+        let k = (seq - self.front_seq) as usize;
+        self.window[k].spans = spans;
+    }
+
+    /// The new output with repeated parts replaced by pointers, or `None` when nothing
+    /// repeats. `text_of(position)` gives the text each recorded result entered as.
+    pub fn point_to_repeats<'t>(
+        &mut self,
+        new: &str,
+        new_id: ContentId,
+        text_of: &dyn Fn(usize) -> &'t str,
+    ) -> Option<String> {
+        if let Some(call_id) = self.by_id.get(&new_id) {
+            let pointer = format!("[same output as the result of {call_id} (id {new_id})]");
+            // A pointer must save tokens: short outputs repeat as they are.
+            return saves_tokens(&pointer, new.len()).then_some(pointer);
+        }
+        if new.len() < MIN_OUTPUT_BYTES || self.window.is_empty() {
+            return None;
+        }
+        if self.lines.is_none() {
+            self.lines = Some(HashMap::new());
+            for k in 0..self.window.len() {
+                let text = text_of(self.window[k].position);
+                self.index(self.front_seq + k as u64, text);
+            }
+        }
+        let index = self.lines.as_ref()?;
+        let lines: Vec<&str> = new.lines().collect();
+        let hashes: Vec<u64> = lines
+            .iter()
+            .map(|line| {
+                if line.trim().len() < 4 {
+                    0
+                } else {
+                    xxhash_rust::xxh3::xxh3_64(line.as_bytes()) | 1
+                }
+            })
+            .collect();
+        let mut out = String::with_capacity(new.len() / 2);
+        let mut changed = false;
+        let mut i = 0;
+        while i < lines.len() {
+            let mut best: Option<(usize, usize, usize)> = None; // (window entry, start, len)
+            let candidates = (hashes[i] != 0).then(|| index.get(&hashes[i])).flatten();
+            // Newest first: a tie goes to the result the model saw last.
+            for &(seq, j) in candidates.into_iter().flatten().rev() {
+                let e = (seq - self.front_seq) as usize;
+                let entry = &self.window[e];
+                let old = text_of(entry.position);
+                let j = j as usize;
                 let len = (0..)
                     .take_while(|k| {
-                        i + k < lines.len() && j + k < old.len() && lines[i + k] == old[j + k]
+                        i + k < lines.len()
+                            && j + k < entry.spans.len()
+                            && (hashes[i + k] == 0 || hashes[i + k] == entry.spans[j + k].hash)
+                            && lines[i + k]
+                                == &old[entry.spans[j + k].start as usize
+                                    ..entry.spans[j + k].end as usize]
                     })
                     .count();
                 if best.is_none_or(|(_, _, l)| len > l) {
                     best = Some((e, j, len));
                 }
             }
-        }
-        let pointer = best
-            .filter(|&(_, _, len)| len >= MIN_RUN_LINES)
-            .and_then(|(e, j, len)| {
-                let run_bytes = lines[i..i + len].iter().map(|l| l.len() + 1).sum::<usize>();
-                if run_bytes < MIN_RUN_BYTES {
-                    return None;
+            let pointer =
+                best.filter(|&(_, _, len)| len >= MIN_RUN_LINES)
+                    .and_then(|(e, j, len)| {
+                        let run_bytes =
+                            lines[i..i + len].iter().map(|l| l.len() + 1).sum::<usize>();
+                        if run_bytes < MIN_RUN_BYTES {
+                            return None;
+                        }
+                        let source = &self.window[e];
+                        let pointer = format!(
+                            "[lines {}-{} same as {}the result of {} (id {})]\n",
+                            i + 1,
+                            i + len,
+                            if i == j {
+                                String::new()
+                            } else {
+                                format!("lines {}-{} of ", j + 1, j + len)
+                            },
+                            source.call_id,
+                            source.id
+                        );
+                        saves_tokens(&pointer, run_bytes).then_some((pointer, len))
+                    });
+            match pointer {
+                Some((pointer, len)) => {
+                    out.push_str(&pointer);
+                    i += len;
+                    changed = true;
                 }
-                let source = &earlier[e];
-                let pointer = format!(
-                    "[lines {}-{} same as {}the result of {} (id {})]\n",
-                    i + 1,
-                    i + len,
-                    if i == j {
-                        String::new()
-                    } else {
-                        format!("lines {}-{} of ", j + 1, j + len)
-                    },
-                    source.call_id,
-                    source.id
-                );
-                saves_tokens(&pointer, run_bytes).then_some((pointer, len))
-            });
-        match pointer {
-            Some((pointer, len)) => {
-                out.push_str(&pointer);
-                i += len;
-                changed = true;
-            }
-            _ => {
-                out.push_str(lines[i]);
-                out.push('\n');
-                i += 1;
+                _ => {
+                    out.push_str(lines[i]);
+                    out.push('\n');
+                    i += 1;
+                }
             }
         }
+        if !new.ends_with('\n') && out.ends_with('\n') {
+            out.pop();
+        }
+        changed.then_some(out)
     }
-    if !new.ends_with('\n') && out.ends_with('\n') {
-        out.pop();
+}
+
+/// The new output with repeated parts of `earlier` (oldest first) replaced by pointers, or
+/// `None` when nothing repeats: [`RepeatIndex`] for one output.
+pub fn point_to_repeats(new: &str, new_id: ContentId, earlier: &[Earlier<'_>]) -> Option<String> {
+    let mut index = RepeatIndex::new();
+    for (k, e) in earlier.iter().enumerate() {
+        index.push(k, e.call_id, e.id, e.text);
     }
-    changed.then_some(out)
+    index.point_to_repeats(new, new_id, &|k| earlier[k].text)
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::engine::apply::{self, ApplyInput, Edits};
 use crate::engine::event;
 use crate::engine::integrity::{self, IntegrityError};
 use crate::engine::plan::{self, Plan, PlanInput};
-use crate::engine::repeats::{self, Earlier};
+use crate::engine::repeats::RepeatIndex;
 use crate::engine::summarizer::{Summarizer, SummaryReply, SummaryRequest};
 use crate::recall::{self, RecallError, RecallQuery};
 use crate::store::{OriginalStore, SessionId, StoreError};
@@ -119,19 +119,15 @@ pub struct Session {
     stopped: Option<String>,
     turns: usize,
     frozen: usize,
-    inserted: Vec<Inserted>,
+    /// Tool results as they entered the history (what repeats may point to).
+    inserted: Vec<String>,
+    /// Where earlier results' lines are, for repeats.
+    repeats: RepeatIndex,
     cache_cold: bool,
     /// Whether events may summarise ([`PlanInput::may_compact`]).
     may_compact: bool,
     /// Runaway assistant texts events cut, by id (recallable; tool outputs are in the store).
     cut_texts: BTreeMap<ContentId, String>,
-}
-
-/// A tool result as it entered the history (what repeats may point to).
-struct Inserted {
-    call_id: String,
-    id: ContentId,
-    text: String,
 }
 
 impl Session {
@@ -159,6 +155,7 @@ impl Session {
             turns: 0,
             frozen: 0,
             inserted: Vec::new(),
+            repeats: RepeatIndex::new(),
             cache_cold: false,
             may_compact: true,
             cut_texts: BTreeMap::new(),
@@ -237,7 +234,10 @@ impl Session {
             let original = result.map(|r| r.text()).unwrap_or_default();
             let meta = ResultMeta::of(&original);
             store.put(&self.id, meta.id, &original)?;
-            let pointed = repeats::point_to_repeats(&original, meta.id, &self.visible_results());
+            let inserted = &self.inserted;
+            let pointed = self
+                .repeats
+                .point_to_repeats(&original, meta.id, &|k| inserted[k].as_str());
             texts.push(pointed.unwrap_or_else(|| original.clone()));
             originals.push((original, meta));
         }
@@ -300,30 +300,16 @@ impl Session {
                     note: None,
                 });
             }
-            self.inserted.push(Inserted {
-                call_id: call_id.clone(),
-                id: meta.id,
-                text: trimmed.text,
-            });
+            // Repeats point to results as they entered the history, pointers and abstracts
+            // aside: a pure function of the history the client sends (not of the events
+            // since), so the proxy, which sees only that history, inserts the same pointers.
+            self.repeats
+                .push(self.inserted.len(), &call_id, meta.id, &trimmed.text);
+            self.inserted.push(trimmed.text);
             self.metas.insert(call_id, meta);
         }
         self.events.extend(events.iter().cloned());
         Ok(events)
-    }
-
-    /// Tool results as they entered the history, pointers and abstracts aside. A pure
-    /// function of the history the client sends (not of the events since), so the proxy,
-    /// which sees only that history, inserts the same pointers.
-    fn visible_results(&self) -> Vec<Earlier<'_>> {
-        self.inserted
-            .iter()
-            .filter(|r| repeats::can_be_pointed_to(&r.text))
-            .map(|r| Earlier {
-                call_id: &r.call_id,
-                id: r.id,
-                text: &r.text,
-            })
-            .collect()
     }
 
     /// Tells the session how long the agent was silent before the request about to be

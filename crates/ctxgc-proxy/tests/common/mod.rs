@@ -31,6 +31,7 @@ pub fn settings(upstream: &str) -> ProxySettings {
         tenant_secret: Some("test".into()),
         admin_token: None,
         timeouts: Timeouts::default(),
+        limits: Default::default(),
         tokens: Default::default(),
     }
 }
