@@ -140,7 +140,7 @@ impl Default for ProxySettings {
             client_header_timeout_secs: 30,
             shutdown_grace_secs: 30,
             rewrite_deadline_ms: 3_000,
-            inflight_memory_mb: 256,
+            inflight_memory_mb: 128,
         }
     }
 }

@@ -178,6 +178,11 @@ pub trait StateStore: Send + Sync {
         expected: Option<&str>,
         state: &str,
     ) -> Result<bool, StoreError>;
+    /// Whether other processes (replicas) share this store while it runs, as they share a
+    /// Redis: a state missing at start-up may then be put back by one of them.
+    fn is_shared(&self) -> bool {
+        false
+    }
 }
 
 /// A store of both.

@@ -51,17 +51,17 @@ impl FormatError {
 /// Fills in each tool result's tool name from the call it answers, where the wire format
 /// leaves it out (OpenAI tool messages, Anthropic tool_result blocks).
 pub fn resolve_tool_names(t: &mut Transcript) {
-    let mut names: Vec<(String, String)> = Vec::new();
+    // By id, the latest call winning: a result whose call is missing costs one lookup, not a
+    // scan of every call before it.
+    let mut names: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     for message in &mut t.messages {
         for block in &mut message.content {
             match block {
-                Block::ToolCall(call) => names.push((call.id.clone(), call.name.clone())),
+                Block::ToolCall(call) => {
+                    names.insert(call.id.clone(), call.name.clone());
+                }
                 Block::ToolResult(result) if result.tool_name.is_none() => {
-                    result.tool_name = names
-                        .iter()
-                        .rev()
-                        .find(|(id, _)| *id == result.call_id)
-                        .map(|(_, name)| name.clone());
+                    result.tool_name = names.get(&result.call_id).cloned();
                 }
                 _ => {}
             }

@@ -54,6 +54,48 @@ impl ApiRequest {
         Ok(request)
     }
 
+    /// Parses a body for `api`, checking only its envelope: a JSON object with the API's
+    /// conversation (`messages`, `input`, `contents`). A proxy forwards what it cannot read
+    /// inside the conversation, and the provider, which has the last word on its own shapes,
+    /// answers it; the whole check ([`ApiRequest::parse`]) builds a transcript of every
+    /// message, a quarter of the time and a third of the memory of a large request.
+    pub fn parse_envelope(api: Api, bytes: &[u8]) -> Result<ApiRequest, FormatError> {
+        let body: Value =
+            serde_json::from_slice(bytes).map_err(|e| FormatError::Json(e.to_string()))?;
+        if !body.is_object() {
+            return Err(FormatError::shape(
+                "body",
+                "a request body must be a JSON object",
+            ));
+        }
+        let conversation = match api {
+            Api::ChatCompletions | Api::Messages => {
+                body.get("messages").is_some_and(Value::is_array)
+            }
+            Api::Responses => matches!(body.get("input"), Some(Value::String(_) | Value::Array(_))),
+            Api::Gemini => body.get("contents").is_some_and(Value::is_array),
+        };
+        if !conversation {
+            let (key, what) = match api {
+                Api::ChatCompletions => (
+                    "messages",
+                    "a Chat Completions request needs a `messages` array",
+                ),
+                Api::Messages => ("messages", "a Messages request needs a `messages` array"),
+                Api::Responses => (
+                    "input",
+                    "a Responses request needs `input` (a string or an array of items)",
+                ),
+                Api::Gemini => (
+                    "contents",
+                    "a generateContent request needs a `contents` array",
+                ),
+            };
+            return Err(FormatError::shape(key, what));
+        }
+        Ok(ApiRequest { api, body })
+    }
+
     /// Parses a body whose API is not known in advance.
     pub fn parse_any(bytes: &[u8]) -> Result<ApiRequest, FormatError> {
         let body: Value =

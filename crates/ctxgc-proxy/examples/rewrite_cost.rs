@@ -1,5 +1,6 @@
 //! Where the proxy's time goes for one request body: parse, rewrite, serialize.
-//! `cargo run --release -p ctxgc-proxy --example rewrite_cost -- body.json`
+//! `cargo run --release -p ctxgc-proxy --example rewrite_cost -- body.json [--cold]`
+//! (`--cold`: one parse and one rewrite with an empty memo, as a history's first request).
 
 // A measuring tool, not library code: a failure here should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -24,6 +25,22 @@ fn main() {
         inject_tools: false,
     };
     let memo = TrimMemo::default();
+    if std::env::args().any(|a| a == "--cold") {
+        let t = Instant::now();
+        let mut request = ApiRequest::parse(Api::ChatCompletions, &bytes).unwrap();
+        let parse = t.elapsed();
+        let t = Instant::now();
+        rewrite_with(&mut request, Some(&bytes), "s", &settings, &memo, &|_| {
+            false
+        });
+        println!(
+            "{} bytes, cold: parse {:.1} ms, rewrite {:.1} ms",
+            bytes.len(),
+            parse.as_secs_f64() * 1e3,
+            t.elapsed().as_secs_f64() * 1e3
+        );
+        return;
+    }
     // Trimming happens once per distinct turn; the timed runs see a warm memo, as a proxy does
     // for every request after a turn's first.
     let mut warm = ApiRequest::parse(Api::ChatCompletions, &bytes).unwrap();

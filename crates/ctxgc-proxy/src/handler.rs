@@ -22,6 +22,9 @@ use crate::sessions::Forwarding;
 use crate::state::{AppState, REWRITE_QUEUE_DEADLINE};
 use crate::{agentic, shadow};
 
+/// A body larger than this is parsed off the async workers.
+const INLINE_PARSE_BYTES: usize = 256 * 1024;
+
 /// A request of `api`: rewritten, forwarded, its answer relayed.
 pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Response {
     let (mut parts, body) = req.into_parts();
@@ -53,17 +56,26 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         Ok(b) => b,
         Err(refusal) => return refusal.into_response(),
     };
-    if bytes.len() > encoded.1.len()
-        && let Err(short) = reserved.grow(bytes.len())
-    {
-        // Decoded, it does not fit: the client's compressed bytes go as they came.
+    // Read whole, the body is weighed by what parsing and rewriting it takes (objects weigh
+    // more than their bytes): past the budget it goes upstream as the client sent it.
+    if let Err(short) = reserved.settle(crate::gate::weight_of(&bytes)) {
         drop(bytes);
         parts.headers = encoded.0;
         return unbuffered(&s, api, parts, encoded.1, Body::empty(), short).await;
     }
     drop(encoded);
     s.metrics.request();
-    let request = match ApiRequest::parse(api, &bytes) {
+    let parsed = if bytes.len() > INLINE_PARSE_BYTES {
+        // Parsing megabytes is CPU work: off the async workers, which every other request
+        // needs.
+        let body = bytes.clone();
+        tokio::task::spawn_blocking(move || ApiRequest::parse_envelope(api, &body))
+            .await
+            .unwrap_or_else(|e| Err(FormatError::Json(format!("the parse failed: {e}"))))
+    } else {
+        ApiRequest::parse_envelope(api, &bytes)
+    };
+    let request = match parsed {
         Ok(r) => r,
         // Gemini's countTokens may wrap its request (`generateContentRequest`): counted
         // upstream as sent.

@@ -55,7 +55,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             rewrite_deadline: Duration::from_millis(3_000),
-            inflight_bytes: 256 << 20,
+            inflight_bytes: 128 << 20,
         }
     }
 }

@@ -47,6 +47,8 @@ pub struct AppState {
     pub(crate) memory: Arc<crate::gate::MemoryBudget>,
     /// Refuses store calls at once for a moment after one failed.
     breaker: crate::breaker::Breaker,
+    /// When the store last answered the once-a-second look at it (readiness reads it).
+    store_answered: std::sync::Mutex<Option<std::time::Instant>>,
     /// The store's alive mark as this process last saw it ([`ALIVE_KEY`]).
     alive_mark: std::sync::Mutex<Option<String>>,
     /// Originals the store had evicted when last looked at.
@@ -65,8 +67,8 @@ fn rewrite_slots() -> usize {
     (std::thread::available_parallelism().map_or(2, |n| n.get()) * 2).max(4)
 }
 
-/// What readiness reads from the store (it need not exist).
-const READINESS_KEY: StateKey<'static> = StateKey::Server("readiness-probe");
+/// The proxy is ready while the store answered its once-a-second look within this.
+const READY_WITHIN: std::time::Duration = std::time::Duration::from_millis(1_500);
 
 /// Where the tenant secret is kept in the store (no session id can spell it).
 const TENANT_SECRET_KEY: StateKey<'static> = StateKey::Server("tenant-secret");
@@ -82,6 +84,10 @@ fn rand_u64() -> u64 {
     );
     h.finish()
 }
+
+/// How long a replica starting on a shared store without a tenant secret waits for a running
+/// replica to put one back (they look at the store every second).
+const SECRET_WAIT: std::time::Duration = std::time::Duration::from_millis(2_500);
 
 /// A mark the store keeps while it keeps what it was given: each replica remembers the value
 /// it saw, and a store that restarted empty (a Redis without persistence) no longer has it.
@@ -100,6 +106,18 @@ fn tenant_secret(settings: &ProxySettings, store: &dyn Store) -> Result<TenantSe
     };
     if let Some(secret) = stored(store)? {
         return Ok(secret);
+    }
+    // A shared store without a secret may have just lost it (a Redis restarted without
+    // persistence): the replicas still running put theirs back within a second or two, and
+    // this one should take it rather than key every caller anew.
+    if store.is_shared() {
+        let until = std::time::Instant::now() + SECRET_WAIT;
+        while std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            if let Some(secret) = stored(store)? {
+                return Ok(secret);
+            }
+        }
     }
     let fresh = TenantSecret::random().map_err(ProxyError::Setup)?;
     if store.swap_state(TENANT_SECRET_KEY, None, &fresh.to_hex())? {
@@ -144,6 +162,7 @@ impl AppState {
             memory: crate::gate::MemoryBudget::new(settings_inflight),
             breaker: crate::breaker::Breaker::default(),
             alive_mark: std::sync::Mutex::new(None),
+            store_answered: std::sync::Mutex::new(None),
             evicted_seen: std::sync::atomic::AtomicU64::new(0),
             secret_configured,
             cut: tokio::sync::watch::Sender::new(false),
@@ -166,8 +185,23 @@ impl AppState {
                 self.memos.forget_committed();
             }
         }
-        let Ok(mark) = self.timed(|store| store.get_state(ALIVE_KEY)) else {
-            return;
+        // Asked directly, whatever the breaker says (this runs off the request path, once a
+        // second): its answer closes the breaker as soon as the store is back, and readiness
+        // reads when it last answered.
+        let started = std::time::Instant::now();
+        let mark = match self.store.get_state(ALIVE_KEY) {
+            Ok(mark) => {
+                self.metrics.store_latency(started.elapsed());
+                self.breaker.succeeded();
+                if let Ok(mut at) = self.store_answered.lock() {
+                    *at = Some(std::time::Instant::now());
+                }
+                mark
+            }
+            Err(e) => {
+                self.breaker.failed(&e.to_string());
+                return;
+            }
         };
         let Ok(mut seen) = self.alive_mark.lock() else {
             return;
@@ -314,9 +348,22 @@ impl AppState {
         out
     }
 
-    /// Why the store's calls are refused now, if they are.
-    pub(crate) fn store_resting(&self) -> Option<String> {
-        self.breaker.resting().map(|r| r.why)
+    /// Why the proxy is not ready, if it is not: the store failed within the last second, or
+    /// has not answered the once-a-second look at it for [`READY_WITHIN`]. Answered from what
+    /// is known, at once, whatever the store does now.
+    pub(crate) fn unready(&self) -> Option<String> {
+        if let Some(resting) = self.breaker.resting() {
+            return Some(format!("the store failed: {}", resting.why));
+        }
+        let answered = self.store_answered.lock().ok().and_then(|at| *at);
+        match answered {
+            None => Some("the store has not answered yet".to_owned()),
+            Some(at) if at.elapsed() > READY_WITHIN => Some(format!(
+                "the store has not answered for {} ms",
+                at.elapsed().as_millis()
+            )),
+            Some(_) => None,
+        }
     }
 
     /// The metrics in Prometheus' text format.
@@ -332,12 +379,6 @@ impl AppState {
         };
         self.metrics
             .render(&gauges, self.settings.rewrite.trim.bytes_per_token)
-    }
-
-    /// Whether the store answers within its deadline (readiness).
-    pub(crate) fn store_ready(&self) -> Result<(), ProxyError> {
-        self.timed(|store| store.get_state(READINESS_KEY))?;
-        Ok(())
     }
 
     /// Whether a caller with these headers may see `session`: its tenant's, or the admin's.

@@ -320,6 +320,10 @@ impl OriginalStore for RedisStore {
 }
 
 impl StateStore for RedisStore {
+    fn is_shared(&self) -> bool {
+        true
+    }
+
     fn put_state(&self, key: StateKey<'_>, state: &str) -> Result<(), StoreError> {
         let name = self.state_key(key);
         let expiry = self.expiry().filter(|_| key.expires());

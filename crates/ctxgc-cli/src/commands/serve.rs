@@ -92,7 +92,9 @@ fn survive_file_size_limits() {
     }
 }
 
-/// Allocator settings for a long-running server, measured with `scripts/soak.sh`:
+/// Allocator settings for a long-running server. The process's own allocations go to
+/// mimalloc (`main.rs`); these settings of glibc's malloc now shape what C code (SQLite,
+/// TLS) allocates, and were measured with `scripts/soak.sh` when glibc served everything:
 /// - glibc raises its mmap threshold each time a large block is freed (up to 32 MiB), so request
 ///   bodies of megabytes end up on the heap, whose fragments stay resident: the proxy's memory
 ///   grew steadily under a steady load. With the threshold fixed at 1 MiB, larger blocks are
@@ -112,8 +114,14 @@ fn tune_allocator() {
     }
 }
 
-/// Returns the allocator's free memory to the system.
+/// Returns the allocators' free memory to the system: mimalloc's (the process's own
+/// allocations) and glibc's (SQLite's and other C code's).
 fn give_memory_back() {
+    // SAFETY: mi_collect only releases free memory it holds; it is safe at any time, from
+    // any thread.
+    unsafe {
+        libmimalloc_sys::mi_collect(true);
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory; it is safe to call at any time.
     unsafe {
@@ -230,6 +238,10 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
     let state = AppState::new(settings, store).map_err(anyhow::Error::msg)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Blocking work (parses, rewrites, store calls) is bounded by the rewrite slots and
+        // the memory budget; this bounds the threads (each with its allocator heap) a burst
+        // of connections can start.
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
         .build()
         .context("cannot start the runtime")?;
     // What outlives the retention goes every hour too, off the request path.
@@ -273,6 +285,9 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
         _ => ExitCode::from(STREAMS_CUT_EXIT),
     })
 }
+
+/// Threads for blocking work, at most.
+const MAX_BLOCKING_THREADS: usize = 32;
 
 /// The exit status of a `serve` that cut answers still open at the end of its shutdown grace.
 pub const STREAMS_CUT_EXIT: u8 = 3;
