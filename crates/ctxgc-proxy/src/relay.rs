@@ -133,18 +133,31 @@ struct JsonEnd {
 
 impl JsonEnd {
     fn feed(&mut self, bytes: &[u8]) -> bool {
-        for &b in bytes {
+        let mut i = 0;
+        while i < bytes.len() {
             if self.in_string {
                 if self.escaped {
                     self.escaped = false;
-                } else if b == b'\\' {
-                    self.escaped = true;
-                } else if b == b'"' {
-                    self.in_string = false;
+                    i += 1;
+                    continue;
                 }
-                continue;
+                // The bulk of an answer is inside strings: skip to the next quote or escape
+                // (a 4 MB answer's tap cost 16% of its relay byte by byte).
+                match memchr::memchr2(b'"', b'\\', &bytes[i..]) {
+                    None => return false,
+                    Some(k) => {
+                        i += k;
+                        if bytes[i] == b'\\' {
+                            self.escaped = true;
+                        } else {
+                            self.in_string = false;
+                        }
+                        i += 1;
+                        continue;
+                    }
+                }
             }
-            match b {
+            match bytes[i] {
                 b'"' => self.in_string = true,
                 b'{' | b'[' => {
                     self.depth += 1;
@@ -158,6 +171,7 @@ impl JsonEnd {
                 }
                 _ => {}
             }
+            i += 1;
         }
         false
     }
