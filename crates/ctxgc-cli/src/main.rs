@@ -12,12 +12,6 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc rather than glibc's malloc: a request of 40,000 tool results spent 40% of its time
-/// in glibc's free-list upkeep (`unlink_chunk`, `malloc_consolidate`) and grew faster than the
-/// request; see docs/operations.md for the figures of both.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// ctxgc: context management for LLM agents.
 #[derive(Debug, Parser)]
 #[command(name = "ctxgc", version, about, long_about = None)]
