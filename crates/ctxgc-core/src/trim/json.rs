@@ -102,7 +102,13 @@ fn shrink_string(s: &str, lim: &Limits) -> String {
         return s.to_owned();
     };
     let rest = s[cut..].chars().count();
-    format!("{}[... {} more chars]", &s[..cut], group(rest as u64))
+    // Every marker names the recall id of the whole output.
+    format!(
+        "{}[... {} more chars; id {}]",
+        &s[..cut],
+        group(rest as u64),
+        lim.id
+    )
 }
 
 #[cfg(test)]
@@ -135,10 +141,11 @@ mod tests {
     #[test]
     fn long_strings_are_shortened_and_depth_is_kept() {
         let value = json!({"a": {"b": {"c": "x".repeat(50_000)}}});
-        let out = trim_json(&value, 5000, true, ContentId::of(b"y")).unwrap();
+        let id = ContentId::of(b"y");
+        let out = trim_json(&value, 5000, true, id).unwrap();
         let back: Value = serde_json::from_str(&out).unwrap();
         let c = back["a"]["b"]["c"].as_str().unwrap();
-        assert!(c.ends_with("more chars]"));
+        assert!(c.ends_with(&format!("more chars; id {id}]")), "{c}");
         assert!(out.contains('\n'), "pretty input stays pretty");
     }
 

@@ -10,6 +10,7 @@
 //!
 //! The marker names the content id of the original, so it can be recalled whole later.
 
+pub mod envelope;
 pub(crate) mod fold;
 pub mod json;
 pub mod lines;
@@ -151,6 +152,22 @@ pub fn trim_with_limit(
         };
     }
     let text = shown;
+    // JSON whose bulk is text (a command's output in an envelope) is trimmed as that text.
+    if profile.mode != Mode::Never
+        && let Some(out) =
+            envelope::trim_envelope(config, profile, limit, text, id, &|c, p, l, t| {
+                trim_lines(c, p, l, t)
+            })
+    {
+        return Trimmed {
+            trimmed: true,
+            text: out,
+            id,
+            original_bytes,
+            shape: Shape::Json,
+            limit,
+        };
+    }
     let label = profile.name.as_str();
     let structured = text.len() <= config.structured_max_bytes;
     let (out, shape) = match profile.mode {

@@ -1,0 +1,194 @@
+//! JSON whose bulk is text: an envelope such as Hermes's `{"output": "...", "exit_code": 1,
+//! "error": null}`, an MCP result, a LangChain tool's dict. The few string fields that hold
+//! most of its bytes (a command's output, a file's content, a page) are trimmed as the text
+//! they are, with the tool's profile (head, tail, notable lines, terminal rendering); the
+//! envelope stays valid JSON with its other fields whole.
+//!
+//! The structural JSON trimmer cut such a string to a head and a marker: a 304 KB command
+//! output reached the model as its first 4,096 characters, with no tail, no exit status line,
+//! no error line and no recall id.
+
+use serde_json::Value;
+
+use crate::content_id::ContentId;
+use crate::trim::profile::{Profile, TrimConfig};
+use crate::trim::{json, terminal};
+
+/// The text fields, together, hold at least this share of the envelope's bytes.
+const BULK_SHARE: f64 = 0.6;
+/// At most this many text fields are trimmed as text (the rest of the envelope stays whole).
+const MAX_FIELDS: usize = 3;
+/// A field shorter than this is left whole.
+const MIN_FIELD_BYTES: usize = 512;
+/// Envelopes larger than this are not parsed (the line trimmer takes them as they are).
+pub const MAX_ENVELOPE_BYTES: usize = 8 << 20;
+
+/// The envelope with its text fields trimmed so that it fits about `limit` bytes, or `None`
+/// when `text` is not JSON whose bulk is a few text fields (or they cannot be made to fit).
+/// `trim_text(limit, field)` trims one field's text as the tool's output; the markers it
+/// writes name the field's own id, which is replaced by `id`, the whole output's (what the
+/// store keeps and recall returns).
+pub(crate) fn trim_envelope(
+    config: &TrimConfig,
+    profile: &Profile,
+    limit: usize,
+    text: &str,
+    id: ContentId,
+    trim_text: &dyn Fn(&TrimConfig, &Profile, usize, &str) -> String,
+) -> Option<String> {
+    if text.len() > MAX_ENVELOPE_BYTES || !super::looks_like_json(text) {
+        return None;
+    }
+    let mut value: Value = serde_json::from_str(text).ok()?;
+    let pretty = text.trim().contains('\n');
+    let mut fields = Vec::new();
+    text_fields(&value, &mut String::new(), &mut fields);
+    fields.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    fields.truncate(MAX_FIELDS);
+    fields.retain(|(_, len)| *len >= MIN_FIELD_BYTES);
+    let bulk: usize = fields.iter().map(|(_, len)| len).sum();
+    if fields.is_empty() || (bulk as f64) < BULK_SHARE * text.len() as f64 {
+        return None;
+    }
+    // The fields as they are, rendered as the model will see them (terminal output as a
+    // terminal shows it), and what JSON's escapes add to each.
+    let shown: Vec<(String, String, f64)> = fields
+        .iter()
+        .filter_map(|(pointer, _)| {
+            let field = value.pointer(pointer)?.as_str()?;
+            let shown = terminal::render(field).unwrap_or_else(|| field.to_owned());
+            let encoded = serde_json::to_string(&shown).ok()?.len() as f64;
+            let escape = (encoded / shown.len().max(1) as f64).max(1.0);
+            Some((pointer.clone(), shown, escape))
+        })
+        .collect();
+    let envelope = text.len().saturating_sub(
+        shown
+            .iter()
+            .map(|(_, s, e)| (s.len() as f64 * e) as usize)
+            .sum(),
+    );
+    let total: usize = shown.iter().map(|(_, s, _)| s.len()).sum();
+    // Each field gets its share of what the envelope leaves, tightened until the whole fits.
+    for tighten in [1.0, 0.85, 0.7, 0.55] {
+        let room = (limit.saturating_sub(envelope) as f64 * tighten) as usize;
+        if room < MIN_FIELD_BYTES {
+            return None;
+        }
+        for (pointer, field, escape) in &shown {
+            let share = field.len() as f64 / total.max(1) as f64;
+            let own = ((room as f64 * share) / escape) as usize;
+            let trimmed = if field.len() <= own {
+                field.clone()
+            } else {
+                let cut = trim_text(config, profile, own.max(MIN_FIELD_BYTES), field);
+                let inner = ContentId::of(field.as_bytes()).to_string();
+                cut.replace(&inner, &id.to_string())
+            };
+            if let Some(slot) = value.pointer_mut(pointer) {
+                *slot = Value::String(trimmed);
+            }
+        }
+        let out = json::render(&value, pretty);
+        if out.len() <= limit + limit / 20 {
+            return Some(out);
+        }
+    }
+    None
+}
+
+/// Every string in `value` with its JSON pointer and length.
+fn text_fields(value: &Value, at: &mut String, out: &mut Vec<(String, usize)>) {
+    match value {
+        Value::String(s) => out.push((at.clone(), s.len())),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&i.to_string());
+                text_fields(item, at, out);
+                at.truncate(len);
+            }
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                let len = at.len();
+                at.push('/');
+                at.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                text_fields(item, at, out);
+                at.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use crate::content_id::ContentId;
+    use crate::trim::{Shape, TrimConfig, trim_output};
+
+    /// A build log of `lines` lines with an error line in the middle and an exit status last.
+    fn build_log(lines: usize) -> String {
+        let mut out: Vec<String> = (0..lines)
+            .map(|i| format!("[{i:06}] compiling module_{i} ... ok ({} ms)", i % 90))
+            .collect();
+        out[lines / 2] = "error[E0308]: mismatched types in src/lib.rs:42".into();
+        out.push("exit status 1".into());
+        out.join("\n") + "\n"
+    }
+
+    /// Defect guarded: Hermes hands tool results as `{"output": ..., "exit_code": ...,
+    /// "error": null}`, and the structural JSON trimmer cut the output to its first 4,096
+    /// characters: no tail, no exit status, no error line, no recall id.
+    #[test]
+    fn a_command_output_in_an_envelope_is_trimmed_as_the_output_it_is() {
+        let log = build_log(8_000);
+        let envelope = json!({"output": log, "exit_code": 1, "error": null}).to_string();
+        let id = ContentId::of(envelope.as_bytes());
+        let config = TrimConfig::default();
+        let out = trim_output(&config, "terminal", 128_000, &envelope);
+        assert!(out.trimmed && out.shape == Shape::Json);
+        assert!(
+            out.text.len() <= out.limit + out.limit / 20,
+            "{} > {}",
+            out.text.len(),
+            out.limit
+        );
+        let back: Value = serde_json::from_str(&out.text).expect("valid JSON");
+        assert_eq!(back["exit_code"], 1);
+        assert_eq!(back["error"], Value::Null);
+        let text = back["output"].as_str().unwrap();
+        assert!(text.contains("error[E0308]"), "the error line is kept");
+        assert!(text.ends_with("exit status 1\n"), "the tail is kept");
+        assert!(
+            text.contains(&format!("id {id}")),
+            "the marker names the whole output's id"
+        );
+        // The same output unwrapped keeps the same lines.
+        let plain = trim_output(&config, "terminal", 128_000, &log);
+        let kept = |t: &str| t.lines().filter(|l| !l.starts_with("[...")).count();
+        let (wrapped, unwrapped) = (kept(text), kept(&plain.text));
+        assert!(
+            wrapped.abs_diff(unwrapped) * 10 <= unwrapped,
+            "{wrapped} lines kept wrapped, {unwrapped} unwrapped"
+        );
+    }
+
+    #[test]
+    fn json_data_is_still_trimmed_as_data() {
+        let rows: Vec<Value> = (0..5_000)
+            .map(|i| json!({"id": i, "name": format!("row {i}")}))
+            .collect();
+        let text = json!({"rows": rows}).to_string();
+        let out = trim_output(&TrimConfig::default(), "query", 32_000, &text);
+        assert_eq!(out.shape, Shape::Json);
+        let back: Value = serde_json::from_str(&out.text).unwrap();
+        assert!(
+            back["rows"].as_array().unwrap().len() < 5_000,
+            "arrays are cut, as before"
+        );
+    }
+}
