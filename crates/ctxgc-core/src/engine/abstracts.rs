@@ -40,12 +40,25 @@ pub struct ResultMeta {
 impl ResultMeta {
     /// Computes the facts of an original output.
     pub fn of(original: &str) -> ResultMeta {
+        // An envelope (`{"output": ..., "exit_code": 1, "error": null}`) is read inside: its
+        // own exit code and error field, its text for the rest (its `"error": null` key read
+        // as an error line once).
+        let unwrapped = crate::trim::envelope::unwrap(original);
+        let body = unwrapped.as_ref().map_or(original, |u| u.text.as_str());
         ResultMeta {
             id: ContentId::of(original.as_bytes()),
             lines: original.lines().count() as u64,
             chars: original.chars().count() as u64,
-            exit_code: facts::exit_code(original),
-            first_error: facts::first_error(original, 120),
+            exit_code: unwrapped
+                .as_ref()
+                .and_then(|u| u.exit_code)
+                .or_else(|| facts::exit_code(body)),
+            first_error: facts::first_error(body, 120).or_else(|| {
+                unwrapped
+                    .as_ref()
+                    .and_then(|u| u.error.as_deref())
+                    .map(|e| clip_one_line(e, 120))
+            }),
             search: looks_like_search(original).then(|| search_counts(original)),
             saved_to: client_saved_path(original),
         }

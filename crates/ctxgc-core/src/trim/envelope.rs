@@ -97,6 +97,58 @@ pub(crate) fn trim_envelope(
     None
 }
 
+/// What an envelope says beside its text: the facts an abstract and the engine read (the
+/// envelope's own exit code, its error field), and its text fields to read the rest in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unwrapped {
+    /// The text fields, largest first, joined by a line break.
+    pub text: String,
+    /// The envelope's exit code field (`exit_code`, `exitCode`, `returncode`, `return_code`).
+    pub exit_code: Option<i64>,
+    /// Its `error` or `stderr` field when it holds text (`null` is no error).
+    pub error: Option<String>,
+}
+
+/// `text` as an envelope whose bulk is a few text fields, or `None` when it is not one.
+pub fn unwrap(text: &str) -> Option<Unwrapped> {
+    if text.len() > MAX_ENVELOPE_BYTES || !super::looks_like_json(text) {
+        return None;
+    }
+    let value: Value = serde_json::from_str(text).ok()?;
+    let mut fields = Vec::new();
+    text_fields(&value, &mut String::new(), &mut fields);
+    fields.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    fields.truncate(MAX_FIELDS);
+    let bulk: usize = fields.iter().map(|(_, len)| len).sum();
+    if fields.is_empty() || (bulk as f64) < BULK_SHARE * text.len() as f64 {
+        return None;
+    }
+    let text = fields
+        .iter()
+        .filter_map(|(pointer, _)| value.pointer(pointer)?.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let object = value.as_object();
+    let field = |names: &[&str]| {
+        names
+            .iter()
+            .find_map(|n| object.and_then(|o| o.get(*n)))
+            .filter(|v| !v.is_null())
+    };
+    let exit_code = field(&["exit_code", "exitCode", "returncode", "return_code"])
+        .and_then(|v| v.as_i64().or_else(|| v.as_str()?.trim().parse().ok()));
+    let error = field(&["error", "stderr"])
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::to_owned);
+    Some(Unwrapped {
+        text,
+        exit_code,
+        error,
+    })
+}
+
 /// Every string in `value` with its JSON pointer and length.
 fn text_fields(value: &Value, at: &mut String, out: &mut Vec<(String, usize)>) {
     match value {
@@ -175,6 +227,20 @@ mod tests {
             wrapped.abs_diff(unwrapped) * 10 <= unwrapped,
             "{wrapped} lines kept wrapped, {unwrapped} unwrapped"
         );
+    }
+
+    #[test]
+    fn an_envelope_says_its_exit_code_and_error_and_null_is_no_error() {
+        let ok = json!({"output": "x\n".repeat(600), "exit_code": 0, "error": null}).to_string();
+        let u = super::unwrap(&ok).unwrap();
+        assert_eq!((u.exit_code, u.error), (Some(0), None));
+        let failed =
+            json!({"stdout": "y\n".repeat(600), "stderr": "boom: no such file", "returncode": "2"})
+                .to_string();
+        let u = super::unwrap(&failed).unwrap();
+        assert_eq!(u.exit_code, Some(2));
+        assert_eq!(u.error.as_deref(), Some("boom: no such file"));
+        assert!(super::unwrap(r#"{"rows": [1, 2, 3]}"#).is_none());
     }
 
     #[test]
