@@ -14,13 +14,17 @@ pub enum FileAccess {
     Read(String),
     /// Writes or edits a file (an edit tool, `sed -i`, `cat > f`, `tee f`...).
     Write(String),
+    /// Runs a script (`python3 gen.py 480`): what it prints is not the file, so a run is not a
+    /// read (reruns were pruned as stale reads); an edit of the script makes its earlier runs'
+    /// output stale.
+    Run(String),
 }
 
 impl FileAccess {
     /// The path.
     pub fn path(&self) -> &str {
         match self {
-            FileAccess::Read(p) | FileAccess::Write(p) => p,
+            FileAccess::Read(p) | FileAccess::Write(p) | FileAccess::Run(p) => p,
         }
     }
 }
@@ -226,7 +230,7 @@ fn shell_accesses(command: &str) -> Vec<FileAccess> {
                     .iter()
                     .find(|a| a.ends_with(".py") && looks_like_path(a))
                 {
-                    out.push(FileAccess::Read(unquote(script)));
+                    out.push(FileAccess::Run(unquote(script)));
                 }
             }
             _ => {}
@@ -529,15 +533,20 @@ mod tests {
             bash("cat <<'EOF' > repro.py\nimport os\nEOF\npython repro.py"),
             [
                 FileAccess::Write("repro.py".into()),
-                FileAccess::Read("repro.py".into())
+                FileAccess::Run("repro.py".into())
             ]
         );
+        // A run prints what the script does, not the script: it is no read.
         assert_eq!(
             bash("python3 repro.py && cat out.txt"),
             [
-                FileAccess::Read("repro.py".into()),
+                FileAccess::Run("repro.py".into()),
                 FileAccess::Read("out.txt".into())
             ]
+        );
+        assert_eq!(
+            bash("python3 gen.py 480 step07"),
+            [FileAccess::Run("gen.py".into())]
         );
         assert!(bash("ls -la").is_empty());
         assert!(bash("grep -rn foo . > /dev/null").is_empty());

@@ -9,6 +9,7 @@
 //! on to phase 2 and compacts the middle into one summary.
 
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -414,6 +415,16 @@ fn prune_edits(
                 .flat_map(move |c| facts::file_accesses(c).into_iter().map(move |a| (i, a, c)))
         })
         .collect();
+    // The commands run, by the message of their call: a rerun of the same command supersedes
+    // the earlier run's output (what a script printed before it was run again).
+    let mut last_run: HashMap<String, usize> = HashMap::new();
+    for (i, m) in messages.iter().enumerate() {
+        for c in m.tool_calls() {
+            if let Some(command) = facts::command_of(c) {
+                last_run.insert(command, i);
+            }
+        }
+    }
 
     let mut edits = Vec::new();
     for index in head_end..tail_start {
@@ -458,9 +469,28 @@ fn prune_edits(
                             facts::reads_whole_file(later)
                                 || call.is_some_and(|c| c.arguments == later.arguments)
                         }
+                        FileAccess::Run(_) => false,
                     }
             })
         });
+        // A script's run whose script was edited later printed what an older version did (as
+        // a read of a file edited later, even among the recent outputs).
+        let script_edited =
+            call.map(facts::file_accesses)
+                .is_some_and(|own| match own.as_slice() {
+                    [FileAccess::Run(path)] => accesses.iter().any(|(i, a, _)| {
+                        *i > call_index && matches!(a, FileAccess::Write(p) if p == path)
+                    }),
+                    _ => false,
+                });
+        // Run again later, the same command: the agent has moved past this run's output. Not
+        // inside the protected recent outputs, which the agent may still be comparing.
+        let rerun = !protected[index]
+            && read_path.is_none()
+            && call
+                .and_then(facts::command_of)
+                .and_then(|command| last_run.get(&command))
+                .is_some_and(|&last| last > call_index);
         let newest = newest_for_id.get(&meta.id).copied().unwrap_or(index);
         let (reason, text) = if newest > index {
             let later = messages[newest]
@@ -480,6 +510,18 @@ fn prune_edits(
             (
                 PruneReason::Superseded,
                 format!("{abstract_text} (stale: the file was edited or read again later)"),
+            )
+        } else if script_edited {
+            let abstract_text = abstract_line(tool, call, &meta);
+            (
+                PruneReason::Superseded,
+                format!("{abstract_text} (stale: the script was edited later)"),
+            )
+        } else if rerun {
+            let abstract_text = abstract_line(tool, call, &meta);
+            (
+                PruneReason::Superseded,
+                format!("{abstract_text} (the same command was run again later)"),
             )
         } else if !(protected[index] || keep_current_reads && read_path.is_some()) {
             // A prune at a warm cache leaves file reads that are still current: the agent

@@ -177,6 +177,8 @@ fn files(input: &SummaryInput<'_>) -> (Vec<String>, Vec<String>) {
             let list = match access {
                 FileAccess::Read(_) => &mut read,
                 FileAccess::Write(_) => &mut modified,
+                // Running a script is neither.
+                FileAccess::Run(_) => continue,
             };
             let path = access.path().to_owned();
             if !list.contains(&path) {
