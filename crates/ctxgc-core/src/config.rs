@@ -458,6 +458,34 @@ mod tests {
         assert_eq!(c.trim.profiles, TrimConfig::default().profiles);
     }
 
+    /// Defect guarded: a `[[trim.profiles]]` entry had to give every field and replaced every
+    /// built-in profile.
+    #[test]
+    fn a_profile_entry_overrides_only_its_fields_and_its_own_tools() {
+        let c = Config::from_toml(
+            "[[trim.profiles]]\nname = \"terminal\"\nhead = 0.5\n\n[[trim.profiles]]\nname = \"mine\"\ntools = [\"my_tool\"]\nwindow_share = 0.01\n",
+        )
+        .unwrap();
+        let builtin = TrimConfig::default();
+        let terminal = c.trim.profile_for("bash");
+        assert_eq!(terminal.head, 0.5);
+        let before = builtin.profile_for("bash");
+        assert_eq!(
+            (terminal.tail, terminal.window_share),
+            (before.tail, before.window_share)
+        );
+        assert_eq!(c.trim.profile_for("my_tool").name, "mine");
+        assert_eq!(c.trim.profile_for("my_tool").window_share, 0.01);
+        assert_eq!(c.trim.profile_for("Read"), builtin.profile_for("Read"));
+        assert_eq!(c.trim.profiles.len(), builtin.profiles.len() + 1);
+        let err = Config::from_toml("[[trim.profiles]]\nname = \"other\"\nhead = 0.2\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("needs `tools`"), "{err}");
+        // What `ctxgc config` prints reads back as itself.
+        assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
+    }
+
     #[test]
     fn unknown_keys_are_named() {
         let err = Config::from_toml("[trim]\nhard_cap = 5\n")

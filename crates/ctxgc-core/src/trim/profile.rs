@@ -84,8 +84,86 @@ pub struct TrimConfig {
     /// Every profile's soft limit is multiplied by this (1: the profiles' own limits; the
     /// `lean` preset uses 0.5, keeping half as much of each output at insertion).
     pub limit_scale: f64,
-    /// Profiles, first match wins; a profile matching `*` should come last.
+    /// Profiles, first match wins; a profile matching `*` should come last. In a file, each
+    /// `[[trim.profiles]]` entry changes only what it names: one with a built-in profile's
+    /// `name` overrides that profile's fields it gives, a new name adds a profile (its
+    /// unnamed fields the catch-all profile's) ahead of the built-in ones, for its own tools.
+    #[serde(deserialize_with = "merged_profiles")]
     pub profiles: Vec<Profile>,
+}
+
+/// A `[[trim.profiles]]` entry: the fields it names.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileEntry {
+    name: String,
+    tools: Option<Vec<String>>,
+    mode: Option<Mode>,
+    window_share: Option<f64>,
+    max_tokens: Option<u64>,
+    search_max_tokens: Option<u64>,
+    head: Option<f64>,
+    tail: Option<f64>,
+    salient: Option<f64>,
+}
+
+impl ProfileEntry {
+    fn apply(self, p: &mut Profile) {
+        p.name = self.name;
+        if let Some(v) = self.tools {
+            p.tools = v;
+        }
+        if let Some(v) = self.mode {
+            p.mode = v;
+        }
+        if let Some(v) = self.window_share {
+            p.window_share = v;
+        }
+        if let Some(v) = self.max_tokens {
+            p.max_tokens = v;
+        }
+        if let Some(v) = self.search_max_tokens {
+            p.search_max_tokens = v;
+        }
+        if let Some(v) = self.head {
+            p.head = v;
+        }
+        if let Some(v) = self.tail {
+            p.tail = v;
+        }
+        if let Some(v) = self.salient {
+            p.salient = v;
+        }
+    }
+}
+
+/// The built-in profiles with a file's entries merged in (see [`TrimConfig::profiles`]): a
+/// user's entry once had to give every field and replaced every built-in profile.
+fn merged_profiles<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Profile>, D::Error> {
+    let entries = Vec::<ProfileEntry>::deserialize(d)?;
+    let mut profiles = default_profiles();
+    let mut added = 0;
+    for entry in entries {
+        match profiles.iter_mut().find(|p| p.name == entry.name) {
+            Some(p) => entry.apply(p),
+            None => {
+                if entry.tools.is_none() {
+                    return Err(serde::de::Error::custom(format!(
+                        "[[trim.profiles]] `{}` is no built-in profile: a new one needs `tools`",
+                        entry.name
+                    )));
+                }
+                let mut p = profiles
+                    .last()
+                    .cloned()
+                    .unwrap_or_else(|| fallback_profile().clone());
+                entry.apply(&mut p);
+                profiles.insert(added, p);
+                added += 1;
+            }
+        }
+    }
+    Ok(profiles)
 }
 
 impl Default for TrimConfig {
