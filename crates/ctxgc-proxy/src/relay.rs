@@ -74,35 +74,34 @@ pub(crate) fn relay(
     });
     // At the end of the shutdown grace, what is still open is cut: a stream with its API's
     // error event, a JSON answer by ending its body early (the client sees it incomplete).
-    let cut = s.cut.subscribe();
+    // One future for the whole answer (one made per chunk cost a waiter registration each).
+    let mut cut = s.cut.subscribe();
+    let cut: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+        Box::pin(async move {
+            if cut.wait_for(|c| *c).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        });
     let counted = s.clone();
     let stream = futures_util::stream::unfold(
-        (Box::pin(stream), cut, false),
-        move |(mut inner, mut cut, done)| {
-            let counted = counted.clone();
-            async move {
-                if done {
-                    return None;
-                }
-                let cut_now = async {
-                    if cut.wait_for(|c| *c).await.is_err() {
-                        std::future::pending::<()>().await;
-                    }
-                };
-                tokio::select! {
-                    biased;
-                    item = inner.next() => item.map(|i| (i, (inner, cut, false))),
-                    () = cut_now => {
-                        counted
-                            .streams_cut
-                            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-                        let item = if streaming {
-                            Ok(error_event(api, "ctxgc: the proxy is shutting down and its grace period ended before this answer did"))
-                        } else {
-                            Err(std::io::Error::other("cut at the end of the shutdown grace"))
-                        };
-                        Some((item, (inner, cut, true)))
-                    }
+        (Box::pin(stream), cut, false, counted),
+        move |(mut inner, mut cut, done, counted)| async move {
+            if done {
+                return None;
+            }
+            tokio::select! {
+                biased;
+                item = inner.next() => item.map(|i| (i, (inner, cut, false, counted))),
+                () = &mut cut => {
+                    counted
+                        .streams_cut
+                        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                    let item = if streaming {
+                        Ok(error_event(api, "ctxgc: the proxy is shutting down and its grace period ended before this answer did"))
+                    } else {
+                        Err(std::io::Error::other("cut at the end of the shutdown grace"))
+                    };
+                    Some((item, (inner, cut, true, counted)))
                 }
             }
         },
@@ -177,6 +176,36 @@ impl JsonEnd {
     }
 }
 
+/// What a complete JSON answer's usage is read from: its top-level `id`, `object`, `usage`
+/// and `usageMetadata` (Gemini's array of chunks whole), without building the rest (the
+/// answer's text, megabytes at times).
+fn summary_value(body: &[u8]) -> Option<Value> {
+    #[derive(serde::Deserialize)]
+    struct Top {
+        id: Option<Value>,
+        object: Option<Value>,
+        usage: Option<Value>,
+        #[serde(rename = "usageMetadata")]
+        usage_metadata: Option<Value>,
+    }
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return serde_json::from_slice(body).ok();
+    }
+    let top: Top = serde_json::from_slice(body).ok()?;
+    let fields = [
+        ("id", top.id),
+        ("object", top.object),
+        ("usage", top.usage),
+        ("usageMetadata", top.usage_metadata),
+    ];
+    Some(Value::Object(
+        fields
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_owned(), v?)))
+            .collect(),
+    ))
+}
+
 /// Watches one response.
 pub struct Tap {
     api: Api,
@@ -226,7 +255,7 @@ impl Tap {
             // Parsed once, when the value closes: parsing the buffer on every chunk made a
             // 4 MB answer in 2 KB chunks cost 0.9 s.
             if self.json_end.feed(chunk) {
-                if let Ok(v) = serde_json::from_slice::<Value>(&self.pending) {
+                if let Some(v) = summary_value(&self.pending) {
                     (self.usage, self.response_id) = self.api.wire().response_summary(&v);
                 }
                 self.done = true;
