@@ -53,6 +53,9 @@ enum Command {
     /// Delete stored originals and states older than `[store] retention_days` (default 7) and
     /// compact the SQLite file.
     Gc(commands::serve::GcArgs),
+    /// Print a stored original by its recall id (`r-...`), whole, by lines or by pattern: the
+    /// recall a shell-only agent can run.
+    Recall(commands::recall::RecallArgs),
     /// Print the effective configuration as TOML.
     Config,
 }
@@ -69,6 +72,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => commands::serve::run(&config, args),
         Command::Stats(args) => commands::serve::stats(args),
         Command::Gc(args) => commands::serve::gc(&config, args),
+        Command::Recall(args) => commands::recall::run(&config, args),
         Command::Config => {
             print!("{}", config.to_toml());
             Ok(ExitCode::SUCCESS)

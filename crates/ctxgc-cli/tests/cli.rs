@@ -683,3 +683,85 @@ fn prefix_breaks_classifies_what_the_client_changed() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("upstream.jsonl:1: not a request body"));
 }
+
+/// A shell-only agent (mini-swe-agent) recalls an original by the id a marker showed it.
+#[test]
+fn recall_prints_a_stored_original_whole_by_lines_or_by_pattern() {
+    use ctxgc_core::store::{OriginalStore, SessionId};
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("recall-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let db = dir.join("store.sqlite");
+    let original: String = (1..=300)
+        .map(|i| {
+            if i == 150 {
+                "error: linker failed\n".to_owned()
+            } else {
+                format!("line {i} ok\n")
+            }
+        })
+        .collect();
+    let id = ctxgc_core::ContentId::of(original.as_bytes());
+    ctxgc_store::SqliteStore::open(&db)
+        .unwrap()
+        .put(&SessionId::new("s1"), id, &original)
+        .unwrap();
+    let store = format!("sqlite:{}", db.display());
+    let id = id.to_string();
+    let whole = ctxgc(&["recall", &id, "--session", "s1", "--store", &store], b"");
+    assert!(
+        whole.status.success(),
+        "{}",
+        String::from_utf8_lossy(&whole.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&whole.stdout), original);
+    let found = ctxgc(
+        &[
+            "recall",
+            &id,
+            "--session",
+            "s1",
+            "--store",
+            &store,
+            "--pattern",
+            "^error",
+            "--context",
+            "1",
+        ],
+        b"",
+    );
+    let found = String::from_utf8_lossy(&found.stdout).into_owned();
+    assert!(found.contains("150| error: linker failed"), "{found}");
+    assert!(
+        found.contains("149| line 149 ok") && !found.contains("line 147 ok"),
+        "{found}"
+    );
+    let range = ctxgc(
+        &[
+            "recall",
+            &id,
+            "--session",
+            "s1",
+            "--store",
+            &store,
+            "--lines",
+            "10-11",
+        ],
+        b"",
+    );
+    let range = String::from_utf8_lossy(&range.stdout).into_owned();
+    assert!(
+        range.contains("10| line 10 ok") && range.contains("11| line 11 ok"),
+        "{range}"
+    );
+    // Another session sees nothing; a malformed id is named.
+    let other = ctxgc(&["recall", &id, "--session", "s2", "--store", &store], b"");
+    assert!(!other.status.success());
+    assert!(String::from_utf8_lossy(&other.stderr).contains("no original"));
+    let bad = ctxgc(
+        &["recall", "1234", "--session", "s1", "--store", &store],
+        b"",
+    );
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a recall id"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
