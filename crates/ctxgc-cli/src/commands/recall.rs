@@ -8,8 +8,7 @@ use clap::Args;
 use ctxgc_core::ContentId;
 use ctxgc_core::config::Config;
 use ctxgc_core::recall::{self, RecallQuery};
-use ctxgc_core::store::{OriginalStore, SessionId};
-use ctxgc_store::{RedisOptions, RedisStore, SqliteStore, redact_redis_url};
+use ctxgc_core::store::SessionId;
 
 #[derive(Debug, Args)]
 pub struct RecallArgs {
@@ -48,35 +47,8 @@ pub fn run(config: &Config, args: RecallArgs) -> Result<ExitCode> {
         ),
         None => None,
     };
-    let store: Box<dyn OriginalStore> = match args.store.as_deref() {
-        None => Box::new(SqliteStore::open_with_timeout(
-            SqliteStore::default_path(),
-            config.store.timeout(),
-        )?),
-        Some(spec) if spec.starts_with("sqlite:") => Box::new(SqliteStore::open_with_timeout(
-            &spec["sqlite:".len()..],
-            config.store.timeout(),
-        )?),
-        Some(spec) if spec.starts_with("redis://") || spec.starts_with("rediss://") => {
-            ctxgc_summarize::install_crypto();
-            Box::new(
-                RedisStore::connect_with(
-                    spec,
-                    RedisOptions {
-                        timeout: config.store.timeout(),
-                        key_prefix: config.store.redis_key_prefix.clone(),
-                        ca_file: config.store.redis_ca_file.clone(),
-                        retention: None,
-                    },
-                )
-                .with_context(|| format!("--store {}", redact_redis_url(spec)))?,
-            )
-        }
-        Some(spec) => bail!(
-            "--store must be sqlite:PATH, redis://... or rediss://..., not `{}`",
-            redact_redis_url(spec)
-        ),
-    };
+    // Read only: no bound, so opening the store evicts nothing.
+    let store = super::serve::open_store(args.store.as_deref(), config, None)?;
     let session = SessionId::new(args.session.as_str());
     let Some(original) = store.get(&session, id)? else {
         bail!(

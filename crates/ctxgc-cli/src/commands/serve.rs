@@ -92,6 +92,55 @@ fn survive_file_size_limits() {
     }
 }
 
+/// The store `--store SPEC` names: `sqlite:PATH` (default: the XDG data dir), `memory`,
+/// `redis://...` or `rediss://...`; memory and SQLite kept within `max_bytes` when given.
+pub(crate) fn open_store(
+    spec: Option<&str>,
+    config: &Config,
+    max_bytes: Option<u64>,
+) -> Result<Box<dyn Store>> {
+    let (retention, timeout) = (config.store.retention(), config.store.timeout());
+    let sqlite = |path: &std::path::Path| -> Result<Box<dyn Store>> {
+        let store = SqliteStore::open_with_timeout(path, timeout)?;
+        Ok(Box::new(match max_bytes {
+            Some(max) => store.with_max_bytes(max)?,
+            None => store,
+        }))
+    };
+    Ok(match spec {
+        None => sqlite(&SqliteStore::default_path())?,
+        Some("memory") => Box::new(match max_bytes {
+            Some(max) => MemoryStore::bounded(max),
+            None => MemoryStore::default(),
+        }),
+        Some(spec) if spec.starts_with("sqlite:") => {
+            sqlite(std::path::Path::new(&spec["sqlite:".len()..]))?
+        }
+        Some(spec) if spec.starts_with("redis://") || spec.starts_with("rediss://") => {
+            // TLS needs the process's crypto provider before the first connection.
+            ctxgc_summarize::install_crypto();
+            Box::new(
+                RedisStore::connect_with(
+                    spec,
+                    RedisOptions {
+                        timeout,
+                        key_prefix: config.store.redis_key_prefix.clone(),
+                        ca_file: config.store.redis_ca_file.clone(),
+                        retention: Some(retention),
+                    },
+                )
+                .with_context(|| format!("--store {}", redact_redis_url(spec)))?,
+            )
+        }
+        Some(spec) => {
+            bail!(
+                "--store must be sqlite:PATH, redis://[user:password@]HOST:PORT[/DB], rediss://... or memory, not `{}`",
+                redact_redis_url(spec)
+            )
+        }
+    })
+}
+
 /// Allocator settings for a long-running server, measured with `scripts/soak.sh`:
 /// - glibc raises its mmap threshold each time a large block is freed (up to 32 MiB), so request
 ///   bodies of megabytes end up on the heap, whose fragments stay resident: the proxy's memory
@@ -143,48 +192,9 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
         );
     }
     let retention = config.store.retention();
-    let timeout = config.store.timeout();
     // `[store] max_mb`: 0 is no bound.
     let max_bytes = (config.store.max_mb > 0).then(|| config.store.max_mb.saturating_mul(1 << 20));
-    let sqlite = |path: &std::path::Path| -> Result<Box<dyn Store>> {
-        let store = SqliteStore::open_with_timeout(path, timeout)?;
-        Ok(Box::new(match max_bytes {
-            Some(max) => store.with_max_bytes(max)?,
-            None => store,
-        }))
-    };
-    let store: Box<dyn Store> = match args.store.as_deref() {
-        None => sqlite(&SqliteStore::default_path())?,
-        Some("memory") => Box::new(match max_bytes {
-            Some(max) => MemoryStore::bounded(max),
-            None => MemoryStore::default(),
-        }),
-        Some(spec) if spec.starts_with("sqlite:") => {
-            sqlite(std::path::Path::new(&spec["sqlite:".len()..]))?
-        }
-        Some(spec) if spec.starts_with("redis://") || spec.starts_with("rediss://") => {
-            // TLS needs the process's crypto provider before the first connection.
-            ctxgc_summarize::install_crypto();
-            Box::new(
-                RedisStore::connect_with(
-                    spec,
-                    RedisOptions {
-                        timeout,
-                        key_prefix: config.store.redis_key_prefix.clone(),
-                        ca_file: config.store.redis_ca_file.clone(),
-                        retention: Some(retention),
-                    },
-                )
-                .with_context(|| format!("--store {}", redact_redis_url(spec)))?,
-            )
-        }
-        Some(spec) => {
-            bail!(
-                "--store must be sqlite:PATH, redis://[user:password@]HOST:PORT[/DB], rediss://... or memory, not `{}`",
-                redact_redis_url(spec)
-            )
-        }
-    };
+    let store = open_store(args.store.as_deref(), config, max_bytes)?;
     let compact = (config.proxy.compact || args.compact) && !args.no_compact;
     let cold_events = config.proxy.cold_events && !args.no_compact;
     let settings = ProxySettings {
