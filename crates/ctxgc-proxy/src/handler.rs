@@ -51,7 +51,15 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         }
         Err(refusal) => return refusal.into_response(),
     };
-    let encoded = (parts.headers.clone(), bytes.clone());
+    // What the client sent, to forward as it came if the decoded body does not fit (the
+    // headers are kept only when decoding changes them).
+    let encoded = (
+        parts
+            .headers
+            .contains_key(axum::http::header::CONTENT_ENCODING)
+            .then(|| parts.headers.clone()),
+        bytes.clone(),
+    );
     let bytes = match decode_request_body(&s, &mut parts.headers, bytes) {
         Ok(b) => b,
         Err(refusal) => return refusal.into_response(),
@@ -60,7 +68,9 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     // more than their bytes): past the budget it goes upstream as the client sent it.
     if let Err(short) = reserved.settle(crate::gate::weight_of(&bytes)) {
         drop(bytes);
-        parts.headers = encoded.0;
+        if let Some(headers) = encoded.0 {
+            parts.headers = headers;
+        }
         return unbuffered(&s, api, parts, encoded.1, Body::empty(), short).await;
     }
     drop(encoded);

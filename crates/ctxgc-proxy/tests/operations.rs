@@ -330,6 +330,30 @@ async fn a_stream_cut_at_the_end_of_the_grace_ends_with_its_apis_error_event() {
     assert!(matches!(finished, Ok(Ok(Ok(())))), "the server returned");
 }
 
+/// A store the test keeps a handle on while the proxy owns it.
+struct Shared<T>(Arc<T>);
+
+impl<T: Store> OriginalStore for Shared<T> {
+    fn put_all(&self, s: &SessionId, o: &[(ContentId, &str)]) -> Result<(), StoreError> {
+        self.0.put_all(s, o)
+    }
+    fn get(&self, s: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
+        self.0.get(s, id)
+    }
+}
+
+impl<T: Store> StateStore for Shared<T> {
+    fn put_state(&self, k: StateKey<'_>, v: &str) -> Result<(), StoreError> {
+        self.0.put_state(k, v)
+    }
+    fn get_state(&self, k: StateKey<'_>) -> Result<Option<String>, StoreError> {
+        self.0.get_state(k)
+    }
+    fn swap_state(&self, k: StateKey<'_>, e: Option<&str>, v: &str) -> Result<bool, StoreError> {
+        self.0.swap_state(k, e, v)
+    }
+}
+
 /// A store that stalls: each call takes its deadline, then fails (a paused Redis).
 struct StalledStore {
     calls: std::sync::atomic::AtomicUsize,
@@ -377,31 +401,6 @@ async fn a_stalled_store_costs_one_deadline_and_readiness_answers_at_once() {
     let store = Arc::new(StalledStore {
         calls: Default::default(),
     });
-    struct Shared(Arc<StalledStore>);
-    impl OriginalStore for Shared {
-        fn put_all(&self, s: &SessionId, o: &[(ContentId, &str)]) -> Result<(), StoreError> {
-            self.0.put_all(s, o)
-        }
-        fn get(&self, s: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
-            self.0.get(s, id)
-        }
-    }
-    impl StateStore for Shared {
-        fn put_state(&self, k: StateKey<'_>, v: &str) -> Result<(), StoreError> {
-            self.0.put_state(k, v)
-        }
-        fn get_state(&self, k: StateKey<'_>) -> Result<Option<String>, StoreError> {
-            self.0.get_state(k)
-        }
-        fn swap_state(
-            &self,
-            k: StateKey<'_>,
-            e: Option<&str>,
-            v: &str,
-        ) -> Result<bool, StoreError> {
-            self.0.swap_state(k, e, v)
-        }
-    }
     let (proxy, _u, state) = start(Box::new(Shared(store.clone()))).await;
     // The first call fails at its deadline and the breaker opens: what follows fails open at
     // once.
@@ -489,31 +488,6 @@ async fn a_store_that_restarts_empty_gets_the_secret_and_the_originals_back() {
     let upstream = FakeUpstream::start(reply).await;
     let store = Arc::new(Restartable::default());
     store.restart_empty();
-    struct Shared(Arc<Restartable>);
-    impl OriginalStore for Shared {
-        fn put_all(&self, s: &SessionId, o: &[(ContentId, &str)]) -> Result<(), StoreError> {
-            self.0.put_all(s, o)
-        }
-        fn get(&self, s: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
-            self.0.get(s, id)
-        }
-    }
-    impl StateStore for Shared {
-        fn put_state(&self, k: StateKey<'_>, v: &str) -> Result<(), StoreError> {
-            self.0.put_state(k, v)
-        }
-        fn get_state(&self, k: StateKey<'_>) -> Result<Option<String>, StoreError> {
-            self.0.get_state(k)
-        }
-        fn swap_state(
-            &self,
-            k: StateKey<'_>,
-            e: Option<&str>,
-            v: &str,
-        ) -> Result<bool, StoreError> {
-            self.0.swap_state(k, e, v)
-        }
-    }
     // No configured secret: the store keeps it.
     let settings = ProxySettings {
         tenant_secret: None,
