@@ -3,8 +3,11 @@
 # `ctxgc trim` on every shared tool output, recall in memory/SQLite/Redis, sessions), then each
 # integration in its own virtualenv with its framework pinned from PyPI. Virtualenvs are cached
 # under ~/.cache/ctxgc and reused. Needs target/release/ctxgc (built here) and ../shared.
+#
+#   bindings/python/ci.sh [--wheel-only]   (--wheel-only: build target/wheels/ctxgc-*.whl and stop)
 set -euo pipefail
 cd "$(dirname "$0")"
+wheel_only=0; [ "${1:-}" = --wheel-only ] && wheel_only=1
 root=$(cd ../.. && pwd)
 cache=${CTXGC_CACHE:-$HOME/.cache/ctxgc}
 mkdir -p "$cache"
@@ -21,6 +24,7 @@ venvs=(
 venv_dir() { echo "$cache/py-$1-$(echo "$2" | sha1sum | cut -c1-8)"; }
 for entry in "${venvs[@]}"; do
   name=${entry%%|*}; pins=${entry#*|}; dir=$(venv_dir "$name" "$pins")
+  [ $wheel_only = 1 ] && [ "$name" != tools ] && continue
   if [ ! -x "$dir/bin/python" ] || [ ! -f "$dir/.complete" ]; then
     rm -rf "$dir"
     python3 -m venv "$dir"
@@ -31,14 +35,16 @@ for entry in "${venvs[@]}"; do
 done
 tools=$(venv_dir tools "${venvs[0]#*|}")
 
-"$tools/bin/ruff" check python tests bench.py
-"$tools/bin/ruff" format --check python tests bench.py
-
-cargo build --release -q -p ctxgc-cli --manifest-path "$root/Cargo.toml"
 wheels=$root/target/wheels
 rm -rf "$wheels"
 "$tools/bin/maturin" build --release -q -o "$wheels"
 wheel=$(ls "$wheels"/ctxgc-*.whl)
+[ $wheel_only = 1 ] && exit 0
+
+"$tools/bin/ruff" check python tests bench.py
+"$tools/bin/ruff" format --check python tests bench.py
+
+cargo build --release -q -p ctxgc-cli --manifest-path "$root/Cargo.toml"
 
 canonical=$root/target/python-canonical
 rm -rf "$canonical"

@@ -12,13 +12,23 @@ Usage: check.py RECORD STATS_JSON CONFIG [CLIENT_RECORD]
   the model's trim and recall ran inside the proxy;
 - in observe mode (CONFIG `observe`), every body the upstream received is one the client sent,
   byte for byte (CLIENT_RECORD: their SHA-256, as the relay in front of the proxy saw them), and
-  the proxy observed the requests and says what it would have saved.
+  the proxy observed the requests and says what it would have saved;
+- what the model must see reached it: the error line from the middle of the long log, in a
+  request after the one that ran it; the system prompt the same in every request of a session
+  and the task (the first user text) in every one; where the model recalled, the recalled lines;
+- CONFIG `plugin` (no proxy: ctxgc inside the client): an event ran (a prefix break) and the
+  model's recall ran; the proxy's counters do not apply.
 Prints one line and exits 1 on the first failed check.
 """
 import json
+import re
 import sys
 
 PINNED = "this note is pinned by the client"
+ERROR_LINE = "ERROR disk quota exceeded at step 700"
+ERROR_STEP = "if [ $i = 700 ]"
+# A recall answer's numbered lines (`recall_tool_result {id, lines: "1-5"}`).
+RECALLED = re.compile(r" {5}1\| ")
 
 
 def items(r):
@@ -41,6 +51,61 @@ def as_cached(x):
     return x
 
 
+def text_of(content):
+    if isinstance(content, str):
+        return content
+    out = []
+    for b in content or []:
+        if isinstance(b, dict) and isinstance(b.get("text"), str):
+            out.append(b["text"])
+    return "\n".join(out)
+
+
+def system_of(r):
+    """The request's system prompt, as a provider's cache sees it."""
+    b = r["body"]
+    if r["api"] == "gemini":
+        return as_cached(b.get("systemInstruction"))
+    if r["api"] == "responses":
+        return b.get("instructions")
+    if r["api"] == "messages":
+        return as_cached(b.get("system"))
+    return [as_cached(m) for m in b.get("messages") or [] if m.get("role") in ("system", "developer")][:1]
+
+
+def task_of(r):
+    """The first user text of the request (the task the client was given)."""
+    for m in items(r) or []:
+        if r["api"] == "gemini":
+            if m.get("role", "user") == "user":
+                text = " ".join(p.get("text", "") for p in m.get("parts") or [] if isinstance(p, dict))
+                if text.strip():
+                    return text
+        elif m.get("role") == "user":
+            text = text_of(m.get("content"))
+            if text.strip():
+                return text
+    return ""
+
+
+def seen_by_model(rs, problems, session):
+    """The error line and the task reached the model; the system prompt never changed."""
+    dumps = [json.dumps(items(r)) for r in rs]
+    ran = next((k for k, d in enumerate(dumps) if json.dumps(ERROR_STEP)[1:-1] in d), None)
+    if ran is not None and not any(json.dumps(ERROR_LINE)[1:-1] in d for d in dumps[ran + 1:]):
+        problems.append("session %s: the error line in the middle of the long log never reached the model" % session)
+    system = system_of(rs[0])
+    task = json.dumps(task_of(rs[0]))[1:-1][:300]
+    for k, (r, d) in enumerate(zip(rs, dumps)):
+        if system_of(r) != system:
+            problems.append("request %d of session %s changed the system prompt" % (k, session))
+            break
+        if task and task not in d:
+            problems.append("request %d of session %s lost the task (the first user text)" % (k, session))
+            break
+    return any(RECALLED.search(d) for d in dumps)
+
+
 def main():
     record, stats, config = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3]
     requests = [json.loads(line) for line in open(record)]
@@ -54,7 +119,9 @@ def main():
     for r in requests:
         by_session.setdefault((r["api"], r["session"]), []).append(r)
     breaks = 0
+    recalled = False
     for (api, session), rs in by_session.items():
+        recalled |= seen_by_model(rs, problems, session)
         pinned = PINNED in json.dumps(items(rs[0]))
         for k, r in enumerate(rs):
             if pinned and PINNED not in json.dumps(items(r)):
@@ -66,7 +133,13 @@ def main():
     events = stats.get("events", 0)
     # A model's trim replaces its latest tool result: a break by design, like an event.
     allowed = events + stats.get("agent_tool_calls", 0)
-    if breaks > allowed:
+    if config == "plugin":
+        # ctxgc runs inside the client: its events are the prefix breaks, no proxy counts them.
+        if breaks < 1:
+            problems.append("no event ran inside the client (no prefix break)")
+        if not recalled:
+            problems.append("the model's recall returned no lines")
+    elif breaks > allowed:
         problems.append("%d prefix breaks but only %d events and agent tool calls: history was rewritten outside them" % (breaks, allowed))
     if stats.get("fail_open", 0):
         problems.append("the proxy failed open %d times" % stats["fail_open"])
@@ -87,6 +160,8 @@ def main():
             problems.append("no event ran at the small window")
         if stats.get("agent_tool_calls", 0) < 1:
             problems.append("the model's trim/recall calls did not run in the proxy")
+        if not recalled:
+            problems.append("the model's recall returned no lines")
     summary = "%d requests in %d sessions, %d events, %d prefix breaks, %d agent tool calls, %d fail-open" % (
         len(requests), len(by_session), events, breaks, stats.get("agent_tool_calls", 0), stats.get("fail_open", 0))
     if config == "observe":

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # Conformance of real clients through `ctxgc serve`: the official openai (3.57.0), anthropic
 # (2.13.0) and google-genai (3.3.0) Python SDKs on all four APIs, streamed and not, Codex CLI
-# 0.169.0, Claude Code 2.1.328, Gemini CLI 0.61.0 and mini-swe-agent 2.4.6 (on litellm), each driven through a whole tool-using session (large outputs, an error line in the
-# middle of a long log, a parallel call, the model's trims and recalls, events) against a
-# scripted upstream that enforces the APIs' rules with their real 400 texts (upstream.py).
+# 0.169.0, Claude Code 2.1.328, Gemini CLI 0.61.0, mini-swe-agent 2.4.6 (on litellm) and Hermes
+# 0.19.0 (its one-shot command line), each driven through a whole tool-using session (large
+# outputs, an error line in the middle of a long log, a parallel call, the model's trims and
+# recalls, events) against a scripted upstream that enforces the APIs' rules with their real 400
+# texts (upstream.py).
 # Every client runs through the proxy with its defaults and with
 # `--compact --inject-tools --window 16000`; it must finish normally with zero API errors, and
 # check.py checks every request the upstream received. A third configuration, `--observe`, puts a
 # recording relay (relay.py) in front of the proxy and checks that every request reached the
 # upstream byte for byte as the client sent it, while the proxy says what it would have saved.
+# Hermes also runs a fourth way, `plugin`: straight to the upstream with ctxgc's Hermes plugin
+# and context engine (the wheel, built by bindings/python/ci.sh --wheel-only, in Hermes's own
+# virtualenv), as docs/python.md sets it up.
 #
 #   scripts/conformance/run.sh [CLIENT...]
-#   (default: all: sdk codex claude-code mini-swe-agent gemini-sdk gemini-cli)
+#   (default: all: sdk codex claude-code mini-swe-agent gemini-sdk gemini-cli hermes)
 #
 # Installs are cached under CTXGC_CACHE (default ~/.cache/ctxgc) and reused. Loopback only.
 set -euo pipefail
@@ -20,7 +25,7 @@ root="$(cd "$here/../.." && pwd)"
 cache="${CTXGC_CACHE:-$HOME/.cache/ctxgc}"
 out="$root/target/conformance"
 clients=("$@")
-[ ${#clients[@]} -gt 0 ] || clients=(sdk codex claude-code mini-swe-agent gemini-sdk gemini-cli)
+[ ${#clients[@]} -gt 0 ] || clients=(sdk codex claude-code mini-swe-agent gemini-sdk gemini-cli hermes)
 rm -rf "$out" && mkdir -p "$out"
 
 sdk="$cache/py-sdks-openai3.57.0-anthropic2.13.0"
@@ -50,6 +55,22 @@ if ! [ -x "$claude" ]; then
   mkdir -p "$cache/npm-claude-code-2.1.328"
   (cd "$cache/npm-claude-code-2.1.328" && npm install --silent --no-audit --no-fund @anthropic-ai/claude-code@2.1.328 >/dev/null)
 fi
+hermes="$cache/py-hermes-agent-0.19.0-conformance"
+if [[ " ${clients[*]} " == *" hermes "* ]]; then
+  if ! [ -f "$hermes/.complete" ]; then
+    rm -rf "$hermes" && python3 -m venv "$hermes"
+    "$hermes/bin/pip" install -q --disable-pip-version-check hermes-agent==0.19.0
+    touch "$hermes/.complete"
+  fi
+  # The plugin as a user installs it: the wheel (built here unless bindings/python/ci.sh built
+  # it already) into Hermes's own environment.
+  wheel=$(ls "$root"/target/wheels/ctxgc-*.whl 2>/dev/null | head -1 || true)
+  if [ -z "$wheel" ]; then
+    bash "$root/bindings/python/ci.sh" --wheel-only
+    wheel=$(ls "$root"/target/wheels/ctxgc-*.whl | head -1)
+  fi
+  "$hermes/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
+fi
 (cd "$root" && cargo build -q -p ctxgc-cli --bin ctxgc)
 ctxgc="$root/target/debug/ctxgc"
 
@@ -69,6 +90,8 @@ run() {
   "$ctxgc" serve --config "$dir/ctxgc.toml" --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
     --anthropic-upstream "http://127.0.0.1:$up_port" --gemini-upstream "http://127.0.0.1:$up_port" --store memory "${flags[@]}" 2>"$dir/serve.log" & local px=$!
   local client_url="http://127.0.0.1:$px_port" rl=""
+  # The plugin way has no proxy: the client talks to the upstream itself.
+  [ "$config" = plugin ] && client_url="http://127.0.0.1:$up_port"
   if [ "$config" = observe ]; then
     # What the client sends is recorded in front of the proxy, to hold the upstream's against.
     python3 "$here/relay.py" "$rl_port" "$client_url" "$dir/client.jsonl" & rl=$!
@@ -135,9 +158,35 @@ claude_client() {
     "$claude" -p "Conformance run: run the scripted checks" --dangerously-skip-permissions --output-format text) \
     && grep -q "Done" "$DIR/client.log"
 }
+# hermes_client proxy|plugin: `hermes -z` (one-shot), its default toolsets, a custom
+# OpenAI-compatible endpoint. Both ways raise Hermes's capture cap as docs/python.md says (the
+# default cuts a command's output to 50,000 characters before ctxgc sees it); the plugin way
+# turns on the plugin and the context engine, with a window small enough for an event.
+hermes_client() {
+  mkdir -p "$DIR/home"
+  local base="$PROXY/v1" window=128000 extra=""
+  if [ "$1" = plugin ]; then
+    window=48000
+    extra=$'plugins:\n  enabled: [ctxgc]\ncontext:\n  engine: ctxgc\n'
+  fi
+  cat > "$DIR/home/config.yaml" <<YAML
+model:
+  provider: custom
+  base_url: $base
+  default: scripted-model
+  api_key: sk-hermes-conformance
+  context_length: $window
+tool_output:
+  max_bytes: 2000000
+${extra}
+YAML
+  (cd "$DIR/work" && HOME="$DIR/home" HERMES_HOME="$DIR/home" CTXGC_STORE="$DIR/originals.sqlite" CTXGC_CONFIG= \
+    "$hermes/bin/hermes" -z "Conformance run: run the scripted checks") \
+    && grep -q "Done" "$DIR/client.log"
+}
 
-export -f sdk_client codex_client claude_client mini_client gemini_sdk_client gemini_cli_client
-export sdk codex claude mini genai gemini here
+export -f sdk_client codex_client claude_client mini_client gemini_sdk_client gemini_cli_client hermes_client
+export sdk codex claude mini genai gemini hermes here
 
 for client in "${clients[@]}"; do
   for config in defaults agent observe; do
@@ -152,8 +201,10 @@ for client in "${clients[@]}"; do
                     run "sdk-$mode" "$config" gemini_sdk_client "$mode"
                   done ;;
       gemini-cli) run gemini-cli "$config" gemini_cli_client ;;
-      *) echo "unknown client $client (sdk, codex, claude-code, mini-swe-agent, gemini-sdk, gemini-cli)" >&2; exit 2 ;;
+      hermes) run hermes "$config" hermes_client proxy ;;
+      *) echo "unknown client $client (sdk, codex, claude-code, mini-swe-agent, gemini-sdk, gemini-cli, hermes)" >&2; exit 2 ;;
     esac
   done
+  [ "$client" = hermes ] && run hermes plugin hermes_client plugin
 done
 exit $failed

@@ -61,7 +61,7 @@ def script(tools):
 
 def shell_tool(tools):
     """The client's shell tool, and how its arguments are spelled."""
-    for name in ("Bash", "exec_command", "shell_command", "shell", "bash", "run_command", "run_shell_command"):
+    for name in ("Bash", "exec_command", "shell_command", "shell", "bash", "terminal", "run_command", "run_shell_command"):
         if name in tools:
             break
     else:

@@ -40,7 +40,25 @@ pub fn parse_lines(spec: &str) -> Option<(usize, usize)> {
 
 /// Answers a query on an original. Lines are prefixed with their numbers (`  42| text`) when a
 /// range or pattern is given, so the model can ask for more around them.
+///
+/// An original that is JSON whose bulk is text (a command's output in an envelope such as
+/// Hermes's `{"output": ..., "exit_code": ...}`) is one line of escaped text: a range or a
+/// pattern is answered on the lines of its text fields instead, the lines the trim's markers
+/// count, so a search for an error finds the error line, not the whole envelope.
 pub fn recall(
+    original: &str,
+    query: &RecallQuery,
+    max_bytes: usize,
+) -> Result<String, RecallError> {
+    if (query.lines.is_some() || query.pattern.is_some())
+        && let Some(unwrapped) = crate::trim::envelope::unwrap(original)
+    {
+        return recall_lines(&unwrapped.text, query, max_bytes);
+    }
+    recall_lines(original, query, max_bytes)
+}
+
+fn recall_lines(
     original: &str,
     query: &RecallQuery,
     max_bytes: usize,
@@ -109,6 +127,42 @@ pub fn recall(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_envelope_is_searched_in_its_text() {
+        let output: String = (1..=3000)
+            .map(|i| {
+                if i == 1500 {
+                    "ERROR: disk quota exceeded\n".to_owned()
+                } else {
+                    format!("step {i} ok\n")
+                }
+            })
+            .collect();
+        let envelope = serde_json::json!({"output": output, "exit_code": 1, "error": null});
+        let envelope = envelope.to_string();
+        let by_pattern = RecallQuery {
+            pattern: Some("ERROR".into()),
+            ..RecallQuery::default()
+        };
+        assert_eq!(
+            recall(&envelope, &by_pattern, 1 << 17).unwrap(),
+            "  1500| ERROR: disk quota exceeded\n"
+        );
+        let by_lines = RecallQuery {
+            lines: Some((2, 3)),
+            ..RecallQuery::default()
+        };
+        assert_eq!(
+            recall(&envelope, &by_lines, 1 << 17).unwrap(),
+            "     2| step 2 ok\n     3| step 3 ok\n"
+        );
+        // Whole, it is the envelope as the tool returned it.
+        assert_eq!(
+            recall(&envelope, &RecallQuery::default(), 1 << 20).unwrap(),
+            envelope
+        );
+    }
+
     use super::*;
 
     fn original() -> String {

@@ -42,6 +42,10 @@ pub struct Lineage {
     /// still applies, no event runs.
     #[serde(default)]
     pub stopped: Option<String>,
+    /// Call ids whose results the lineage's events hid (pruned to abstracts or summarised):
+    /// a later repeat of one may not point to it ([`crate::rewrite::rewrite_within`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hidden: Vec<String>,
 }
 
 /// Hash of a run of wire messages, blind to `cache_control` (clients move their breakpoints).
@@ -289,6 +293,14 @@ fn step_unchecked(
     let (head, tail) = (boundary(plan.head_end)?, boundary(plan.tail_start)?);
     // Rendered on the client's wire items.
     let originals = event::hidden_originals(&edits, messages);
+    let mut hidden = lineage.as_ref().map_or_else(Vec::new, |l| l.hidden.clone());
+    for &i in &edits.hidden {
+        for result in messages[i].tool_results() {
+            if !hidden.contains(&result.call_id) {
+                hidden.push(result.call_id.clone());
+            }
+        }
+    }
     let mut prompt = current.to_vec();
     let (event, boundary) = match &edits.change {
         Change::Prune(prune) => {
@@ -360,6 +372,7 @@ fn step_unchecked(
         prefix: prompt[..boundary].to_vec(),
         ineffective: verdict.ineffective_in_a_row,
         stopped: verdict.stop,
+        hidden,
     };
     Ok(Outcome {
         estimated_tokens: estimated,
@@ -463,6 +476,7 @@ mod tests {
             ],
             ineffective: 0,
             stopped: None,
+            hidden: Vec::new(),
         };
         let no_metas = BTreeMap::new();
         let input = chat_input(&client, &no_metas);

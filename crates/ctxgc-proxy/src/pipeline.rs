@@ -51,6 +51,18 @@ pub(crate) fn prepare(
             injected = (!counting).then_some(end);
         }
     }
+    // The lineage in force: what its events hid is never pointed to by a new repeat. Read
+    // once here; advancing it reads it again only when another request changed it meanwhile.
+    let mut lineage_now = match &settings.engine {
+        Some(_) => Some(state.timed(|store| store.get_state(StateKey::Lineage(session)))?),
+        None => None,
+    };
+    let hidden: Vec<String> = lineage_now
+        .as_ref()
+        .and_then(|stored| stored.as_deref())
+        .and_then(|json| serde_json::from_str::<lineage::Lineage>(json).ok())
+        .map(|l| l.hidden)
+        .unwrap_or_default();
     let mut out = {
         let stored = |id| state.memos.is_committed(session, id);
         // Once the agent state changed the parsed body, the client's bytes no longer match it.
@@ -62,6 +74,7 @@ pub(crate) fn prepare(
             settings,
             &state.memos.trims,
             &stored,
+            &hidden,
             Some(deadline),
         )
         .map_err(|rewrite::Overdue| ProxyError::Overdue {
@@ -114,7 +127,15 @@ pub(crate) fn prepare(
                 .and_then(ctxgc_core::models::cache_prices),
         };
         let window = settings.window_for(request.body["model"].as_str());
-        let mut outcome = advance_lineage(state, session, &step, policy, window, counting)?;
+        let mut outcome = advance_lineage(
+            state,
+            session,
+            &step,
+            policy,
+            window,
+            counting,
+            lineage_now.take(),
+        )?;
         // Where the proxy places Anthropic's breakpoints, the end of the summary (or pruned
         // prefix) gets one too: what an event rewrote is then read from the cache afterwards.
         if let (true, Some(messages), Some(l)) = (
@@ -237,12 +258,17 @@ fn advance_lineage(
     policy: &ctxgc_core::engine::Policy,
     window: u64,
     counting: bool,
+    mut read: Option<Option<String>>,
 ) -> Result<lineage::Outcome, ProxyError> {
     let key = StateKey::Lineage(session);
     let calibration = state.sessions.calibration(session);
     for _ in 0..LINEAGE_ATTEMPTS {
-        // The lineage lives in the store, so replicas and restarts continue the session.
-        let stored = state.timed(|store| store.get_state(key))?;
+        // The lineage lives in the store, so replicas and restarts continue the session. The
+        // first attempt uses the one read before the rewrite.
+        let stored = match read.take() {
+            Some(stored) => stored,
+            None => state.timed(|store| store.get_state(key))?,
+        };
         let current: Option<lineage::Lineage> = stored
             .as_deref()
             .and_then(|json| serde_json::from_str(json).ok());

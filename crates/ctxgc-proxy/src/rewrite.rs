@@ -280,7 +280,7 @@ pub fn rewrite_with(
     memo: &TrimMemo,
     stored: &dyn Fn(ContentId) -> bool,
 ) -> Rewritten {
-    rewrite_within(request, raw, session, settings, memo, stored, None)
+    rewrite_within(request, raw, session, settings, memo, stored, &[], None)
         .unwrap_or_else(|Overdue| Rewritten::default())
 }
 
@@ -289,7 +289,9 @@ pub fn rewrite_with(
 pub struct Overdue;
 
 /// [`rewrite_with`], given up at `deadline` (checked between turns, so a request of many
-/// turns cannot hold a rewrite slot past it).
+/// turns cannot hold a rewrite slot past it). `hidden` are the call ids whose results the
+/// session's events took out of view (the lineage's): a repeat never points to one.
+#[allow(clippy::too_many_arguments)]
 pub fn rewrite_within(
     request: &mut ApiRequest,
     raw: Option<&[u8]>,
@@ -297,6 +299,7 @@ pub fn rewrite_within(
     settings: &RewriteSettings,
     memo: &TrimMemo,
     stored: &dyn Fn(ContentId) -> bool,
+    hidden: &[String],
     deadline: Option<std::time::Instant>,
 ) -> Result<Rewritten, Overdue> {
     let mut out = Rewritten::default();
@@ -310,7 +313,20 @@ pub fn rewrite_within(
     let mut entered: Vec<Entered<'_>> = Vec::with_capacity(slots.len());
     let mut repeats = RepeatIndex::new();
     let window = settings.window_for(request.body["model"].as_str());
+    // What is hidden changes what repeats may point to, so it is part of every turn's key.
+    let hidden: std::collections::HashSet<&str> = hidden.iter().map(String::as_str).collect();
     let mut chain = window;
+    if !hidden.is_empty() {
+        let mut names: Vec<&str> = hidden.iter().copied().collect();
+        names.sort_unstable();
+        let mut key = xxhash_rust::xxh3::Xxh3::new();
+        key.update(&window.to_le_bytes());
+        for name in names {
+            key.update(name.as_bytes());
+            key.update(&[0]);
+        }
+        chain = key.digest();
+    }
     let mut start = 0;
     let mut turns = 0u32;
     while start < slots.len() {
@@ -347,10 +363,16 @@ pub fn rewrite_within(
             out.metas.insert(slot.call_id.clone(), o.meta.clone());
             let Some(trimmed) = &o.replacement else {
                 repeats.push(entered.len(), &slot.call_id, o.meta.id, slot.text);
+                if hidden.contains(slot.call_id.as_str()) {
+                    repeats.hide(&slot.call_id);
+                }
                 entered.push(Entered::Slot(slot.text));
                 continue;
             };
             repeats.push(entered.len(), &slot.call_id, o.meta.id, &trimmed.text);
+            if hidden.contains(slot.call_id.as_str()) {
+                repeats.hide(&slot.call_id);
+            }
             entered.push(Entered::Memo(trimmed.text.clone()));
             out.bytes_saved += slot.text.len().saturating_sub(trimmed.text.len());
             if !stored(o.meta.id) {
@@ -595,6 +617,49 @@ mod tests {
             rewrite(&mut again, "s", &settings()).body,
             Some(request.to_bytes())
         );
+    }
+
+    /// A repeat of an output the session's events hid (the lineage's `hidden`) enters as
+    /// itself, not as a pointer to what the model no longer sees; with nothing hidden, the
+    /// same history points to it.
+    #[test]
+    fn a_repeat_never_points_to_a_hidden_output() {
+        let file: String = (0..300)
+            .map(|i| format!("line {i} of the module\n"))
+            .collect();
+        let body = json!({
+            "model": "gpt-5",
+            "messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": file},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c2", "content": file}
+            ]
+        });
+        let second = |hidden: &[String]| {
+            let mut request =
+                ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
+            let memo = TrimMemo::default();
+            let out = rewrite_within(
+                &mut request,
+                None,
+                "s",
+                &settings(),
+                &memo,
+                &|_| false,
+                hidden,
+                None,
+            )
+            .unwrap();
+            let new: Value = match out.body {
+                Some(bytes) => serde_json::from_slice(&bytes).unwrap(),
+                None => body.clone(),
+            };
+            new["messages"][4]["content"].as_str().unwrap().to_owned()
+        };
+        assert!(second(&[]).starts_with("[same output as the result of c1 "));
+        assert_eq!(second(&["c1".to_owned()]), file);
     }
 
     #[test]

@@ -93,6 +93,8 @@ struct WindowEntry {
     bytes: usize,
     /// Every line of the text (empty until indexed).
     spans: Vec<LineSpan>,
+    /// An event replaced it (by an abstract or a summary): no pointer may name it.
+    hidden: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -142,6 +144,7 @@ impl RepeatIndex {
             id,
             bytes: entered.len(),
             spans: Vec::new(),
+            hidden: false,
         });
         self.window_bytes += entered.len();
         while self.window_bytes > MAX_EARLIER_BYTES {
@@ -149,6 +152,15 @@ impl RepeatIndex {
         }
         if self.lines.is_some() && self.front_seq <= seq {
             self.index(seq, entered);
+        }
+    }
+
+    /// The result of `call_id` is no longer in view (an event replaced it): a pointer to it
+    /// would point at nothing the model can see, so later repeats of it enter as themselves.
+    pub fn hide(&mut self, call_id: &str) {
+        self.by_id.retain(|_, c| c != call_id);
+        for entry in self.window.iter_mut().filter(|e| e.call_id == call_id) {
+            entry.hidden = true;
         }
     }
 
@@ -234,6 +246,9 @@ impl RepeatIndex {
             for &(seq, j) in candidates.into_iter().flatten().rev() {
                 let e = (seq - self.front_seq) as usize;
                 let entry = &self.window[e];
+                if entry.hidden {
+                    continue;
+                }
                 let old = text_of(entry.position);
                 let j = j as usize;
                 let len = (0..)

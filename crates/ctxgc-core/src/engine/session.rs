@@ -232,14 +232,28 @@ impl Session {
         for message in &results {
             let result = message.tool_results().next();
             let original = result.map(|r| r.text()).unwrap_or_default();
-            let meta = ResultMeta::of(&original);
-            store.put(&self.id, meta.id, &original)?;
+            // A result an integration already trimmed when the tool returned it (its framework
+            // keeps the trim): its original is the one the trim's marker names, stored then.
+            // Abstracts and recall name that one, and the trim counts in the report.
+            let earlier = self.earlier_trim(store, &original);
+            let meta = match &earlier {
+                Some((id, whole)) => ResultMeta {
+                    id: *id,
+                    ..ResultMeta::of(whole)
+                },
+                None => {
+                    let meta = ResultMeta::of(&original);
+                    store.put(&self.id, meta.id, &original)?;
+                    meta
+                }
+            };
             let inserted = &self.inserted;
             let pointed = self
                 .repeats
                 .point_to_repeats(&original, meta.id, &|k| inserted[k].as_str());
             texts.push(pointed.unwrap_or_else(|| original.clone()));
-            originals.push((original, meta));
+            let earlier_tokens = earlier.map(|(_, whole)| self.counter.count_text(&whole));
+            originals.push((original, meta, earlier_tokens));
         }
         let outputs: Vec<ToolOutput<'_>> = results
             .iter()
@@ -255,7 +269,7 @@ impl Session {
             .collect();
         let trimmed = trim::trim_turn(&self.trim, self.window, &outputs);
         let mut events = Vec::new();
-        for (((mut message, (original, meta)), trimmed), entered) in
+        for (((mut message, (original, meta, earlier_tokens)), trimmed), entered) in
             results.into_iter().zip(originals).zip(trimmed).zip(&texts)
         {
             // A pointer text cut further is recalled by its own id.
@@ -281,13 +295,13 @@ impl Session {
                 }
             }
             let index = self.messages.len();
-            let original_tokens = if changed {
-                self.counter.count_text(&original)
-            } else {
-                0
+            let original_tokens = match earlier_tokens {
+                Some(tokens) => tokens,
+                None if changed => self.counter.count_text(&original),
+                None => 0,
             };
             self.push(message);
-            if changed {
+            if changed || earlier_tokens.is_some() {
                 events.push(EventRecord {
                     kind: EventKind::InsertTrim,
                     turn: self.turns,
@@ -310,6 +324,17 @@ impl Session {
         }
         self.events.extend(events.iter().cloned());
         Ok(events)
+    }
+
+    /// The id and text of the original an earlier ctxgc trim of `text` names, when the store
+    /// has it (a marker whose original is not in this session's store is only text).
+    fn earlier_trim(&self, store: &dyn OriginalStore, text: &str) -> Option<(ContentId, String)> {
+        if !text.contains("; id r-") {
+            return None;
+        }
+        trim::marker_ids(text)
+            .into_iter()
+            .find_map(|id| Some((id, store.get(&self.id, id).ok()??)))
     }
 
     /// Tells the session how long the agent was silent before the request about to be
@@ -422,6 +447,12 @@ impl Session {
         let before = self.prompt_tokens();
         let new_messages = edits.render(&self.messages);
         integrity::check(&new_messages)?;
+        // What the event took out of view can no longer be pointed to by a later repeat.
+        for &index in &edits.hidden {
+            for result in self.messages[index].tool_results() {
+                self.repeats.hide(&result.call_id);
+            }
+        }
         if let crate::engine::apply::Change::Prune(prune) = &edits.change {
             for edit in prune {
                 if let crate::engine::plan::Replacement::Text(_) = edit.replacement {

@@ -9,7 +9,7 @@ use crate::engine::drive::{drive, outline};
 use crate::engine::integrity;
 use crate::engine::plan::PruneReason;
 use crate::engine::summary::SUMMARY_HEADER;
-use crate::store::{MemoryStore, OriginalStore};
+use crate::store::{MemoryStore, OriginalStore, SessionId};
 use crate::tokens::{ProviderFamily, TokenCounter};
 use crate::transcript::{Block, Message, Role, ToolCall, Transcript};
 use serde_json::json;
@@ -1283,5 +1283,133 @@ fn a_session_that_may_not_compact_only_prunes() {
     assert!(
         pruned.iter().all(|k| *k == EventKind::PruneOnly),
         "{pruned:?}"
+    );
+}
+
+/// Defect guarded: after an event had replaced an output by its abstract, a new result with
+/// the same text entered as `[same output as the result of call_… (id r-…)]`, a pointer to
+/// nothing the model could see. It now enters as itself.
+#[test]
+fn a_repeat_of_a_pruned_output_enters_as_itself() {
+    let mut config = Config::default();
+    config.engine.economic_margin = 0.0;
+    let source = shell_session(20, 3_000);
+    let store = MemoryStore::default();
+    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Openai);
+    drive(&source, &mut session, &store, None, |_| {}).unwrap();
+    session.set_idle(
+        Some(config.engine.cold_cache_secs + 1),
+        ProviderFamily::Anthropic,
+        None,
+    );
+    let plan = session.plan().expect("a prune at the cold cache");
+    session.apply(&plan, None).unwrap();
+    let (call_id, id) = session
+        .prompt()
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .find(|r| r.text().starts_with('['))
+        .map(|r| {
+            (
+                r.call_id.clone(),
+                session.result_meta(&r.call_id).unwrap().id,
+            )
+        })
+        .expect("a pruned output");
+    let original = store.get(&SessionId::new("s"), id).unwrap().unwrap();
+    session.push(Message {
+        role: Role::Assistant,
+        content: vec![call("again", "bash", json!({"command": "make"}))],
+        usage: None,
+    });
+    session
+        .insert_tool_results(
+            &store,
+            vec![Message::tool_result(
+                "again",
+                Some("bash".into()),
+                original.clone(),
+                false,
+            )],
+        )
+        .unwrap();
+    let entered = session
+        .prompt()
+        .last()
+        .unwrap()
+        .tool_results()
+        .next()
+        .unwrap()
+        .text();
+    assert!(
+        !entered.contains(&format!("the result of {call_id} ")),
+        "a pointer to the pruned {call_id}: {entered}"
+    );
+    assert_eq!(entered, original, "3 KB enters whole");
+}
+
+/// An integration trims an output when the tool returns it and its framework keeps the trim:
+/// the session is handed the trim, whose marker names the original stored then. Abstracts and
+/// recall name that original (not the trim), and the trim counts in the report.
+#[test]
+fn a_result_trimmed_before_the_session_names_its_true_original() {
+    let config = Config::default();
+    let store = MemoryStore::default();
+    let sid = SessionId::new("s");
+    let original: String = (0..4_000)
+        .map(|i| {
+            if i == 2_000 {
+                "ERROR: disk quota exceeded\n".to_owned()
+            } else {
+                format!("step {i} ok\n")
+            }
+        })
+        .collect();
+    let trimmed = crate::trim::trim_output(&config.trim, "bash", 200_000, &original);
+    assert!(trimmed.trimmed);
+    store.put(&sid, trimmed.id, &original).unwrap();
+    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Openai);
+    session.push(Message::text(Role::User, "go"));
+    session.push(Message {
+        role: Role::Assistant,
+        content: vec![call("c1", "bash", json!({"command": "make"}))],
+        usage: None,
+    });
+    session
+        .insert_tool_results(
+            &store,
+            vec![Message::tool_result(
+                "c1",
+                Some("bash".into()),
+                trimmed.text.clone(),
+                false,
+            )],
+        )
+        .unwrap();
+    let meta = session.result_meta("c1").unwrap();
+    assert_eq!(meta.id, trimmed.id, "the original's id, not the trim's");
+    assert_eq!(meta.lines, 4_000);
+    assert_eq!(
+        store
+            .get(&sid, crate::ContentId::of(trimmed.text.as_bytes()))
+            .unwrap(),
+        None,
+        "the trim is not stored as an original"
+    );
+    let report = session.report();
+    assert_eq!(report.insert_trims, 1, "{report:?}");
+    let recalled = session
+        .recall(
+            &store,
+            &trimmed.id.to_string(),
+            &crate::recall::RecallQuery {
+                pattern: Some("ERROR".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert!(
+        recalled.contains("ERROR: disk quota exceeded"),
+        "{recalled}"
     );
 }

@@ -286,6 +286,33 @@ fn looks_like_numbered_view(text: &str) -> bool {
     numbered >= 20 && numbered * 10 >= total * 8
 }
 
+/// The ids the markers of an earlier ctxgc trim in `text` name, first marker first: `text` is
+/// then a trim, not an original (an integration trimmed the output when the tool returned it
+/// and its framework keeps the trim). Only the markers a trim writes count (`[... ...; id r-…
+/// ...]` and the JSON trimmer's `[... N more …; id r-…]`, also inside a JSON string), not a
+/// pointer or an abstract that names another output.
+pub fn marker_ids(text: &str) -> Vec<ContentId> {
+    const OPEN: &str = "[... ";
+    let mut ids = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(OPEN) {
+        let tail = &rest[at + OPEN.len()..];
+        // A marker is one line, and its id comes before it closes.
+        let end = tail.find(['\n', ']']).unwrap_or(tail.len());
+        let marker = &tail[..end];
+        if let Some(i) = marker.rfind("; id r-")
+            && let Some(id) = marker[i + "; id ".len()..]
+                .get(..18)
+                .and_then(ContentId::parse)
+            && !ids.contains(&id)
+        {
+            ids.push(id);
+        }
+        rest = &tail[end.min(tail.len())..];
+    }
+    ids
+}
+
 /// True when the text starts like a JSON object or array.
 pub fn looks_like_json(text: &str) -> bool {
     matches!(text.trim_start().as_bytes().first(), Some(b'{' | b'['))

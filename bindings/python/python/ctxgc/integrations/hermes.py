@@ -20,6 +20,12 @@ The plugin's ``register(ctx)`` adds:
 
 Settings: ``$CTXGC_CONFIG`` (a ``ctxgc.toml``), ``$CTXGC_STORE`` (SQLite path or Redis URL;
 default: the file ``ctxgc serve`` uses).
+
+Hermes cuts a terminal command's capture to ``tool_output.max_bytes`` characters (50,000 by
+default: the first 40% and the last 60%) before any plugin sees it, and Hermes 0.19 gives a
+plugin no way to receive more. An error in the middle of a long build is gone before ctxgc could
+keep it, so the setup raises the cap (``tool_output: {max_bytes: 2000000}``): ctxgc then stores
+the whole capture and trims it itself. The plugin warns once at start while the cap is lower.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ from .. import Config, Session, Store, SummaryRequest, trim
 from ._common import bare_function_schemas, resolve
 
 logger = logging.getLogger(__name__)
+
+#: The ``tool_output.max_bytes`` the setup asks for: Hermes keeps a capture this long whole, so
+#: ctxgc stores it and chooses what the model sees. Below it, the plugin warns once.
+RECOMMENDED_CAPTURE_CHARS = 2_000_000
 
 __all__ = ["CtxgcContextEngine", "register"]
 
@@ -162,8 +172,30 @@ class CtxgcContextEngine(ContextEngine):
         return clone
 
 
+def capture_cap_warning() -> str | None:
+    """What to tell the user when Hermes's own capture cap cuts outputs before ctxgc sees them,
+    or ``None`` when it does not (or Hermes does not say)."""
+    try:
+        from tools.tool_output_limits import get_max_bytes
+
+        cap = int(get_max_bytes())
+    except Exception:  # an older or newer Hermes without this reader: nothing to say
+        return None
+    if cap >= RECOMMENDED_CAPTURE_CHARS:
+        return None
+    return (
+        f"ctxgc: Hermes keeps only {cap:,} characters of a command's output (its first 40% and "
+        "last 60%) before ctxgc sees it, so an error in the middle of a longer output is lost "
+        "and cannot be recalled. ctxgc trims and stores outputs itself: set "
+        f"`tool_output: {{max_bytes: {RECOMMENDED_CAPTURE_CHARS}}}` in ~/.hermes/config.yaml."
+    )
+
+
 def register(ctx: Any) -> None:
     """Hermes plugin entry point."""
+    warning = capture_cap_warning()
+    if warning is not None:
+        logger.warning(warning)
     engine = CtxgcContextEngine()
     ctx.register_hook("transform_tool_result", engine.transform_tool_result)
     ctx.register_context_engine(engine)
