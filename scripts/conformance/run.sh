@@ -62,13 +62,10 @@ if [[ " ${clients[*]} " == *" hermes "* ]]; then
     "$hermes/bin/pip" install -q --disable-pip-version-check hermes-agent==0.19.0
     touch "$hermes/.complete"
   fi
-  # The plugin as a user installs it: the wheel (built here unless bindings/python/ci.sh built
-  # it already) into Hermes's own environment.
-  wheel=$(ls "$root"/target/wheels/ctxgc-*.whl 2>/dev/null | head -1 || true)
-  if [ -z "$wheel" ]; then
-    bash "$root/bindings/python/ci.sh" --wheel-only
-    wheel=$(ls "$root"/target/wheels/ctxgc-*.whl | head -1)
-  fi
+  # The plugin as a user installs it: the wheel of this checkout (maturin; quick when
+  # bindings/python/ci.sh just built it) into Hermes's own environment.
+  bash "$root/bindings/python/ci.sh" --wheel-only
+  wheel=$(ls "$root"/target/wheels/ctxgc-*.whl | head -1)
   "$hermes/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
 fi
 (cd "$root" && cargo build -q -p ctxgc-cli --bin ctxgc)
@@ -166,8 +163,10 @@ hermes_client() {
   mkdir -p "$DIR/home"
   local base="$PROXY/v1" window=128000 extra=""
   if [ "$1" = plugin ]; then
-    window=48000
+    # Hermes's smallest window, and an event at 60% of it (the scripted session is short).
+    window=64000
     extra=$'plugins:\n  enabled: [ctxgc]\ncontext:\n  engine: ctxgc\n'
+    printf '[engine]\ntrigger_share = 0.6\n' >"$DIR/plugin.toml"
   fi
   cat > "$DIR/home/config.yaml" <<YAML
 model:
@@ -180,7 +179,8 @@ tool_output:
   max_bytes: 2000000
 ${extra}
 YAML
-  (cd "$DIR/work" && HOME="$DIR/home" HERMES_HOME="$DIR/home" CTXGC_STORE="$DIR/originals.sqlite" CTXGC_CONFIG= \
+  local config=""; [ "$1" = plugin ] && config="$DIR/plugin.toml"
+  (cd "$DIR/work" && HOME="$DIR/home" HERMES_HOME="$DIR/home" CTXGC_STORE="$DIR/originals.sqlite" CTXGC_CONFIG="$config" \
     "$hermes/bin/hermes" -z "Conformance run: run the scripted checks") \
     && grep -q "Done" "$DIR/client.log"
 }

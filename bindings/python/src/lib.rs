@@ -479,7 +479,8 @@ fn event_json(record: &EventRecord) -> Value {
 #[pymethods]
 impl NativeSession {
     #[new]
-    #[pyo3(signature = (api, *, store=None, config=None, window=None, model=None, session_id="default"))]
+    #[pyo3(signature = (api, *, store=None, config=None, window=None, model=None, session_id="default", recall_hint=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         api: &str,
         store: Option<PyRef<'_, Store>>,
@@ -487,9 +488,14 @@ impl NativeSession {
         window: Option<u64>,
         model: Option<&str>,
         session_id: &str,
+        recall_hint: Option<String>,
     ) -> PyResult<NativeSession> {
         let shape = MessageShape::parse(api)?;
-        let config = Config::or_default(config);
+        let mut config = Config::or_default(config);
+        // How the agent gets outputs back, when it is not the recall tool (a shell command).
+        if let Some(hint) = recall_hint {
+            Arc::make_mut(&mut config).engine.recall_hint = hint;
+        }
         let window = window_of(&config, window, model)?;
         let store: Arc<dyn OriginalStore> = match store {
             Some(s) => s.inner.clone(),

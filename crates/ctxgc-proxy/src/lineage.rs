@@ -42,10 +42,21 @@ pub struct Lineage {
     /// still applies, no event runs.
     #[serde(default)]
     pub stopped: Option<String>,
-    /// Call ids whose results the lineage's events hid (pruned to abstracts or summarised):
-    /// a later repeat of one may not point to it ([`crate::rewrite::rewrite_within`]).
+    /// Results the lineage's events hid (pruned to abstracts or summarised): a repeat that
+    /// entered after the event may not point to one ([`crate::rewrite::rewrite_within`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub hidden: Vec<String>,
+    pub hidden: Vec<HiddenResult>,
+}
+
+/// A tool result an event hid, and from which result of the history on that holds.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HiddenResult {
+    /// The hidden result's call id.
+    pub call_id: String,
+    /// How many tool results the history had when the event ran: results from this one on
+    /// entered after it (those before entered while it was still in view, as the session
+    /// engine inserted them).
+    pub from_result: usize,
 }
 
 /// Hash of a run of wire messages, blind to `cache_control` (clients move their breakpoints).
@@ -296,8 +307,11 @@ fn step_unchecked(
     let mut hidden = lineage.as_ref().map_or_else(Vec::new, |l| l.hidden.clone());
     for &i in &edits.hidden {
         for result in messages[i].tool_results() {
-            if !hidden.contains(&result.call_id) {
-                hidden.push(result.call_id.clone());
+            if !hidden.iter().any(|h| h.call_id == result.call_id) {
+                hidden.push(HiddenResult {
+                    call_id: result.call_id.clone(),
+                    from_result: input.metas.len(),
+                });
             }
         }
     }

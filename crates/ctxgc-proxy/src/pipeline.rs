@@ -57,7 +57,7 @@ pub(crate) fn prepare(
         Some(_) => Some(state.timed(|store| store.get_state(StateKey::Lineage(session)))?),
         None => None,
     };
-    let hidden: Vec<String> = lineage_now
+    let hidden: Vec<lineage::HiddenResult> = lineage_now
         .as_ref()
         .and_then(|stored| stored.as_deref())
         .and_then(|json| serde_json::from_str::<lineage::Lineage>(json).ok())

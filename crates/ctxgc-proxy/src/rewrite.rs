@@ -289,8 +289,9 @@ pub fn rewrite_with(
 pub struct Overdue;
 
 /// [`rewrite_with`], given up at `deadline` (checked between turns, so a request of many
-/// turns cannot hold a rewrite slot past it). `hidden` are the call ids whose results the
-/// session's events took out of view (the lineage's): a repeat never points to one.
+/// turns cannot hold a rewrite slot past it). `hidden` are the results the session's events
+/// took out of view (the lineage's): a result that entered after the event never points to
+/// one, as in the session engine.
 #[allow(clippy::too_many_arguments)]
 pub fn rewrite_within(
     request: &mut ApiRequest,
@@ -299,7 +300,7 @@ pub fn rewrite_within(
     settings: &RewriteSettings,
     memo: &TrimMemo,
     stored: &dyn Fn(ContentId) -> bool,
-    hidden: &[String],
+    hidden: &[crate::lineage::HiddenResult],
     deadline: Option<std::time::Instant>,
 ) -> Result<Rewritten, Overdue> {
     let mut out = Rewritten::default();
@@ -313,20 +314,11 @@ pub fn rewrite_within(
     let mut entered: Vec<Entered<'_>> = Vec::with_capacity(slots.len());
     let mut repeats = RepeatIndex::new();
     let window = settings.window_for(request.body["model"].as_str());
-    // What is hidden changes what repeats may point to, so it is part of every turn's key.
-    let hidden: std::collections::HashSet<&str> = hidden.iter().map(String::as_str).collect();
+    // Hides apply from the result at which their event ran, in that order.
+    let mut hidden: Vec<&crate::lineage::HiddenResult> = hidden.iter().collect();
+    hidden.sort_by_key(|h| h.from_result);
+    let mut hides = hidden.into_iter().peekable();
     let mut chain = window;
-    if !hidden.is_empty() {
-        let mut names: Vec<&str> = hidden.iter().copied().collect();
-        names.sort_unstable();
-        let mut key = xxhash_rust::xxh3::Xxh3::new();
-        key.update(&window.to_le_bytes());
-        for name in names {
-            key.update(name.as_bytes());
-            key.update(&[0]);
-        }
-        chain = key.digest();
-    }
     let mut start = 0;
     let mut turns = 0u32;
     while start < slots.len() {
@@ -342,6 +334,13 @@ pub fn rewrite_within(
         let turn = &slots[start..end];
         let mut key = xxhash_rust::xxh3::Xxh3::new();
         key.update(&chain.to_le_bytes());
+        // What an event hid before this turn entered is no repeat's target; it changes what
+        // this turn and the later ones enter as, so it is part of their keys.
+        while let Some(h) = hides.next_if(|h| h.from_result <= entered.len()) {
+            repeats.hide(&h.call_id);
+            key.update(h.call_id.as_bytes());
+            key.update(&[0]);
+        }
         for s in turn {
             key.update(s.tool.as_bytes());
             key.update(&(s.text.len() as u64).to_le_bytes());
@@ -363,16 +362,10 @@ pub fn rewrite_within(
             out.metas.insert(slot.call_id.clone(), o.meta.clone());
             let Some(trimmed) = &o.replacement else {
                 repeats.push(entered.len(), &slot.call_id, o.meta.id, slot.text);
-                if hidden.contains(slot.call_id.as_str()) {
-                    repeats.hide(&slot.call_id);
-                }
                 entered.push(Entered::Slot(slot.text));
                 continue;
             };
             repeats.push(entered.len(), &slot.call_id, o.meta.id, &trimmed.text);
-            if hidden.contains(slot.call_id.as_str()) {
-                repeats.hide(&slot.call_id);
-            }
             entered.push(Entered::Memo(trimmed.text.clone()));
             out.bytes_saved += slot.text.len().saturating_sub(trimmed.text.len());
             if !stored(o.meta.id) {
@@ -637,7 +630,7 @@ mod tests {
                 {"role": "tool", "tool_call_id": "c2", "content": file}
             ]
         });
-        let second = |hidden: &[String]| {
+        let second = |hidden: &[crate::lineage::HiddenResult]| {
             let mut request =
                 ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
             let memo = TrimMemo::default();
@@ -659,7 +652,15 @@ mod tests {
             new["messages"][4]["content"].as_str().unwrap().to_owned()
         };
         assert!(second(&[]).starts_with("[same output as the result of c1 "));
-        assert_eq!(second(&["c1".to_owned()]), file);
+        let hidden = |from_result| crate::lineage::HiddenResult {
+            call_id: "c1".into(),
+            from_result,
+        };
+        assert_eq!(second(&[hidden(1)]), file, "hidden before c2 entered");
+        assert!(
+            second(&[hidden(2)]).starts_with("[same output as the result of c1 "),
+            "hidden after c2 entered: c2 entered as a pointer, and stays one"
+        );
     }
 
     #[test]

@@ -334,7 +334,10 @@ proptest! {
         for (t, &end) in ends.iter().enumerate() {
             let key = api.wire().items_key();
             let mut request = request(api, &items, end);
-            let rewritten = ctxgc_proxy::rewrite::rewrite_with(&mut request, None, "s", &settings, &memo, &|_| false);
+            // As the pipeline does: what the lineage's events hid is never pointed to.
+            let hidden = state.as_ref().map_or_else(Vec::new, |l| l.hidden.clone());
+            let rewritten = ctxgc_proxy::rewrite::rewrite_within(&mut request, None, "s", &settings, &memo, &|_| false, &hidden, None)
+                .map_err(|_| TestCaseError::fail("no deadline was set"))?;
             let client = request.body[key].as_array().unwrap().clone();
             let input = StepInput { api, client: &client, system: Some(&system), tools: &[], events: true, lazy: false, may_compact: true, metas: &rewritten.metas, idle_secs: None, requested_ttl_secs: None, cache_prices: None };
             let outcome = lineage::step(&input, state.as_ref(), &Policy::default(), window, 1.0, counter(api), None)

@@ -97,6 +97,10 @@ class Session:
     ``api`` names the message shape: ``"openai"`` (Chat Completions ``messages``),
     ``"anthropic"`` (Messages content blocks; pass the system prompt to the API yourself, it is
     never changed) or ``"responses"`` (OpenAI Responses ``input`` items).
+
+    ``recall_hint`` is how a summary tells the model to get an output back when that is not
+    ctxgc's ``recall_tool_result`` (an agent whose only tool is a shell gets a command; ``""``
+    names no way).
     """
 
     def __init__(
@@ -109,6 +113,7 @@ class Session:
         model: str | None = None,
         summarizer: Summarizer | None = None,
         session_id: str = "default",
+        recall_hint: str | None = None,
     ) -> None:
         self.api: Api = api
         self.store = store if store is not None else Store()
@@ -120,6 +125,7 @@ class Session:
             window=window,
             model=model,
             session_id=session_id,
+            recall_hint=recall_hint,
         )
         self.last_event: Event | None = None
 

@@ -197,6 +197,13 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
     let store = open_store(args.store.as_deref(), config, max_bytes)?;
     let compact = (config.proxy.compact || args.compact) && !args.no_compact;
     let cold_events = config.proxy.cold_events && !args.no_compact;
+    let inject_tools = config.proxy.inject_tools || args.inject_tools;
+    let mut policy = config.engine.clone();
+    // A summary names only the ways back the model has: without the injected tools it has
+    // no `recall_tool_result` (a hint the user configured stays).
+    if !inject_tools && policy.recall_hint == ctxgc_core::engine::policy::RECALL_TOOL_HINT {
+        policy.recall_hint.clear();
+    }
     let settings = ProxySettings {
         openai_upstream: args.openai_upstream,
         anthropic_upstream: args.anthropic_upstream,
@@ -209,9 +216,9 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             model_windows: config.proxy.model_windows && args.window.is_none(),
             cache_breakpoints: config.proxy.cache_breakpoints && !args.no_cache_breakpoints,
             prompt_cache_key: config.proxy.prompt_cache_key && !args.no_prompt_cache_key,
-            engine: (compact || cold_events).then(|| config.engine.clone()),
+            engine: (compact || cold_events).then_some(policy),
             events_only_when_cold: !compact,
-            inject_tools: config.proxy.inject_tools || args.inject_tools,
+            inject_tools,
         },
         summarizer: args.summarizer.llm()?.map(Arc::new),
         summarizer_cooldown: Duration::from_secs(config.engine.llm_cooldown_secs),

@@ -91,13 +91,14 @@ pub struct ApplyInput<'a> {
 
 impl ApplyInput<'_> {
     /// What a compaction of `plan` summarises (also what an LLM summarizer is asked about).
-    pub fn summary_input(&self, plan: &Plan) -> SummaryInput<'_> {
+    pub fn summary_input<'s>(&'s self, plan: &'s Plan) -> SummaryInput<'s> {
         SummaryInput {
             messages: self.messages,
             from: plan.head_end,
             to: plan.tail_start,
             metas: self.metas,
             budget: plan.summary_budget,
+            recall_hint: &plan.recall_hint,
         }
     }
 }

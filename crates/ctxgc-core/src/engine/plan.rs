@@ -148,6 +148,8 @@ pub struct Plan {
     pub edits: Vec<PruneEdit>,
     /// Target summary size (compaction plans).
     pub summary_budget: usize,
+    /// How the summary tells the agent to get outputs back ([`Policy::recall_hint`]).
+    pub recall_hint: String,
 }
 
 /// Plans the event that is due, if any.
@@ -243,6 +245,7 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
             tail_start,
             edits,
             summary_budget: 0,
+            recall_hint: policy.recall_hint.clone(),
         });
     }
     let target = threshold.saturating_sub(policy.runway(input.window, growth));
@@ -279,6 +282,7 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         tail_start,
         edits,
         summary_budget,
+        recall_hint: policy.recall_hint.clone(),
     })
 }
 

@@ -5,6 +5,9 @@ use serde::{Deserialize, Serialize};
 use crate::provider_cache::{self, CachePrices};
 use crate::tokens::ProviderFamily;
 
+/// [`Policy::recall_hint`] for an agent that has ctxgc's `recall_tool_result`.
+pub const RECALL_TOOL_HINT: &str = "recall_tool_result and their id";
+
 /// When events happen and how much each may rewrite.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -53,6 +56,10 @@ pub struct Policy {
     pub runaway_text_bytes: usize,
     /// Tools whose outputs are never pruned (globs, case-insensitive).
     pub protected_tools: Vec<String>,
+    /// How the agent gets a summarised output back, as a summary tells it ("recall_tool_result
+    /// and their id"; a shell command for an agent whose only tool is a shell). Empty: the
+    /// agent has no way (a proxy that does not offer the tool), and a summary names none.
+    pub recall_hint: String,
     /// Summary budget: this share of the compacted tokens, clamped to
     /// [`summary_min_tokens`, min(`summary_window_share` × window, `summary_max_tokens`)].
     pub summary_share: f64,
@@ -218,6 +225,7 @@ impl Default for Policy {
                 "todo*".into(),
                 "update_plan".into(),
             ],
+            recall_hint: RECALL_TOOL_HINT.into(),
             summary_share: 0.20,
             summary_min_tokens: 2_000,
             summary_max_tokens: 10_000,

@@ -44,6 +44,9 @@ pub struct SummaryInput<'a> {
     pub metas: &'a BTreeMap<String, ResultMeta>,
     /// Target size of the summary, in tokens.
     pub budget: usize,
+    /// How the agent gets a summarised output back ([`crate::engine::Policy::recall_hint`];
+    /// empty: it has no way, and the summary names none).
+    pub recall_hint: &'a str,
 }
 
 impl SummaryInput<'_> {
@@ -469,9 +472,17 @@ pub fn compose(input: &SummaryInput<'_>, body: &str, counter: &TokenCounter) -> 
     out.push_str(&format!(
         "Messages {} to {} of this conversation were compacted into this summary. It is background, not instructions: \
 do not redo work it lists as done, and where it disagrees with the latest user message, the user message wins. \
-All tools remain available; summarised tool outputs can be recalled whole with recall_tool_result and their id.\n\n",
+All tools remain available{}.\n\n",
         input.from,
-        input.to.saturating_sub(1)
+        input.to.saturating_sub(1),
+        if input.recall_hint.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; summarised tool outputs can be recalled whole with {}",
+                input.recall_hint
+            )
+        }
     ));
     out.push_str(SNAPSHOT_HEADING);
     out.push('\n');

@@ -831,6 +831,7 @@ fn summaries_list_every_hidden_output_and_real_exit_codes_without_recorded_facts
         to: source.messages.len() - 2,
         metas: &metas,
         budget: 2_000,
+        recall_hint: crate::engine::policy::RECALL_TOOL_HINT,
     };
     let body = summary::extractive_body(&input, &counter);
     let text = summary::compose(&input, &body, &counter);

@@ -191,6 +191,7 @@ impl History {
             to,
             metas: &metas,
             budget,
+            recall_hint: ctxgc_core::engine::policy::RECALL_TOOL_HINT,
         };
         let request = summary::llm_request_messages(&input);
         let body = summary::extractive_body(&input, &self.counter);

@@ -37,7 +37,7 @@ from typing import Any
 
 from agent.context_engine import ContextEngine
 
-from .. import Config, Session, Store, SummaryRequest, trim
+from .. import TRIM_TOOL, Config, Session, Store, SummaryRequest, trim
 from ._common import bare_function_schemas, resolve
 
 logger = logging.getLogger(__name__)
@@ -144,8 +144,32 @@ class CtxgcContextEngine(ContextEngine):
     def get_tool_schemas(self) -> list[dict[str, Any]]:
         return bare_function_schemas(self._current().tools())
 
-    def handle_tool_call(self, name: str, args: dict[str, Any], **kwargs: Any) -> str:
-        answer = self._current().handle_tool_call(name, args)
+    def handle_tool_call(
+        self,
+        name: str,
+        args: dict[str, Any],
+        messages: list[dict[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> str:
+        session = self._current()
+        if name == TRIM_TOOL and messages is not None:
+            # The model's trim replaces the latest result in Hermes's own history (the list
+            # Hermes hands its context engine tools and sends next): the session learns the
+            # history, trims its latest result, and that result's new text goes back in place.
+            session.prepare(messages)
+            answer = session.handle_tool_call(name, args)
+            replaced = {
+                m.get("tool_call_id"): m.get("content")
+                for m in session._prompt()
+                if m.get("role") == "tool"
+            }
+            for message in messages:
+                if message.get("role") == "tool" and message.get("tool_call_id") in replaced:
+                    new = replaced[message["tool_call_id"]]
+                    if new != message.get("content"):
+                        message["content"] = new
+        else:
+            answer = session.handle_tool_call(name, args)
         if answer is None:
             return json.dumps({"error": f"Unknown context engine tool: {name}"})
         return json.dumps({"result": answer}, ensure_ascii=False)

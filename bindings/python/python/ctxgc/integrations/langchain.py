@@ -33,8 +33,8 @@ from langchain_core.tools import StructuredTool
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from .. import RECALL_TOOL, TRIM_TOOL, Config, Session, Store, SummaryRequest, trim
-from ._common import resolve
+from .. import RECALL_TOOL, TRIM_TOOL, Config, Session, Store, SummaryRequest
+from ._common import resolve, trim_and_store, trim_text_blocks
 
 __all__ = ["CtxgcMiddleware"]
 
@@ -100,18 +100,33 @@ class CtxgcMiddleware(AgentMiddleware):
     # -- insertion --------------------------------------------------------------------------
 
     def _trimmed(self, request: ToolCallRequest, result: Any) -> Any:
-        if not isinstance(result, ToolMessage) or not isinstance(result.content, str):
+        """The tool's message with its text trimmed for the model, each original stored.
+
+        LangChain hands the model a string (a ``str`` return, the content of
+        ``content_and_artifact``, a ``dict`` serialised as JSON) or a list of content blocks;
+        the artifact never reaches the model and is left alone."""
+        if not isinstance(result, ToolMessage):
             return result
         name = request.tool_call.get("name") or "tool"
         if name in (RECALL_TOOL, TRIM_TOOL):
             return result
-        out = trim(result.content, tool=name, window=self._window(), config=self.config)
-        if not out.trimmed:
-            return result
-        session = self.session()
-        # The original is committed before the text that names it enters the state.
-        self.store.put(result.content, session=session.session_id)
-        return result.model_copy(update={"content": out.text})
+        where = {
+            "tool": name,
+            "window": self._window(),
+            "config": self.config,
+            "store": self.store,
+            "session": self.session().session_id,
+        }
+        if isinstance(result.content, str):
+            text = trim_and_store(result.content, **where)
+            if text is result.content:
+                return result
+            return result.model_copy(update={"content": text})
+        if isinstance(result.content, list):
+            blocks = trim_text_blocks(result.content, **where)
+            if blocks is not None:
+                return result.model_copy(update={"content": blocks})
+        return result
 
     def wrap_tool_call(
         self,

@@ -9,9 +9,9 @@
     config = RunConfig(call_model_input_filter=cx.input_filter)
     result = await Runner.run(agent, task, run_config=config)
 
-- :meth:`Ctxgc.wrap_tool`: the tool's text output is stored, then trimmed before the SDK puts
-  it into the history (the SDK's ``ToolOutputTrimmer`` keeps a head-only preview and no
-  original);
+- :meth:`Ctxgc.wrap_tool`: the tool's output (a string, ``ToolOutputText``, or an object
+  rendered as pretty JSON) is stored, then trimmed before the SDK puts it into the history
+  (the SDK's ``ToolOutputTrimmer`` keeps a head-only preview and no original);
 - :meth:`Ctxgc.input_filter`: a ``call_model_input_filter`` that runs ctxgc's events on the
   Responses items the model is about to get (``instructions`` are never changed);
 - :meth:`Ctxgc.recall_tool`: ``recall_tool_result`` as a ``FunctionTool``.
@@ -24,12 +24,12 @@ import json
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from agents import FunctionTool
+from agents import FunctionTool, ToolOutputFileContent, ToolOutputImage, ToolOutputText
 from agents.run_config import CallModelData, ModelInputData
 from agents.tool_context import ToolContext
 
-from .. import RECALL_TOOL, Config, Session, Store, SummaryRequest, trim
-from ._common import resolve
+from .. import RECALL_TOOL, Config, Session, Store, SummaryRequest
+from ._common import render_object, resolve, trim_and_store, trim_text_blocks
 
 __all__ = ["Ctxgc"]
 
@@ -41,6 +41,19 @@ def _plain(item: Any) -> Any:
     if hasattr(item, "model_dump"):
         return item.model_dump(exclude_unset=True, mode="json")
     return item
+
+
+def _is_text(output: Any) -> bool:
+    return isinstance(output, ToolOutputText) or (
+        isinstance(output, dict) and output.get("type") == "text"
+    )
+
+
+def _is_structured(output: Any) -> bool:
+    """One of the SDK's structured tool outputs (text, image, file), which it sends as such."""
+    if isinstance(output, ToolOutputText | ToolOutputImage | ToolOutputFileContent):
+        return True
+    return isinstance(output, dict) and output.get("type") in ("text", "image", "file")
 
 
 class Ctxgc:
@@ -70,21 +83,45 @@ class Ctxgc:
     # -- insertion --------------------------------------------------------------------------
 
     def wrap_tool(self, tool: FunctionTool) -> FunctionTool:
-        """The same tool, its text output stored and trimmed at insertion."""
+        """The same tool, its output stored and trimmed at insertion.
+
+        What the SDK would send is what is trimmed: a ``str``; the text of a ``ToolOutputText``
+        (or a ``{"type": "text"}`` dict, or a list of them), which stays that shape; a pydantic
+        model, dataclass, dict or list, which the SDK would send as its Python repr on one
+        line, is rendered as pretty JSON first. A tool with a declared output schema keeps its
+        objects (the SDK validates them)."""
         invoke = tool.on_invoke_tool
 
         async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
-            output = await invoke(context, arguments)
-            if not isinstance(output, str):
-                return output
-            out = trim(output, tool=tool.name, window=self.session.window, config=self.config)
-            if not out.trimmed:
-                return output
-            # The original is committed before the text that names it is returned.
-            self.store.put(output, session=self.session.session_id)
-            return out.text
+            return self._for_the_model(tool, await invoke(context, arguments))
 
         return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+
+    def _for_the_model(self, tool: FunctionTool, output: Any) -> Any:
+        where = {
+            "tool": tool.name,
+            "window": self.session.window,
+            "config": self.config,
+            "store": self.store,
+            "session": self.session.session_id,
+        }
+        if isinstance(output, str):
+            return trim_and_store(output, **where)
+        if isinstance(output, ToolOutputText):
+            text = trim_and_store(output.text, **where)
+            return output if text is output.text else output.model_copy(update={"text": text})
+        if isinstance(output, dict) and output.get("type") == "text":
+            blocks = trim_text_blocks([output], **where)
+            return output if blocks is None else blocks[0]
+        if isinstance(output, list) and output and all(_is_structured(o) for o in output):
+            items = [self._for_the_model(tool, o) if _is_text(o) else o for o in output]
+            return items
+        if tool.output_json_schema is not None:
+            return output
+        rendered = render_object(output)
+        if rendered is None:
+            return output
+        return trim_and_store(rendered, **where)
 
     def wrap_tools(self, tools: Sequence[FunctionTool]) -> list[FunctionTool]:
         """:meth:`wrap_tool` on each tool."""
