@@ -122,3 +122,33 @@ def pairs_intact(messages: list[dict[str, Any]]) -> bool:
             return False
     answered = {m["tool_call_id"] for m in messages if m.get("role") == "tool"}
     return calls <= answered
+
+
+ERROR_LINE = "ERROR: disk quota exceeded while writing build/out.bin"
+
+
+def long_log(step: int, lines: int = 6000) -> str:
+    """A command's long output (about 300 KB) with one error line in its middle and an exit
+    status at its end: what must reach the model is the error line, the tail and a recall id."""
+    out = [f"2026-11-24T10:00:00Z INFO step {step} unit {i} compiled ok" for i in range(lines)]
+    out.insert(lines // 2, f"{ERROR_LINE} (step {step})")
+    out.append(f"build finished: 1 error (step {step}); exit code: 2")
+    return "\n".join(out) + "\n"
+
+
+def recall_id(text: str) -> str:
+    """The recall id a trim's marker names."""
+    import re
+
+    found = re.findall(r"id (r-[0-9a-f]{16})", text)
+    assert found, f"no recall id in {text[:300]!r}"
+    return found[0]
+
+
+def shows_what_matters(text: str, step: int) -> None:
+    """The model got the error line, the tail and a recall id of an output trimmed to at most
+    a quarter of it."""
+    assert f"{ERROR_LINE} (step {step})" in text, "the error line from the middle"
+    assert f"build finished: 1 error (step {step}); exit code: 2" in text, "the tail"
+    recall_id(text)
+    assert len(text) <= len(long_log(step)) / 4, f"{len(text)} characters"

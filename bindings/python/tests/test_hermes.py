@@ -90,3 +90,57 @@ def test_plugin_registers_the_transform_and_the_engine(monkeypatch, tmp_path) ->
     assert "ERROR: 2 failed" in answer["result"]
     unknown = json.loads(engine.handle_tool_call("lcm_grep", {}))
     assert "error" in unknown
+
+
+def test_hermes_terminal_envelope_is_trimmed_as_the_output_it_holds(monkeypatch, tmp_path) -> None:
+    """Hermes's own terminal tool (``tool_output.max_bytes`` raised as the setup says) runs a
+    command printing 300 KB with an error line in its middle and hands the plugin its JSON
+    envelope ``{"output": ..., "exit_code": ..., "error": null}``: the model gets valid JSON
+    whose output keeps the error line, the tail and a recall id, at most a quarter of it;
+    recall returns the whole envelope and finds the error line in its output."""
+    home = tmp_path / "hermes"
+    home.mkdir()
+    (home / "config.yaml").write_text("tool_output:\n  max_bytes: 2000000\n")
+    monkeypatch.setenv("HERMES_HOME", str(home))
+    monkeypatch.setenv("CTXGC_STORE", str(tmp_path / "originals.sqlite"))
+    from tools import tool_output_limits
+    from tools.terminal_tool import terminal_tool
+
+    import ctxgc
+    from conftest import ERROR_LINE, long_log, shows_what_matters
+    from ctxgc.integrations import hermes
+
+    tool_output_limits._reset_tool_output_limits_cache()
+    assert hermes.capture_cap_warning() is None, "the cap the setup asks for"
+    log = tmp_path / "build.log"
+    log.write_text(long_log(0))
+    envelope = terminal_tool(command=f"cat {log}; exit 2")
+    assert json.loads(envelope)["exit_code"] == 2 and len(envelope) > 300_000
+
+    engine = hermes.CtxgcContextEngine()
+    trimmed = engine.transform_tool_result(
+        tool_name="terminal", result=envelope, session_id="sess-9"
+    )
+    assert isinstance(trimmed, str) and len(trimmed) <= len(envelope) / 4
+    fields = json.loads(trimmed)
+    assert fields["exit_code"] == 2 and fields["error"] is None, "the other fields whole"
+    shows_what_matters(fields["output"], 0)
+    rid = "r-" + fields["output"].split(" id r-")[1][:16]
+    store = ctxgc.Store(str(tmp_path / "originals.sqlite"))
+    assert store.get(rid, session="sess-9") == envelope, "the whole envelope is stored"
+    found = store.recall(rid, pattern="ERROR", session="sess-9")
+    assert f"{ERROR_LINE} (step 0)" in found and len(found) < 1_000
+
+
+def test_the_plugin_warns_when_hermes_would_cut_outputs_first(monkeypatch, tmp_path) -> None:
+    """Hermes's default cap (50,000 characters) cuts an output before any plugin sees it: the
+    plugin says so once at start, naming the setting that fixes it."""
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path))
+    from tools import tool_output_limits
+
+    from ctxgc.integrations import hermes
+
+    tool_output_limits._reset_tool_output_limits_cache()
+    warning = hermes.capture_cap_warning()
+    assert warning is not None and "50,000" in warning and "tool_output" in warning
+    tool_output_limits._reset_tool_output_limits_cache()

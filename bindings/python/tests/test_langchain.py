@@ -3,6 +3,7 @@ chat model scripted to call a real tool, recording every prompt it is given."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from conftest import require
@@ -89,3 +90,107 @@ def test_create_agent_with_ctxgc_middleware() -> None:
     results = {m.tool_call_id for m in last if isinstance(m, ToolMessage)}
     assert calls == results, "every call keeps its result after events"
     assert result["messages"][-1].content == "Done: test_read fails."
+
+
+def test_every_tool_result_shape_reaches_the_model_trimmed_and_recallable() -> None:
+    """A ``str``, a ``dict`` (LangChain serialises it as JSON), ``content_and_artifact`` and a
+    list of content blocks, each a 300 KB log with an error line in its middle: the model gets
+    the error line, the tail and a recall id; after the events prune them, recall by the id
+    the model saw returns the original's error line."""
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.tools import tool
+
+    import ctxgc
+    from conftest import ERROR_LINE, long_log, recall_id, shows_what_matters
+    from ctxgc.integrations.langchain import CtxgcMiddleware
+
+    @tool
+    def run_str(step: int) -> str:
+        """Run the build."""
+        return long_log(step)
+
+    @tool
+    def run_dict(step: int) -> dict:
+        """Run the build."""
+        return {"output": long_log(step), "exit_code": 2, "error": None}
+
+    @tool(response_format="content_and_artifact")
+    def run_artifact(step: int) -> tuple[str, dict]:
+        """Run the build."""
+        return long_log(step), {"step": step}
+
+    @tool
+    def run_blocks(step: int) -> list:
+        """Run the build."""
+        return [{"type": "text", "text": long_log(step)}]
+
+    shapes = [run_str, run_dict, run_artifact, run_blocks]
+    steps = 2 * len(shapes)
+    prompts: list[list[Any]] = []
+
+    class Scripted(FakeMessagesListChatModel):
+        def bind_tools(self, tools: Any, **kwargs: Any) -> Scripted:
+            return self
+
+        def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> ChatResult:
+            prompts.append(list(messages))
+            n = len(prompts) - 1
+            if n < steps:
+                name = shapes[n % len(shapes)].name
+                reply = AIMessage(
+                    content="", tool_calls=[{"name": name, "args": {"step": n}, "id": f"c{n}"}]
+                )
+            elif n < steps + len(shapes):
+                # Recall each shape's first output by the id the model saw in it.
+                k = n - steps
+                seen = next(
+                    m
+                    for m in prompts[k + 1]
+                    if isinstance(m, ToolMessage) and m.tool_call_id == f"c{k}"
+                )
+                rid = recall_id(json.dumps(seen.content))
+                reply = AIMessage(
+                    content="",
+                    tool_calls=[
+                        {
+                            "name": "recall_tool_result",
+                            "args": {"id": rid, "pattern": "ERROR"},
+                            "id": f"r{k}",
+                        }
+                    ],
+                )
+            else:
+                reply = AIMessage(content="Done.")
+            return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    middleware = CtxgcMiddleware(window=40_000, store=ctxgc.Store())
+    agent = create_agent(
+        Scripted(responses=[]),
+        tools=shapes,
+        system_prompt="You fix builds.",
+        middleware=[middleware],
+    )
+    result = agent.invoke(
+        {"messages": [HumanMessage("Make the build pass.")]},
+        config={"configurable": {"thread_id": "shapes"}},
+    )
+    assert result["messages"][-1].content == "Done."
+    for n in range(steps):
+        seen = next(
+            m for m in prompts[n + 1] if isinstance(m, ToolMessage) and m.tool_call_id == f"c{n}"
+        )
+        text = seen.content if isinstance(seen.content, str) else json.dumps(seen.content)
+        if isinstance(seen.content, str) and seen.content.startswith("{"):
+            text = json.loads(seen.content)["output"]  # the dict's fields stay JSON
+        elif isinstance(seen.content, list):
+            text = seen.content[0]["text"]  # blocks stay blocks
+        shows_what_matters(text, n)
+    session = middleware.session("shapes")
+    assert any(e["kind"] in ("prune-only", "compaction") for e in session.events)
+    assert session.report()["insert_trims"] >= steps, "every trim counts in the report"
+    answers = {m.tool_call_id: m.content for m in result["messages"] if isinstance(m, ToolMessage)}
+    for k in range(len(shapes)):
+        assert f"{ERROR_LINE} (step {k})" in answers[f"r{k}"], answers[f"r{k}"][:300]

@@ -3,6 +3,7 @@ DeterministicToolcallModel in a real DefaultAgent running real shell commands.""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from conftest import pairs_intact, require
@@ -72,3 +73,73 @@ def test_a_real_agent_run_through_ctxgc_model() -> None:
     assert original is not None and "done-" in original
     assert original.count("\n") > 39_000
     assert "done-" in model.session.recall(rid, pattern="^done-")
+
+
+def test_the_default_template_keeps_ctxgcs_trim_and_the_agent_can_recall(tmp_path) -> None:
+    """mini-swe-agent's own default ``observation_template`` (it keeps the first and last 5,000
+    characters of anything over 10,000): ctxgc's trim reaches the model whole, with the error
+    line from the middle, the tail and a recall command the agent runs in its own shell."""
+    import shlex
+    import subprocess
+    from importlib.resources import files
+
+    import yaml
+    from minisweagent.agents.default import DefaultAgent
+    from minisweagent.environments.local import LocalEnvironment
+    from minisweagent.models import get_model
+    from minisweagent.models.test_models import make_toolcall_output
+
+    from conftest import ERROR_LINE, long_log, shows_what_matters
+
+    default = yaml.safe_load((files("minisweagent") / "config" / "default.yaml").read_text())
+    template = default["model"]["observation_template"]
+    assert "output.output[:5000]" in template, "mini's default still cuts at 10,000"
+    log = tmp_path / "build.log"
+    log.write_text(long_log(0))
+
+    def step(k: int, command: str) -> dict[str, Any]:
+        call = {
+            "id": f"call_{k}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+        }
+        return make_toolcall_output(
+            f"step {k}", [call], [{"command": command, "tool_call_id": f"call_{k}"}]
+        )
+
+    outputs = [step(0, f"cat {shlex.quote(str(log))}")]
+    outputs.append(step(1, "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"))
+    model = get_model(
+        "deterministic_toolcall",
+        {
+            "model_class": "ctxgc.integrations.minisweagent.CtxgcModel",
+            "inner_model_class": "minisweagent.models.test_models.DeterministicToolcallModel",
+            "outputs": outputs,
+            "observation_template": template,
+            "ctxgc": {"window": 200_000, "store": str(tmp_path / "originals.sqlite")},
+        },
+    )
+    sent: list[list[dict[str, Any]]] = []
+    inner_query = model.inner.query
+    model.inner.query = lambda messages, **kw: (sent.append(messages), inner_query(messages, **kw))[
+        1
+    ]
+    agent = DefaultAgent(
+        model,
+        LocalEnvironment(),
+        system_template="You are a test agent.",
+        instance_template="Task: {{task}}",
+        step_limit=5,
+        cost_limit=100.0,
+    )
+    agent.run("fix the build")
+    seen = next(m["content"] for m in sent[-1] if m.get("role") == "tool")
+    assert "<elided_chars>" not in seen, "mini's template did not cut ctxgc's trim again"
+    body = seen.split("<output>\n", 1)[1].rsplit("</output>", 1)[0]
+    shows_what_matters(body, 0)
+    # The way back is a shell command naming the session, printed where the agent sees it.
+    command = next(line for line in body.splitlines() if "-m ctxgc recall" in line)
+    command = command.split(": ", 1)[1].split(" --pattern REGEX")[0] + " --pattern ERROR"
+    assert model.session.session_id in command
+    done = subprocess.run(command, shell=True, capture_output=True, text=True, check=True)
+    assert f"{ERROR_LINE} (step 0)" in done.stdout

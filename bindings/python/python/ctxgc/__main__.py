@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     recall.add_argument(
         "--store",
         default=None,
-        help="a SQLite path or redis:// URL (default: $CTXGC_STORE, else the file `ctxgc serve` uses)",
+        help="a SQLite path or redis:// URL "
+        "(default: $CTXGC_STORE, else the file `ctxgc serve` uses)",
     )
     args = parser.parse_args(argv)
     from .integrations._common import store_from_env

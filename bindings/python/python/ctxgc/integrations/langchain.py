@@ -148,8 +148,19 @@ class CtxgcMiddleware(AgentMiddleware):
         if self.summarizer is not None:
             return self.summarizer
 
+        # The request the agent's model gets starts as the agent's own do (its system message
+        # and its tools, then the conversation), so the provider's cache serves that prefix.
+        model: Any = request.model
+        # (tool_choice stays the agent's: changing it would cost the cached messages.)
+        if request.tools:
+            try:
+                model = request.model.bind_tools(request.tools)
+            except NotImplementedError:  # a model without tool calling: no tools to share
+                model = request.model
+        head = [request.system_message] if request.system_message is not None else []
+
         async def with_the_agents_model(summary: SummaryRequest) -> str:
-            reply = await request.model.ainvoke(convert_to_messages(summary["messages"]))
+            reply = await model.ainvoke(head + convert_to_messages(summary["messages"]))
             return reply.text if isinstance(reply, AIMessage) else str(reply.content)
 
         return with_the_agents_model

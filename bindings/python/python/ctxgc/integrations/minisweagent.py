@@ -122,7 +122,8 @@ class CtxgcModel:
         markers = [
             _marker_of(t["output"]) for t, o in zip(trimmed, outputs, strict=True) if t is not o
         ]
-        shown = json.dumps(rendered, ensure_ascii=False)
+        # What the model reads is the messages' content (their `extra` keeps the raw output).
+        shown = json.dumps([m.get("content") for m in rendered], ensure_ascii=False)
         if all(json.dumps(m, ensure_ascii=False)[1:-1] in shown for m in markers if m):
             return rendered
         # The template cut ctxgc's trim again: render it with the same template minus the cut.
