@@ -63,6 +63,32 @@ def test_trim_is_byte_equal_to_ctxgc_trim_on_every_shared_output() -> None:
     assert checked_by_cli > 100
 
 
+@pytest.mark.parametrize("window", [200_000, 32_000])
+def test_outputs_wrapped_as_hermes_does_keep_the_lines_they_keep_unwrapped(window: int) -> None:
+    """Every shared tool output, wrapped as Hermes hands it (``{"output": ..., "exit_code": 0,
+    "error": null}``), trims to the same lines as the output itself (the markers name the
+    envelope's id), in valid JSON no longer than the unwrapped trim plus the envelope's keys
+    and JSON's escapes."""
+    import re
+
+    ids = re.compile(r"r-[0-9a-f]{16}")
+    compared = 0
+    for tool, text in shared_tool_outputs():
+        plain = ctxgc.trim(text, tool=tool, window=window)
+        envelope = json.dumps({"output": text, "exit_code": 0, "error": None}, ensure_ascii=False)
+        wrapped = ctxgc.trim(envelope, tool=tool, window=window)
+        if not plain.trimmed and not wrapped.trimmed:
+            continue
+        compared += 1
+        fields = json.loads(wrapped.text)
+        assert fields["exit_code"] == 0 and fields["error"] is None
+        assert ids.sub("ID", fields["output"]) == ids.sub("ID", plain.text), tool
+        keys = len(envelope) - len(json.dumps(text, ensure_ascii=False))
+        escapes = len(json.dumps(plain.text, ensure_ascii=False)) - len(plain.text)
+        assert len(wrapped.text) <= len(plain.text) + escapes + keys, tool
+    assert compared > 100, compared
+
+
 def test_trim_keeps_the_end_and_the_error() -> None:
     log = "".join(f"compiling crate {i}\n" for i in range(20_000))
     log += "error[E0308]: mismatched types\n" + "".join(f"note {i}\n" for i in range(5000))

@@ -23,11 +23,12 @@ const MIN_FIELD_BYTES: usize = 512;
 /// Envelopes larger than this are not parsed (the line trimmer takes them as they are).
 pub const MAX_ENVELOPE_BYTES: usize = 8 << 20;
 
-/// The envelope with its text fields trimmed so that it fits about `limit` bytes, or `None`
-/// when `text` is not JSON whose bulk is a few text fields (or they cannot be made to fit).
-/// `trim_text(limit, field)` trims one field's text as the tool's output; the markers it
-/// writes name the field's own id, which is replaced by `id`, the whole output's (what the
-/// store keeps and recall returns).
+/// The envelope with its text fields trimmed, together, to `limit` bytes of their own text
+/// (what the same output unwrapped would keep, plus the envelope's keys and escapes), or
+/// `None` when `text` is not JSON whose bulk is a few text fields. `trim_text(limit, field)`
+/// trims one field's text as the tool's output; the markers it writes name the field's own
+/// id, which is replaced by `id`, the whole output's (what the store keeps and recall
+/// returns).
 pub(crate) fn trim_envelope(
     config: &TrimConfig,
     profile: &Profile,
@@ -45,52 +46,57 @@ pub(crate) fn trim_envelope(
     text_fields(&value, &mut String::new(), &mut fields);
     fields.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     fields.truncate(MAX_FIELDS);
-    fields.retain(|(_, len)| *len >= MIN_FIELD_BYTES);
-    let bulk: usize = fields.iter().map(|(_, len)| len).sum();
-    if fields.is_empty() || (bulk as f64) < BULK_SHARE * text.len() as f64 {
-        return None;
-    }
+    // Within the limit nothing is cut, but a short field is still shown as a terminal would.
+    fields.retain(|(_, len)| *len >= MIN_FIELD_BYTES || text.len() <= limit);
     // The fields as they are, rendered as the model will see them (terminal output as a
     // terminal shows it), and what JSON's escapes add to each.
-    let shown: Vec<(String, String, f64)> = fields
+    let shown: Vec<(String, String, usize, f64)> = fields
         .iter()
         .filter_map(|(pointer, _)| {
             let field = value.pointer(pointer)?.as_str()?;
-            let shown = terminal::render(field).unwrap_or_else(|| field.to_owned());
-            let encoded = serde_json::to_string(&shown).ok()?.len() as f64;
-            let escape = (encoded / shown.len().max(1) as f64).max(1.0);
-            Some((pointer.clone(), shown, escape))
+            let encoded = serde_json::to_string(field).ok()?.len();
+            let shown = terminal::render(field).map_or(field.len(), |r| r.len());
+            let escape = (encoded as f64 / field.len().max(1) as f64).max(1.0);
+            Some((pointer.clone(), field.to_owned(), shown, escape))
         })
         .collect();
-    let envelope = text.len().saturating_sub(
-        shown
-            .iter()
-            .map(|(_, s, e)| (s.len() as f64 * e) as usize)
-            .sum(),
-    );
-    let total: usize = shown.iter().map(|(_, s, _)| s.len()).sum();
-    // Each field gets its share of what the envelope leaves, tightened until the whole fits.
+    // Their bulk as they sit in the envelope (escaped).
+    let bulk: f64 = shown.iter().map(|(_, f, _, e)| f.len() as f64 * e).sum();
+    if shown.is_empty() || bulk < BULK_SHARE * text.len() as f64 {
+        return None;
+    }
+    let envelope = text.len().saturating_sub(bulk as usize);
+    let total: usize = shown.iter().map(|(_, _, n, _)| n).sum();
+    let escape_max = shown.iter().map(|(_, _, _, e)| *e).fold(1.0, f64::max);
+    // Each field gets its share of the limit in its own bytes and is trimmed as the same output
+    // unwrapped would be, so that a lone output keeps the very lines it keeps unwrapped; the
+    // envelope adds its keys and JSON's escapes (a field escaped unusually much, as JSON inside
+    // a string, is held to 1.5 times its share). Tightened only if the whole outgrows that.
+    let bound = (limit as f64 * escape_max.min(1.5)) as usize + envelope + limit / 20;
     for tighten in [1.0, 0.85, 0.7, 0.55] {
-        let room = (limit.saturating_sub(envelope) as f64 * tighten) as usize;
-        if room < MIN_FIELD_BYTES {
+        let room = limit as f64 * tighten;
+        if (room as usize) < MIN_FIELD_BYTES {
             return None;
         }
-        for (pointer, field, escape) in &shown {
-            let share = field.len() as f64 / total.max(1) as f64;
-            let own = ((room as f64 * share) / escape) as usize;
-            let trimmed = if field.len() <= own {
-                field.clone()
-            } else {
-                let cut = trim_text(config, profile, own.max(MIN_FIELD_BYTES), field);
-                let inner = ContentId::of(field.as_bytes()).to_string();
-                cut.replace(&inner, &id.to_string())
-            };
+        let mut changed = false;
+        for (pointer, field, size, escape) in &shown {
+            let share = *size as f64 / total.max(1) as f64;
+            let own = (room * share / (escape / 1.5).max(1.0)) as usize;
+            let cut = trim_text(config, profile, own.max(MIN_FIELD_BYTES), field);
+            let inner = ContentId::of(field.as_bytes()).to_string();
+            let trimmed = cut.replace(&inner, &id.to_string());
             if let Some(slot) = value.pointer_mut(pointer) {
+                changed |= slot.as_str() != Some(trimmed.as_str());
                 *slot = Value::String(trimmed);
             }
         }
+        // Nothing to show differently: the envelope stays as the tool wrote it (whole, though
+        // its keys and escapes take it past the limit: its text fits, as it would unwrapped).
+        if !changed {
+            return (text.len() > limit).then(|| text.to_owned());
+        }
         let out = json::render(&value, pretty);
-        if out.len() <= limit + limit / 20 {
+        if out.len() <= bound {
             return Some(out);
         }
     }
@@ -203,12 +209,6 @@ mod tests {
         let config = TrimConfig::default();
         let out = trim_output(&config, "terminal", 128_000, &envelope);
         assert!(out.trimmed && out.shape == Shape::Json);
-        assert!(
-            out.text.len() <= out.limit + out.limit / 20,
-            "{} > {}",
-            out.text.len(),
-            out.limit
-        );
         let back: Value = serde_json::from_str(&out.text).expect("valid JSON");
         assert_eq!(back["exit_code"], 1);
         assert_eq!(back["error"], Value::Null);
@@ -219,13 +219,19 @@ mod tests {
             text.contains(&format!("id {id}")),
             "the marker names the whole output's id"
         );
-        // The same output unwrapped keeps the same lines.
+        // The same output unwrapped keeps the same lines; the envelope adds only its keys and
+        // JSON's escapes.
         let plain = trim_output(&config, "terminal", 128_000, &log);
-        let kept = |t: &str| t.lines().filter(|l| !l.starts_with("[...")).count();
-        let (wrapped, unwrapped) = (kept(text), kept(&plain.text));
+        assert_eq!(
+            text,
+            plain.text.replace(&plain.id.to_string(), &id.to_string())
+        );
+        let escapes = text.matches('\n').count();
         assert!(
-            wrapped.abs_diff(unwrapped) * 10 <= unwrapped,
-            "{wrapped} lines kept wrapped, {unwrapped} unwrapped"
+            out.text.len() <= plain.text.len() + escapes + 64,
+            "{} bytes wrapped, {} unwrapped",
+            out.text.len(),
+            plain.text.len()
         );
     }
 

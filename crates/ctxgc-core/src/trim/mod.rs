@@ -141,23 +141,11 @@ pub fn trim_with_limit(
         Some(cap) if shown.len() > cap && search::looks_like_search(shown) => limit.min(cap),
         _ => limit,
     };
-    if shown.len() <= limit {
-        return Trimmed {
-            text: shown.to_owned(),
-            trimmed: rendered.is_some(),
-            id,
-            original_bytes,
-            shape: Shape::Lines,
-            limit,
-        };
-    }
-    let text = shown;
-    // JSON whose bulk is text (a command's output in an envelope) is trimmed as that text.
-    if profile.mode != Mode::Never
-        && let Some(out) =
-            envelope::trim_envelope(config, profile, limit, text, id, &|c, p, l, t| {
-                trim_lines(c, p, l, t)
-            })
+    // An envelope within the limit still shows its text fields as a terminal would, as the
+    // same output unwrapped is shown.
+    if shown.len() <= limit
+        && profile.mode != Mode::Never
+        && let Some(out) = envelope::trim_envelope(config, profile, limit, text, id, &trim_field)
     {
         return Trimmed {
             trimmed: true,
@@ -168,6 +156,30 @@ pub fn trim_with_limit(
             limit,
         };
     }
+    if shown.len() <= limit {
+        return Trimmed {
+            text: shown.to_owned(),
+            trimmed: rendered.is_some(),
+            id,
+            original_bytes,
+            shape: Shape::Lines,
+            limit,
+        };
+    }
+    // JSON whose bulk is text (a command's output in an envelope) is trimmed as that text.
+    if profile.mode != Mode::Never
+        && let Some(out) = envelope::trim_envelope(config, profile, limit, text, id, &trim_field)
+    {
+        return Trimmed {
+            trimmed: out != text,
+            text: out,
+            id,
+            original_bytes,
+            shape: Shape::Json,
+            limit,
+        };
+    }
+    let text = shown;
     let label = profile.name.as_str();
     let structured = text.len() <= config.structured_max_bytes;
     let (out, shape) = match profile.mode {
@@ -193,6 +205,11 @@ pub fn trim_with_limit(
         shape,
         limit,
     }
+}
+
+/// A text field of an envelope, trimmed as the same output unwrapped would be.
+fn trim_field(config: &TrimConfig, profile: &Profile, limit: usize, text: &str) -> String {
+    trim_with_limit(config, profile, limit, text).text
 }
 
 fn trim_lines(config: &TrimConfig, profile: &Profile, limit: usize, text: &str) -> String {
