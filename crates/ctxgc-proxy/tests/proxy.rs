@@ -332,6 +332,72 @@ async fn tool_results_are_trimmed_and_originals_stored_before_forwarding() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Tool results wrapped in JSON reach the upstream trimmed as the text they hold, valid JSON
+/// with their other fields whole: an MCP `CallToolResult` a host passes on as the tool
+/// message's text, Hermes's `{"output", "exit_code", "error"}` envelope, and an Anthropic
+/// `tool_result` whose content is a list of blocks. Each keeps the error line from the middle,
+/// the tail and the whole output's recall id.
+#[tokio::test]
+async fn json_wrapped_and_block_results_are_trimmed_as_their_text() {
+    let h = start(Box::new(MemoryStore::default())).await;
+    let mut log: Vec<String> = (0..6_000)
+        .map(|i| format!("2026-11-24T10:00:00Z INFO unit {i} compiled ok"))
+        .collect();
+    log[3_000] = "ERROR: disk quota exceeded while writing build/out.bin".into();
+    log.push("build finished: 1 error; exit code: 2".into());
+    let log = log.join("\n") + "\n";
+    let mcp = json!({"content": [{"type": "text", "text": log}], "isError": false}).to_string();
+    let hermes = json!({"output": log, "exit_code": 2, "error": null}).to_string();
+    let shows = |text: &str, id: ContentId, what: &str| {
+        assert!(
+            text.contains("ERROR: disk quota exceeded"),
+            "{what}: the error line"
+        );
+        assert!(
+            text.contains("build finished: 1 error; exit code: 2"),
+            "{what}: the tail"
+        );
+        assert!(
+            text.contains(&id.to_string()),
+            "{what}: the whole output's id"
+        );
+        assert!(text.len() < log.len() / 4, "{what}: {} bytes", text.len());
+    };
+    for (what, wrapped) in [("mcp", &mcp), ("hermes", &hermes)] {
+        let body = json!({"model": "gpt-5", "messages": [
+            {"role": "user", "content": "build it"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "mcp__shell__run", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": wrapped}
+        ]});
+        let seen = h.post("/v1/chat/completions", &body).await;
+        let forwarded: Value = serde_json::from_slice(&seen.2).unwrap();
+        let content = forwarded["messages"][2]["content"].as_str().unwrap();
+        let back: Value = serde_json::from_str(content).expect("still valid JSON");
+        let id = ContentId::of(wrapped.as_bytes());
+        if what == "mcp" {
+            assert_eq!(back["isError"], false);
+            shows(back["content"][0]["text"].as_str().unwrap(), id, what);
+        } else {
+            assert_eq!(
+                (back["exit_code"].clone(), back["error"].clone()),
+                (json!(2), Value::Null)
+            );
+            shows(back["output"].as_str().unwrap(), id, what);
+        }
+    }
+    let body = json!({"model": "claude", "max_tokens": 100, "messages": [
+        {"role": "user", "content": "build it"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": log}]}]}
+    ]});
+    let seen = h.post("/v1/messages", &body).await;
+    let forwarded: Value = serde_json::from_slice(&seen.2).unwrap();
+    let text = forwarded["messages"][2]["content"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    shows(text, ContentId::of(log.as_bytes()), "anthropic blocks");
+}
+
 /// A text-protocol agent (mini-swe-agent's first protocol: one fenced `bash` block per reply,
 /// the harness's answer in the next user message) gets its command outputs trimmed as the
 /// replay lab's importer reads them, on Chat Completions and Anthropic Messages; a user message

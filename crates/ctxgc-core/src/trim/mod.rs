@@ -67,7 +67,12 @@ pub struct ToolOutput<'a> {
 /// Trims one tool output for a model with a `window`-token context.
 pub fn trim_output(config: &TrimConfig, tool: &str, window: u64, text: &str) -> Trimmed {
     let profile = config.profile_for(tool);
-    trim_with_limit(config, profile, config.soft_limit(profile, window), text)
+    trim_with_limit(
+        config,
+        profile,
+        config.limit_for(profile, window, text.len()),
+        text,
+    )
 }
 
 /// Trims all outputs of one assistant turn: each gets its profile's limit, and when together
@@ -77,7 +82,8 @@ pub fn trim_turn(config: &TrimConfig, window: u64, outputs: &[ToolOutput<'_>]) -
     let profiles: Vec<&Profile> = outputs.iter().map(|o| config.profile_for(o.tool)).collect();
     let own: Vec<usize> = profiles
         .iter()
-        .map(|p| config.soft_limit(p, window))
+        .zip(outputs)
+        .map(|(p, o)| config.limit_for(p, window, o.text.len()))
         .collect();
     let sizes: Vec<usize> = outputs
         .iter()

@@ -581,3 +581,39 @@ fn a_view_of_prose_folds_nothing() {
             .contains("     1\t## Section 1\n     2\t### Step 2\n")
     );
 }
+
+/// `kept_share_max` on a profile cuts a long output in proportion to its size (never below the
+/// floor); off by default, so the built-in limits stand.
+#[test]
+fn a_profile_may_keep_at_most_a_share_of_an_output() {
+    let log: String = (0..1_500)
+        .map(|i| format!("2026-11-24T10:00:00Z INFO step {i} ok\n"))
+        .collect();
+    assert!(log.len() > 55_000);
+    let config = TrimConfig::default();
+    let whole = trim_output(&config, "terminal", 200_000, &log);
+    assert!(
+        whole.text.len() > log.len() / 3,
+        "the built-in limit: about 24 KB"
+    );
+    let toml = "[[profiles]]\nname = \"terminal\"\nkept_share_max = 0.25\n";
+    let shared: TrimConfig = toml::from_str(toml).unwrap();
+    shared.validate().unwrap();
+    let quarter = trim_output(&shared, "terminal", 200_000, &log);
+    assert!(
+        quarter.text.len() <= log.len() / 4 + 200,
+        "{}",
+        quarter.text.len()
+    );
+    // A short output is never taken below the floor.
+    let short = &log[..20_000];
+    let kept = trim_output(&shared, "terminal", 200_000, short);
+    assert!(
+        kept.text.len() * 10 >= config.kept_share_floor_bytes * 8,
+        "{} bytes kept of 20,000",
+        kept.text.len()
+    );
+    let bad: TrimConfig =
+        toml::from_str("[[profiles]]\nname = \"terminal\"\nkept_share_max = 0\n").unwrap();
+    assert!(bad.validate().is_err());
+}
