@@ -21,12 +21,19 @@ Usage: check.py RECORD STATS_JSON CONFIG [CLIENT_RECORD]
 Prints one line and exits 1 on the first failed check.
 """
 import json
+import os
 import re
 import sys
 
 PINNED = "this note is pinned by the client"
-ERROR_LINE = "ERROR disk quota exceeded at step 700"
-ERROR_STEP = "if [ $i = 700 ]"
+# The error line as output shows it: after a line break, a kept-line number (`[line 701] `) or
+# a recalled line's number (`   701| `); the command that prints it names it too, after `echo '`.
+ERROR_SHOWN = re.compile(r"(\\n|\] |\| )2026-11-24T10:00:01Z ERROR disk quota exceeded at step 700")
+# The long log's output (its first line). Some clients cut an output themselves before sending
+# it (Codex CLI keeps its head and tail; mini-swe-agent's observation template its first and
+# last 5,000 characters): the error line is then gone before the proxy sees it, and run.sh says
+# so with CLIENT_CUTS_OUTPUTS=1.
+ERROR_LOG_OUTPUT = "INFO step 1 ok"
 # A recall answer's numbered lines (`recall_tool_result {id, lines: "1-5"}`).
 RECALLED = re.compile(r" {5}1\| ")
 
@@ -78,8 +85,9 @@ def task_of(r):
     for m in items(r) or []:
         if r["api"] == "gemini":
             if m.get("role", "user") == "user":
-                text = " ".join(p.get("text", "") for p in m.get("parts") or [] if isinstance(p, dict))
-                if text.strip():
+                texts = [p.get("text", "") for p in m.get("parts") or [] if isinstance(p, dict)]
+                text = next((t for t in texts if t.strip()), "")
+                if text:
                     return text
         elif m.get("role") == "user":
             text = text_of(m.get("content"))
@@ -91,9 +99,10 @@ def task_of(r):
 def seen_by_model(rs, problems, session):
     """The error line and the task reached the model; the system prompt never changed."""
     dumps = [json.dumps(items(r)) for r in rs]
-    ran = next((k for k, d in enumerate(dumps) if json.dumps(ERROR_STEP)[1:-1] in d), None)
-    if ran is not None and not any(json.dumps(ERROR_LINE)[1:-1] in d for d in dumps[ran + 1:]):
-        problems.append("session %s: the error line in the middle of the long log never reached the model" % session)
+    ran = next((k for k, d in enumerate(dumps) if ERROR_LOG_OUTPUT in d), None)
+    cut_by_client = os.environ.get("CLIENT_CUTS_OUTPUTS") == "1"
+    if ran is not None and not cut_by_client and not ERROR_SHOWN.search(dumps[ran]):
+        problems.append("session %s: the error line in the middle of the long log did not reach the model with its output" % session)
     system = system_of(rs[0])
     task = json.dumps(task_of(rs[0]))[1:-1][:300]
     for k, (r, d) in enumerate(zip(rs, dumps)):
