@@ -479,7 +479,7 @@ fn event_json(record: &EventRecord) -> Value {
 #[pymethods]
 impl NativeSession {
     #[new]
-    #[pyo3(signature = (api, *, store=None, config=None, window=None, model=None, session_id="default", recall_hint=None))]
+    #[pyo3(signature = (api, *, store=None, config=None, window=None, model=None, session_id="default", recall_hint=None, max_result_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         api: &str,
@@ -489,12 +489,19 @@ impl NativeSession {
         model: Option<&str>,
         session_id: &str,
         recall_hint: Option<String>,
+        max_result_bytes: Option<usize>,
     ) -> PyResult<NativeSession> {
         let shape = MessageShape::parse(api)?;
         let mut config = Config::or_default(config);
         // How the agent gets outputs back, when it is not the recall tool (a shell command).
         if let Some(hint) = recall_hint {
             Arc::make_mut(&mut config).engine.recall_hint = hint;
+        }
+        // A framework that moves longer tool results out of the conversation (Hermes spills
+        // them to a file) gets recall answers and kept outputs no longer than it keeps.
+        if let Some(max) = max_result_bytes {
+            let trim = &mut Arc::make_mut(&mut config).trim;
+            trim.hard_cap_bytes = trim.hard_cap_bytes.min(max.max(trim.min_limit_bytes));
         }
         let window = window_of(&config, window, model)?;
         let store: Arc<dyn OriginalStore> = match store {

@@ -88,6 +88,9 @@ def test_plugin_registers_the_transform_and_the_engine(monkeypatch, tmp_path) ->
         engine.handle_tool_call("recall_tool_result", {"id": rid, "pattern": "ERROR"})
     )
     assert "ERROR: 2 failed" in answer["result"]
+    # A whole recall stays under what Hermes would move to a file (it would show a preview).
+    whole = json.loads(engine.handle_tool_call("recall_tool_result", {"id": rid}))["result"]
+    assert "recall cut at" in whole and len(whole) < module.hermes_spill_chars(16_000)
     unknown = json.loads(engine.handle_tool_call("lcm_grep", {}))
     assert "error" in unknown
 

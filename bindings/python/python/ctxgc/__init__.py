@@ -100,7 +100,9 @@ class Session:
 
     ``recall_hint`` is how a summary tells the model to get an output back when that is not
     ctxgc's ``recall_tool_result`` (an agent whose only tool is a shell gets a command; ``""``
-    names no way).
+    names no way). ``max_result_bytes`` bounds every recall answer and kept output, for a
+    framework that moves longer tool results out of the conversation (Hermes spills them to a
+    file and shows a preview).
     """
 
     def __init__(
@@ -114,6 +116,7 @@ class Session:
         summarizer: Summarizer | None = None,
         session_id: str = "default",
         recall_hint: str | None = None,
+        max_result_bytes: int | None = None,
     ) -> None:
         self.api: Api = api
         self.store = store if store is not None else Store()
@@ -126,6 +129,7 @@ class Session:
             model=model,
             session_id=session_id,
             recall_hint=recall_hint,
+            max_result_bytes=max_result_bytes,
         )
         self.last_event: Event | None = None
 

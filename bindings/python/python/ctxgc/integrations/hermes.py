@@ -109,6 +109,7 @@ class CtxgcContextEngine(ContextEngine):
                 window=self.context_length,
                 summarizer=self.summarizer,
                 session_id=self.session_id,
+                max_result_bytes=hermes_spill_chars(self.context_length) * 4 // 5,
             )
         return self._session
 
@@ -194,6 +195,19 @@ class CtxgcContextEngine(ContextEngine):
         clone = copy.copy(self)
         clone._session = None
         return clone
+
+
+def hermes_spill_chars(context_length: int) -> int:
+    """The size past which Hermes moves a tool result to a file and shows the model a
+    1,500-character preview (``tools/budget_config.py``: 15% of the window at 4 characters a
+    token, between 8,000 and 100,000): a recall answer longer than this would not reach the
+    model."""
+    try:
+        from tools.budget_config import budget_for_context_window
+
+        return int(budget_for_context_window(context_length).default_result_size)
+    except Exception:  # another Hermes: its documented defaults
+        return max(8_000, min(int(context_length * 4 * 0.15), 100_000))
 
 
 def capture_cap_warning() -> str | None:
