@@ -483,3 +483,54 @@ fn every_generated_codex_rollout_imports() {
         );
     }
 }
+
+/// Chats of a real Gemini CLI session, made by `scripts/gemini-chats/generate.sh` (run by
+/// `.ci/run`, which points `CTXGC_GEMINI_CHATS` at them): every call answered, every reply
+/// with its recorded usage and time, the model named.
+#[test]
+fn every_generated_gemini_cli_chat_imports() {
+    let Some(dir) = std::env::var_os("CTXGC_GEMINI_CHATS").map(PathBuf::from) else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must generate Gemini CLI chats (scripts/gemini-chats/generate.sh) and set CTXGC_GEMINI_CHATS"
+        );
+        eprintln!(
+            "CTXGC_GEMINI_CHATS not set: run scripts/gemini-chats/generate.sh to check real chats"
+        );
+        return;
+    };
+    // Gemini CLI keeps chats under `<project>/chats/`; beside them, `tool-outputs/` holds the
+    // whole outputs it cut (plain text, not sessions).
+    let chats: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| Some(e.ok()?.path().join("chats")))
+        .filter(|p| p.is_dir())
+        .collect();
+    let results = import::import_paths(&chats);
+    assert!(!results.is_empty(), "no chat in {}", dir.display());
+    for result in &results {
+        let imported = result.as_ref().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(imported.format, SourceFormat::GeminiCli);
+        check_session(imported);
+        let t = &imported.transcript;
+        assert_eq!(t.model.as_deref(), Some("gemini-2.5-pro"));
+        let recording = t.recording.as_ref().unwrap();
+        assert_eq!(recording.client, "gemini-cli");
+        assert!(recording.sent_ms.iter().all(Option::is_some), "{}", t.id);
+        let calls: Vec<_> = t.messages.iter().flat_map(|m| m.tool_calls()).collect();
+        assert!(calls.len() >= 4, "{}: {} calls", t.id, calls.len());
+        assert!(
+            calls.iter().all(|c| c.name == "run_shell_command"),
+            "{}",
+            t.id
+        );
+        assert!(
+            t.messages
+                .iter()
+                .filter(|m| m.role == Role::Assistant)
+                .all(|m| m.usage.is_some_and(|u| u.prompt_tokens > 0)),
+            "{}: every reply carries its tokens",
+            t.id
+        );
+    }
+}

@@ -8,10 +8,12 @@
 //! - a bare JSON array of Chat Completions messages;
 //! - Claude Code session logs and Codex CLI rollouts (JSONL, with the usage the provider billed
 //!   and the time of every request);
+//! - Gemini CLI chats (`.json` and `.jsonl`, with the usage of every reply);
 //! - the canonical JSONL that `ctxgc import --out` writes (one Chat message per line).
 
 mod claude_code;
 mod codex;
+mod gemini_cli;
 pub mod mini_swe;
 pub mod swe_agent;
 mod time;
@@ -45,6 +47,8 @@ pub enum SourceFormat {
     ClaudeCode,
     /// A Codex CLI rollout.
     CodexRollout,
+    /// A Gemini CLI chat.
+    GeminiCli,
 }
 
 impl fmt::Display for SourceFormat {
@@ -58,6 +62,7 @@ impl fmt::Display for SourceFormat {
             SourceFormat::CanonicalJsonl => f.write_str("ctxgc jsonl"),
             SourceFormat::ClaudeCode => f.write_str("claude-code log"),
             SourceFormat::CodexRollout => f.write_str("codex rollout"),
+            SourceFormat::GeminiCli => f.write_str("gemini-cli chat"),
         }
     }
 }
@@ -167,6 +172,8 @@ fn import_jsonl(text: &str, id: &str) -> Result<(SourceFormat, Vec<Transcript>),
         Some(SourceFormat::ClaudeCode)
     } else if codex::is_rollout_line(&first) {
         Some(SourceFormat::CodexRollout)
+    } else if gemini_cli::is_chat_metadata(&first) {
+        Some(SourceFormat::GeminiCli)
     } else {
         None
     };
@@ -187,6 +194,7 @@ fn import_jsonl(text: &str, id: &str) -> Result<(SourceFormat, Vec<Transcript>),
     }
     let transcripts = match format {
         SourceFormat::ClaudeCode => claude_code::import(&lines, id)?,
+        SourceFormat::GeminiCli => vec![gemini_cli::import_lines(&lines, id)?],
         _ => vec![codex::import(&lines, id)?],
     };
     Ok((format, transcripts))
@@ -229,6 +237,12 @@ fn detect_and_import(doc: &Value, id: &str) -> Result<(SourceFormat, Transcript)
     }
     if obj.contains_key("history") {
         return Ok((SourceFormat::SweAgent, swe_agent::import(doc, id)?));
+    }
+    if gemini_cli::is_chat_metadata(doc) {
+        return Ok((
+            SourceFormat::GeminiCli,
+            gemini_cli::import_document(doc, id)?,
+        ));
     }
     if let (Some(body), Some(_)) = (obj.get("body"), obj.get("path")) {
         return detect_and_import(body, id);

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Produces real Gemini CLI chats: installs Gemini CLI (npm, pinned, the conformance suite's) into
+# a cache folder it reuses, and drives it through a scripted tool-using session against the
+# conformance suite's scripted upstream (scripts/conformance/upstream.py, loopback only). The
+# chats land in OUT (default target/gemini-chats) as Gemini CLI writes them, under
+# OUT/home/.gemini/tmp/<project>/chats/.
+#
+#   scripts/gemini-chats/generate.sh [OUT]
+#
+# Environment: CTXGC_CACHE (default ~/.cache/ctxgc) holds the npm install.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+out="${1:-$root/target/gemini-chats}"
+cache="${CTXGC_CACHE:-$HOME/.cache/ctxgc}"
+version="0.61.0"
+prefix="$cache/npm-gemini-cli-$version"
+gemini="$prefix/node_modules/.bin/gemini"
+if ! [ -x "$gemini" ]; then
+  mkdir -p "$prefix"
+  (cd "$prefix" && npm install --silent --no-audit --no-fund "@google/gemini-cli@$version" >/dev/null)
+fi
+
+rm -rf "$out"
+mkdir -p "$out/home/.gemini" "$out/work"
+out="$(cd "$out" && pwd)"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat > "$out/home/.gemini/settings.json" <<JSON
+{"privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false},
+ "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+ "security": {"auth": {"selectedType": "gemini-api-key"}}}
+JSON
+python3 "$root/scripts/conformance/upstream.py" "$port" "$out/upstream.jsonl" &
+upstream=$!
+trap 'kill $upstream 2>/dev/null || true' EXIT
+for _ in $(seq 1 50); do
+  python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null && break
+  sleep 0.1
+done
+(cd "$out/work" && HOME="$out/home" GEMINI_API_KEY=scripted-upstream-needs-no-key \
+  GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$port" GOOGLE_GENAI_API_VERSION=v1beta \
+  GEMINI_CLI_NO_RELAUNCH=true GEMINI_CLI_TRUST_WORKSPACE=true NO_BROWSER=true \
+  timeout 180 "$gemini" -p "Run the scripted checks" --yolo -m gemini-2.5-pro >"$out/gemini.log" 2>&1) || {
+  echo "gemini -p failed; its output:" >&2
+  cat "$out/gemini.log" >&2
+  exit 1
+}
+find "$out/home/.gemini/tmp" -path '*/chats/*' -name 'session-*' | sort
