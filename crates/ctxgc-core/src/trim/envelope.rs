@@ -84,10 +84,7 @@ fn trim_json(
 ) -> Option<String> {
     let mut value: Value = serde_json::from_str(text).ok()?;
     let pretty = text.trim().contains('\n');
-    let mut fields = Vec::new();
-    text_fields(&value, &mut String::new(), &mut fields);
-    fields.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    fields.truncate(MAX_FIELDS);
+    let mut fields = largest_text_fields(&value);
     // Within the limit nothing is cut, but a short field is still shown as a terminal would.
     fields.retain(|(_, len)| *len >= MIN_FIELD_BYTES || text.len() <= limit);
     // The fields as they are, rendered as the model will see them (terminal output as a
@@ -165,11 +162,12 @@ pub fn unwrap(text: &str) -> Option<Unwrapped> {
     }
     let (_, text, _) = framed(text)?;
     let value: Value = serde_json::from_str(text).ok()?;
-    let mut fields = Vec::new();
-    text_fields(&value, &mut String::new(), &mut fields);
-    fields.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    fields.truncate(MAX_FIELDS);
-    let bulk: usize = fields.iter().map(|(_, len)| len).sum();
+    let fields = largest_text_fields(&value);
+    // Judged as the trimmer judges it: the fields as they sit in the envelope, escaped.
+    let bulk: usize = fields
+        .iter()
+        .filter_map(|(pointer, _)| Some(serde_json::to_string(value.pointer(pointer)?).ok()?.len()))
+        .sum();
     if fields.is_empty() || (bulk as f64) < BULK_SHARE * text.len() as f64 {
         return None;
     }
@@ -197,6 +195,15 @@ pub fn unwrap(text: &str) -> Option<Unwrapped> {
         exit_code,
         error,
     })
+}
+
+/// The [`MAX_FIELDS`] longest strings in `value` (JSON pointer, length), longest first.
+fn largest_text_fields(value: &Value) -> Vec<(String, usize)> {
+    let mut fields = Vec::new();
+    text_fields(value, &mut String::new(), &mut fields);
+    fields.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    fields.truncate(MAX_FIELDS);
+    fields
 }
 
 /// Every string in `value` with its JSON pointer and length.
