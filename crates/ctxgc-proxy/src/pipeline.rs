@@ -54,15 +54,13 @@ pub(crate) fn prepare(
     // The lineage in force: what its events hid is never pointed to by a new repeat. Read
     // once here; advancing it reads it again only when another request changed it meanwhile.
     let mut lineage_now = match &settings.engine {
-        Some(_) => Some(state.timed(|store| store.get_state(StateKey::Lineage(session)))?),
+        Some(_) => Some(read_lineage(state, session)?),
         None => None,
     };
-    let hidden: Vec<lineage::HiddenResult> = lineage_now
+    let hidden: &[lineage::HiddenResult] = lineage_now
         .as_ref()
-        .and_then(|stored| stored.as_deref())
-        .and_then(|json| serde_json::from_str::<lineage::Lineage>(json).ok())
-        .map(|l| l.hidden)
-        .unwrap_or_default();
+        .and_then(|(_, current)| current.as_ref())
+        .map_or(&[], |l| l.hidden.as_slice());
     let mut out = {
         let stored = |id| state.memos.is_committed(session, id);
         // Once the agent state changed the parsed body, the client's bytes no longer match it.
@@ -74,7 +72,7 @@ pub(crate) fn prepare(
             settings,
             &state.memos.trims,
             &stored,
-            &hidden,
+            hidden,
             Some(deadline),
         )
         .map_err(|rewrite::Overdue| ProxyError::Overdue {
@@ -251,6 +249,17 @@ const LINEAGE_ATTEMPTS: usize = 3;
 /// Runs the engine's step on the session's lineage and saves the new lineage with a
 /// compare-and-set: no lock is held meanwhile (the step may wait seconds on an LLM summary),
 /// and a step computed from a lineage that changed since is computed again from the new one.
+/// A session's lineage as the store holds it (compared on swap) and parsed.
+type StoredLineage = (Option<String>, Option<lineage::Lineage>);
+
+fn read_lineage(state: &AppState, session: &SessionId) -> Result<StoredLineage, ProxyError> {
+    let stored = state.timed(|store| store.get_state(StateKey::Lineage(session)))?;
+    let current = stored
+        .as_deref()
+        .and_then(|json| serde_json::from_str(json).ok());
+    Ok((stored, current))
+}
+
 fn advance_lineage(
     state: &AppState,
     session: &SessionId,
@@ -258,20 +267,17 @@ fn advance_lineage(
     policy: &ctxgc_core::engine::Policy,
     window: u64,
     counting: bool,
-    mut read: Option<Option<String>>,
+    mut read: Option<StoredLineage>,
 ) -> Result<lineage::Outcome, ProxyError> {
     let key = StateKey::Lineage(session);
     let calibration = state.sessions.calibration(session);
     for _ in 0..LINEAGE_ATTEMPTS {
         // The lineage lives in the store, so replicas and restarts continue the session. The
         // first attempt uses the one read before the rewrite.
-        let stored = match read.take() {
-            Some(stored) => stored,
-            None => state.timed(|store| store.get_state(key))?,
+        let (stored, current) = match read.take() {
+            Some(read) => read,
+            None => read_lineage(state, session)?,
         };
-        let current: Option<lineage::Lineage> = stored
-            .as_deref()
-            .and_then(|json| serde_json::from_str(json).ok());
         let mut llm = state.summarizer.blocking();
         let outcome = lineage::step(
             step,

@@ -147,14 +147,14 @@ pub fn trim_with_limit(
         Some(cap) if shown.len() > cap && search::looks_like_search(shown) => limit.min(cap),
         _ => limit,
     };
-    // An envelope within the limit still shows its text fields as a terminal would, as the
-    // same output unwrapped is shown.
-    if shown.len() <= limit
-        && profile.mode != Mode::Never
+    // JSON whose bulk is text (a command's output in an envelope) is trimmed as that text;
+    // within the limit its fields are still shown as a terminal would, as the same output
+    // unwrapped is shown.
+    if profile.mode != Mode::Never
         && let Some(out) = envelope::trim_envelope(config, profile, limit, text, id, &trim_field)
     {
         return Trimmed {
-            trimmed: true,
+            trimmed: out != text,
             text: out,
             id,
             original_bytes,
@@ -169,19 +169,6 @@ pub fn trim_with_limit(
             id,
             original_bytes,
             shape: Shape::Lines,
-            limit,
-        };
-    }
-    // JSON whose bulk is text (a command's output in an envelope) is trimmed as that text.
-    if profile.mode != Mode::Never
-        && let Some(out) = envelope::trim_envelope(config, profile, limit, text, id, &trim_field)
-    {
-        return Trimmed {
-            trimmed: out != text,
-            text: out,
-            id,
-            original_bytes,
-            shape: Shape::Json,
             limit,
         };
     }
