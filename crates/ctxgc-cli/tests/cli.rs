@@ -242,8 +242,26 @@ fn replay_rejects_bad_arguments_clearly() {
     let out = ctxgc(&["replay", "--sample", "--window", "huge"], b"");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("invalid window `huge`"));
-    let out = ctxgc(&["replay"], b"");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to replay"));
+    // No path: the user's own history, of which an empty home has none.
+    let empty = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("empty-home");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ctxgc"))
+        .arg("replay")
+        .env("HOME", &empty)
+        .env("USERPROFILE", &empty)
+        .env_remove("CODEX_HOME")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("HERMES_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .current_dir(&empty)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nothing to replay"), "{err}");
+    assert!(err.contains("hermes: nothing found (looked in"), "{err}");
+    let out = ctxgc(&["replay", "--history", "--agent", "vim"], b"");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown agent `vim`"));
 }
 
 /// A raw HTTP/1.1 POST; returns the status code.
@@ -764,4 +782,174 @@ fn recall_prints_a_stored_original_whole_by_lines_or_by_pattern() {
     );
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not a recall id"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Copies `from` (a file or a folder) to `to`.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    if from.is_dir() {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        }
+    } else {
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(from, to).unwrap();
+    }
+}
+
+/// `ctxgc replay` with no path, on a home laid out as a user's with eight agents' histories
+/// (real Hermes, opencode, Gemini CLI and Codex CLI files made by the scripts `.ci/run` runs, a
+/// shared Claude Code log, hand-written Cline and Aider files) and every credential file those
+/// agents keep beside them made a FIFO: opening one for reading would block until a writer
+/// comes, so a replay that finishes within its deadline opened none.
+#[cfg(unix)]
+#[test]
+fn replay_finds_every_agents_history_and_opens_no_credential_file() {
+    let vars = [
+        "CTXGC_AGENT_HISTORIES",
+        "CTXGC_GEMINI_CHATS",
+        "CTXGC_CODEX_ROLLOUTS",
+    ];
+    let Some(dirs) = vars
+        .iter()
+        .map(|v| std::env::var_os(v).map(std::path::PathBuf::from))
+        .collect::<Option<Vec<_>>>()
+    else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must set {vars:?} (scripts/agent-histories, gemini-chats, codex-rollouts)"
+        );
+        eprintln!("{vars:?} not all set: skipping the history discovery test");
+        return;
+    };
+    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/client-logs/claude-code");
+    let Some(claude_log) = std::fs::read_dir(&shared)
+        .ok()
+        .and_then(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).min())
+    else {
+        assert!(std::env::var("CI").is_err(), "CI must have ../shared");
+        return;
+    };
+    let home = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("history-home");
+    let _ = std::fs::remove_dir_all(&home);
+    copy_tree(
+        &dirs[0].join(".hermes/state.db"),
+        &home.join(".hermes/state.db"),
+    );
+    for f in ["opencode.db", "opencode.db-wal", "opencode.db-shm"] {
+        let from = dirs[0].join(".local/share/opencode").join(f);
+        if from.exists() {
+            copy_tree(&from, &home.join(".local/share/opencode").join(f));
+        }
+    }
+    copy_tree(&dirs[1], &home.join(".gemini/tmp"));
+    copy_tree(&dirs[2], &home.join(".codex/sessions"));
+    copy_tree(
+        &claude_log,
+        &home.join(".claude/projects/-home-u-app/session.jsonl"),
+    );
+    let task =
+        home.join(".config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks/1732600000000");
+    std::fs::create_dir_all(&task).unwrap();
+    std::fs::write(
+        task.join("api_conversation_history.json"),
+        r#"[{"role":"user","content":[{"type":"text","text":"<task>list files</task>"}]},
+            {"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"execute_command","input":{"command":"ls"}}]},
+            {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"a.py"}]},
+            {"role":"assistant","content":[{"type":"text","text":"One file."}]}]"#,
+    )
+    .unwrap();
+    let project = home.join("work/app");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join(".aider.chat.history.md"),
+        "\n# aider chat started at 2026-11-20 10:00:00\n\n#### what does app.py do?\n\nIt prints hello.\n\n> Tokens: 1.2k sent, 20 received.\n",
+    )
+    .unwrap();
+    let credentials = [
+        ".claude/.credentials.json",
+        ".codex/auth.json",
+        ".gemini/oauth_creds.json",
+        ".hermes/.env",
+        ".hermes/auth.json",
+        ".local/share/opencode/auth.json",
+        ".config/Code/User/globalStorage/saoudrizwan.claude-dev/secrets.json",
+    ];
+    for c in credentials {
+        let made = Command::new("mkfifo").arg(home.join(c)).status().unwrap();
+        assert!(made.success(), "mkfifo {c}");
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxgc"))
+        .args([
+            "replay",
+            "--window",
+            "200k",
+            "--policy",
+            "none,ctxgc",
+            "--cache",
+            "anthropic",
+            "--json",
+        ])
+        .env("HOME", &home)
+        .env_remove("CODEX_HOME")
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("HERMES_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .current_dir(&project)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("ctxgc replay did not finish: it is blocked on a credential FIFO");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for agent in [
+        "claude-code",
+        "codex",
+        "gemini-cli",
+        "hermes",
+        "opencode",
+        "cline",
+        "aider",
+    ] {
+        let line = err
+            .lines()
+            .find(|l| l.starts_with(&format!("{agent}: ")))
+            .unwrap_or_else(|| panic!("no line for {agent} in {err}"));
+        assert!(
+            !line.contains(" 0 sessions") && line.contains(" sessions, "),
+            "{line}"
+        );
+    }
+    assert!(err.contains("roo-code: nothing found"), "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for c in credentials {
+        let name = std::path::Path::new(c)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            !err.contains(&name) && !stdout.contains(&name),
+            "{c} was listed"
+        );
+    }
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        json["sessions"].as_u64().unwrap() >= 7,
+        "{}",
+        json["sessions"]
+    );
+    let _ = std::fs::remove_dir_all(&home);
 }

@@ -30,6 +30,6 @@ pub mod trim;
 
 pub use content_id::ContentId;
 pub use transcript::{
-    Block, ClientCompaction, Message, RecordedUsage, Recording, Role, ToolCall, ToolResult,
-    Transcript,
+    Block, ClientCompaction, Message, RecordedUsage, Recording, Role, SessionBill, ToolCall,
+    ToolResult, Transcript,
 };

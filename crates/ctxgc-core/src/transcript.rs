@@ -279,6 +279,20 @@ pub struct Recording {
     pub sent_ms: Vec<Option<i64>>,
     /// The client's own compactions, in order.
     pub compactions: Vec<ClientCompaction>,
+    /// What the provider billed for the whole session, where the client records only a total
+    /// (Hermes's `state.db`) instead of each request's usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub billed_total: Option<SessionBill>,
+}
+
+/// A session's billed usage summed over its requests, as a client that keeps only totals
+/// records it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionBill {
+    /// How many model requests the total covers, as the client counted them.
+    pub requests: u64,
+    /// The usage summed over those requests.
+    pub usage: RecordedUsage,
 }
 
 /// One compaction the client made: `messages[at..at + len]` are what it put in place of the

@@ -534,3 +534,163 @@ fn every_generated_gemini_cli_chat_imports() {
         );
     }
 }
+
+/// The home folder that `scripts/agent-histories/generate.sh` fills by running the real Hermes
+/// and opencode (run by `.ci/run`, which points `CTXGC_AGENT_HISTORIES` at it).
+fn agent_histories() -> Option<PathBuf> {
+    let Some(dir) = std::env::var_os("CTXGC_AGENT_HISTORIES").map(PathBuf::from) else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must generate agent histories (scripts/agent-histories/generate.sh) and set CTXGC_AGENT_HISTORIES"
+        );
+        eprintln!(
+            "CTXGC_AGENT_HISTORIES not set: run scripts/agent-histories/generate.sh to check real histories"
+        );
+        return None;
+    };
+    Some(dir)
+}
+
+/// Hermes 0.19.0's own `state.db` after a session in which Hermes compacted twice: one
+/// session, its system prompt first, every call answered, each compaction's inserted rows
+/// marked as the client's replacement (so the conversation is not counted twice), and the
+/// session's billed total without the auxiliary model's compaction calls.
+#[test]
+fn a_real_hermes_state_db_imports_with_its_compactions_and_bill() {
+    let Some(home) = agent_histories() else {
+        return;
+    };
+    let results = import::import_paths(&[home.join(".hermes/state.db")]);
+    assert_eq!(results.len(), 1);
+    let imported = results[0].as_ref().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(imported.format, SourceFormat::HermesStateDb);
+    check_session(imported);
+    let t = &imported.transcript;
+    assert_eq!(t.messages[0].role, Role::System);
+    assert!(t.messages[0].text_content().contains("Hermes"));
+    assert_eq!(t.model.as_deref(), Some("scripted-model"));
+    let r = t.recording.as_ref().unwrap();
+    assert_eq!(r.client, "hermes");
+    assert_eq!(r.compactions.len(), 2, "{:?}", r.compactions);
+    // What the conversation was, once: the messages outside the replacements.
+    let calls: Vec<&str> = t
+        .messages
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !r.is_replacement(*i))
+        .flat_map(|(_, m)| m.tool_calls())
+        .map(|c| c.id.as_str())
+        .collect();
+    let mut unique = calls.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), calls.len(), "a call counted twice: {calls:?}");
+    assert!(calls.len() >= 8, "{calls:?}");
+    for c in &r.compactions {
+        let inserted = &t.messages[c.at..c.at + c.len];
+        assert!(
+            inserted
+                .iter()
+                .any(|m| m.text_content().contains("CONTEXT COMPACTION")),
+            "each compaction's rows hold Hermes's summary"
+        );
+    }
+    let bill = r.billed_total.unwrap();
+    assert_eq!(
+        bill.requests, 8,
+        "the agent's requests, not the compaction model's"
+    );
+    assert!(bill.usage.prompt_tokens > 100_000);
+    assert!(t.messages.iter().all(|m| m.usage.is_none()));
+}
+
+/// opencode 1.18.33's own `opencode.db`: one request per step with its tokens and time, every
+/// call answered with the output opencode stored (cut by opencode itself), the model named.
+#[test]
+fn a_real_opencode_db_imports_with_each_requests_usage() {
+    let Some(home) = agent_histories() else {
+        return;
+    };
+    let results = import::import_paths(&[home.join(".local/share/opencode/opencode.db")]);
+    assert_eq!(results.len(), 1);
+    let imported = results[0].as_ref().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(imported.format, SourceFormat::Opencode);
+    check_session(imported);
+    let t = &imported.transcript;
+    assert_eq!(t.model.as_deref(), Some("claude-sonnet-4-5"));
+    let r = t.recording.as_ref().unwrap();
+    assert_eq!(r.client, "opencode");
+    let replies: Vec<usize> = (0..t.messages.len())
+        .filter(|&i| t.messages[i].role == Role::Assistant)
+        .collect();
+    assert!(replies.len() >= 8);
+    for &i in &replies {
+        assert!(t.messages[i].usage.is_some_and(|u| u.prompt_tokens > 0));
+        assert!(r.sent_at(i).is_some());
+    }
+    let outputs: Vec<String> = t
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .map(|r| r.text())
+        .collect();
+    assert!(outputs.iter().any(|o| o.contains("output truncated")));
+    assert!(outputs.iter().any(|o| o.starts_with("git version")));
+    let prompts: Vec<u64> = replies
+        .iter()
+        .map(|&i| t.messages[i].usage.unwrap().prompt_tokens)
+        .collect();
+    assert!(prompts.windows(2).all(|w| w[0] <= w[1]), "{prompts:?}");
+}
+
+/// Cline's task files, hand-written in the shape Cline 3.x writes (Cline runs inside VS Code,
+/// which cannot be driven here): the conversation is Anthropic Messages, the usage comes from
+/// the `ui_messages.json` beside it, and that file alone is named as not a session.
+#[test]
+fn a_cline_task_imports_with_the_usage_beside_it() {
+    let dir = std::env::temp_dir().join(format!("ctxgc-cline-{}", std::process::id()));
+    let task = dir.join("1732600000000");
+    std::fs::create_dir_all(&task).unwrap();
+    let history = serde_json::json!([
+        {"role": "user", "content": [{"type": "text", "text": "<task>\nfix the failing test\n</task>"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Running the tests."},
+            {"type": "tool_use", "id": "toolu_1", "name": "execute_command", "input": {"command": "pytest -x"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "FAILED tests/test_a.py::test_x - AssertionError\n1 failed"}]}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "test_x fails on an assertion."}]}
+    ]);
+    let ui = serde_json::json!([
+        {"ts": 1732600000100i64, "type": "say", "say": "task", "text": "fix the failing test"},
+        {"ts": 1732600000200i64, "type": "say", "say": "api_req_started", "text": "{\"request\":\"...\",\"tokensIn\":12,\"tokensOut\":40,\"cacheWrites\":9000,\"cacheReads\":0,\"cost\":0.03}"},
+        {"ts": 1732600005000i64, "type": "say", "say": "api_req_started", "text": "{\"request\":\"...\",\"tokensIn\":60,\"tokensOut\":12,\"cacheWrites\":70,\"cacheReads\":9000,\"cost\":0.004}"}
+    ]);
+    std::fs::write(
+        task.join("api_conversation_history.json"),
+        history.to_string(),
+    )
+    .unwrap();
+    std::fs::write(task.join("ui_messages.json"), ui.to_string()).unwrap();
+    let results = import::import_paths(std::slice::from_ref(&dir));
+    let sessions: Vec<&import::Imported> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0].format, SourceFormat::Cline);
+    assert_eq!(sessions[0].transcript.id, "1732600000000");
+    check_session(sessions[0]);
+    let t = &sessions[0].transcript;
+    let usage: Vec<_> = t.messages.iter().filter_map(|m| m.usage).collect();
+    assert_eq!(usage.len(), 2);
+    assert_eq!(
+        (
+            usage[1].prompt_tokens,
+            usage[1].cached_tokens,
+            usage[1].cache_write_tokens
+        ),
+        (9130, 9000, 70)
+    );
+    let skipped: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.as_ref().err().map(ToString::to_string))
+        .collect();
+    assert_eq!(skipped.len(), 1);
+    assert!(skipped[0].contains("ui_messages.json") && skipped[0].contains("UI log"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

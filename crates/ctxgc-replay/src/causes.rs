@@ -198,6 +198,7 @@ mod tests {
                 client: "test".into(),
                 sent_ms: times.iter().map(|m| Some(m * minute)).collect(),
                 compactions: vec![ClientCompaction { at: 6, len: 1 }],
+                billed_total: None,
             }),
             model: None,
         };

@@ -78,7 +78,8 @@ pub fn aggregate(checks: &[&SessionCheck]) -> [Option<f64>; 5] {
 }
 
 /// Compares a `none` run with the usage recorded in its transcript, under `cache`, both sides
-/// priced with `price`.
+/// priced with `price`: request by request, or over the whole session where the client
+/// recorded only its total ([`ctxgc_core::Recording::billed_total`]).
 pub fn check(
     t: &Transcript,
     set: &str,
@@ -116,6 +117,35 @@ pub fn check(
             *slot += value;
         }
         n += 1;
+    }
+    if n == 0
+        && let Some(bill) = t.recording.as_ref().and_then(|r| r.billed_total)
+    {
+        // A client that records only the session's total (Hermes): every request of the run
+        // against it, output at the total's average per request.
+        let requests: Vec<_> = run.requests.iter().filter(|r| !r.summarizer).collect();
+        let output = bill.usage.completion_tokens as usize / requests.len().max(1);
+        for r in &requests {
+            let served = r.served.get(cache)?;
+            for (slot, value) in sim.iter_mut().zip([
+                r.tokens as f64,
+                served.cached as f64,
+                served.written as f64,
+                served.uncached as f64,
+                price.cost(served, output),
+            ]) {
+                *slot += value;
+            }
+        }
+        let recorded = recorded_served(&bill.usage);
+        rec = [
+            bill.usage.prompt_tokens as f64,
+            recorded.cached as f64,
+            recorded.written as f64,
+            recorded.uncached as f64,
+            price.cost(&recorded, bill.usage.completion_tokens as usize),
+        ];
+        n = requests.len();
     }
     let ratio = |i: usize| (rec[i] > 0.0).then(|| sim[i] / rec[i]);
     (n > 0 && rec[0] > 0.0).then(|| SessionCheck {

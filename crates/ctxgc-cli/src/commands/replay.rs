@@ -8,7 +8,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use ctxgc_core::Transcript;
 use ctxgc_core::config::Config;
-use ctxgc_formats::import;
+use ctxgc_formats::import::{self, history};
 use ctxgc_replay::cache::CacheKind;
 use std::sync::Arc;
 
@@ -34,6 +34,16 @@ pub struct ReplayArgs {
     /// leaves this machine.
     #[arg(value_name = "FILE_OR_DIR")]
     pub paths: Vec<PathBuf>,
+    /// Also replay this user's own agent history, found where each agent keeps it (Claude
+    /// Code, Codex CLI, Gemini CLI, Hermes, opencode, Cline, Roo Code, Aider; on Linux, macOS
+    /// and Windows). The default when no path and no --sample is given. Only session files are
+    /// read: credential files beside them are never opened.
+    #[arg(long)]
+    pub history: bool,
+    /// With --history: only these agents, comma-separated (claude-code, codex, gemini-cli,
+    /// hermes, opencode, cline, roo-code, aider).
+    #[arg(long, value_delimiter = ',', value_name = "NAME")]
+    pub agent: Vec<String>,
     /// Replay the sample sessions bundled with ctxgc.
     #[arg(long)]
     pub sample: bool,
@@ -247,6 +257,9 @@ fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<String>, Vec<Skipped>
         }
     }
     let mut skipped = Vec::new();
+    if args.history || (args.paths.is_empty() && !args.sample) {
+        load_history(args, &mut out, &mut sets, &mut skipped)?;
+    }
     for path in &args.paths {
         // A directory is a set; files given one by one belong to their directory's.
         let dir = if path.is_dir() {
@@ -283,6 +296,104 @@ fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<String>, Vec<Skipped>
         bail!("nothing to replay: give transcript files or directories, or --sample");
     }
     Ok((out, sets, skipped))
+}
+
+/// Finds this user's agent histories, says what was found per agent, and imports them (each
+/// agent a set).
+fn load_history(
+    args: &ReplayArgs,
+    out: &mut Vec<Transcript>,
+    sets: &mut Vec<String>,
+    skipped: &mut Vec<Skipped>,
+) -> Result<()> {
+    for name in &args.agent {
+        if !history::AGENTS.contains(&name.as_str()) {
+            bail!(
+                "unknown agent `{name}` for --agent: use {}",
+                history::AGENTS.join(", ")
+            );
+        }
+    }
+    let home = history::Home::from_env()
+        .context("cannot find your agents' history: no home folder (HOME or USERPROFILE)")?;
+    let found = history::find(&home, &args.agent);
+    let mut any = false;
+    for agent in &found {
+        if agent.files.is_empty() {
+            let places: Vec<String> = agent
+                .looked_in
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            eprintln!(
+                "{}: nothing found (looked in {})",
+                agent.agent,
+                places.join(", ")
+            );
+            continue;
+        }
+        let first = out.len();
+        let mut not_sessions = 0;
+        for result in import::import_paths(&agent.files) {
+            match result {
+                Ok(imported) => {
+                    out.push(imported.transcript);
+                    sets.push(agent.agent.to_owned());
+                }
+                Err(e) => {
+                    not_sessions += 1;
+                    skipped.push(Skipped {
+                        path: e.path.display().to_string(),
+                        why: e.why,
+                    });
+                }
+            }
+        }
+        any |= out.len() > first;
+        let times: Vec<i64> = out[first..]
+            .iter()
+            .filter_map(|t| t.recording.as_ref())
+            .flat_map(|r| r.sent_ms.iter().flatten().copied())
+            .collect();
+        let span = match (times.iter().min(), times.iter().max()) {
+            (Some(lo), Some(hi)) => format!("{} to {}", day(*lo), day(*hi)),
+            _ => "dates not recorded".to_owned(),
+        };
+        eprintln!(
+            "{}: {} sessions, {span}, {:.1} MB in {} files{}",
+            agent.agent,
+            out.len() - first,
+            agent.bytes as f64 / 1e6,
+            agent.files.len(),
+            if not_sessions > 0 {
+                format!(", {not_sessions} skipped (listed below)")
+            } else {
+                String::new()
+            }
+        );
+    }
+    if !any && args.paths.is_empty() && !args.sample {
+        bail!(
+            "nothing to replay: no agent history found on this machine (see above); give transcript files or directories, or --sample"
+        );
+    }
+    Ok(())
+}
+
+/// A UTC calendar day, `2026-11-26`, of milliseconds since the Unix epoch.
+fn day(ms: i64) -> String {
+    let days = ms.div_euclid(86_400_000);
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
 }
 
 fn progress(len: usize, quiet: bool) -> indicatif::ProgressBar {

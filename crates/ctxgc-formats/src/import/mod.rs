@@ -9,12 +9,23 @@
 //! - Claude Code session logs and Codex CLI rollouts (JSONL, with the usage the provider billed
 //!   and the time of every request);
 //! - Gemini CLI chats (`.json` and `.jsonl`, with the usage of every reply);
+//! - Hermes's `state.db` (SQLite), session snapshots and older gateway transcripts;
+//! - opencode's `opencode.db` (SQLite) and its older `storage/` tree;
+//! - Cline's and Roo Code's task histories (`api_conversation_history.json`, with the usage in
+//!   the `ui_messages.json` beside it);
+//! - Aider's `.aider.chat.history.md` (text sessions);
 //! - the canonical JSONL that `ctxgc import --out` writes (one Chat message per line).
 
+mod aider;
 mod claude_code;
+mod cline;
 mod codex;
 mod gemini_cli;
+mod hermes;
+pub mod history;
 pub mod mini_swe;
+mod opencode;
+mod sqlite;
 pub mod swe_agent;
 mod time;
 
@@ -49,6 +60,16 @@ pub enum SourceFormat {
     CodexRollout,
     /// A Gemini CLI chat.
     GeminiCli,
+    /// A session of Hermes's `state.db`.
+    HermesStateDb,
+    /// A Hermes session snapshot or gateway transcript.
+    HermesSession,
+    /// An opencode session (`opencode.db` or the `storage/` tree).
+    Opencode,
+    /// A Cline or Roo Code task.
+    Cline,
+    /// A run of an Aider chat history.
+    Aider,
 }
 
 impl fmt::Display for SourceFormat {
@@ -63,6 +84,11 @@ impl fmt::Display for SourceFormat {
             SourceFormat::ClaudeCode => f.write_str("claude-code log"),
             SourceFormat::CodexRollout => f.write_str("codex rollout"),
             SourceFormat::GeminiCli => f.write_str("gemini-cli chat"),
+            SourceFormat::HermesStateDb => f.write_str("hermes state.db"),
+            SourceFormat::HermesSession => f.write_str("hermes session"),
+            SourceFormat::Opencode => f.write_str("opencode session"),
+            SourceFormat::Cline => f.write_str("cline task"),
+            SourceFormat::Aider => f.write_str("aider history"),
         }
     }
 }
@@ -123,6 +149,12 @@ pub fn session_id(path: &Path) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // Files named alike in every task or project folder are named by their folder.
+    if (name == "api_conversation_history.json" || name == ".aider.chat.history.md")
+        && let Some(dir) = path.parent().and_then(Path::file_name)
+    {
+        return dir.to_string_lossy().into_owned();
+    }
     for ext in [".traj.json", ".traj", ".jsonl", ".json"] {
         if let Some(stem) = name.strip_suffix(ext) {
             return stem.to_owned();
@@ -133,19 +165,42 @@ pub fn session_id(path: &Path) -> String {
 
 /// Imports the bytes of one file: one session, or several for a client log with sub-agents.
 pub fn import_bytes(path: &Path, bytes: &[u8]) -> Result<Vec<Imported>, ImportError> {
+    import_with_companion(path, bytes, None)
+}
+
+/// Imports one file, with `companion` the bytes of the file beside it that holds the usage
+/// (Cline's `ui_messages.json` beside `api_conversation_history.json`).
+fn import_with_companion(
+    path: &Path,
+    bytes: &[u8],
+    companion: Option<&[u8]>,
+) -> Result<Vec<Imported>, ImportError> {
     let fail = |why: String| ImportError {
         path: path.to_owned(),
         why,
     };
     let id = session_id(path);
     let is_jsonl = path.extension().is_some_and(|e| e == "jsonl");
-    let (format, transcripts) = if is_jsonl {
+    let text_start = std::str::from_utf8(&bytes[..bytes.len().min(256)]).unwrap_or_default();
+    let (format, transcripts) = if aider::is_history(text_start) {
+        let text = std::str::from_utf8(bytes).map_err(|e| fail(format!("not UTF-8 text: {e}")))?;
+        let runs = aider::import(text, &id).map_err(|e| fail(e.to_string()))?;
+        (SourceFormat::Aider, runs)
+    } else if bytes.starts_with(sqlite::MAGIC) {
+        return Err(fail(
+            "an SQLite database: give its path to `ctxgc import` or `ctxgc replay`".into(),
+        ));
+    } else if is_jsonl {
         let text = std::str::from_utf8(bytes).map_err(|e| fail(format!("not UTF-8 text: {e}")))?;
         import_jsonl(text, &id).map_err(|e| fail(e.to_string()))?
     } else {
         let doc: Value = serde_json::from_slice(bytes)
             .map_err(|e| fail(format!("not a transcript: invalid JSON ({e})")))?;
-        let (format, mut t) = detect_and_import(&doc, &id).map_err(|e| fail(e.to_string()))?;
+        let ui: Option<Vec<Value>> = companion
+            .and_then(|b| serde_json::from_slice::<Value>(b).ok())
+            .and_then(|v| v.as_array().cloned());
+        let (format, mut t) =
+            detect_and_import(&doc, &id, ui.as_deref()).map_err(|e| fail(e.to_string()))?;
         t.id = id;
         (format, vec![t])
     };
@@ -170,6 +225,8 @@ fn import_jsonl(text: &str, id: &str) -> Result<(SourceFormat, Vec<Transcript>),
         .map_err(|e| FormatError::shape("line 1", format!("invalid JSON: {e}")))?;
     let client_log = if claude_code::is_claude_code_line(&first) {
         Some(SourceFormat::ClaudeCode)
+    } else if hermes::is_gateway_line(&first) {
+        Some(SourceFormat::HermesSession)
     } else if codex::is_rollout_line(&first) {
         Some(SourceFormat::CodexRollout)
     } else if gemini_cli::is_chat_metadata(&first) {
@@ -195,18 +252,32 @@ fn import_jsonl(text: &str, id: &str) -> Result<(SourceFormat, Vec<Transcript>),
     let transcripts = match format {
         SourceFormat::ClaudeCode => claude_code::import(&lines, id)?,
         SourceFormat::GeminiCli => vec![gemini_cli::import_lines(&lines, id)?],
+        SourceFormat::HermesSession => vec![hermes::import_gateway_lines(&lines, id)?],
         _ => vec![codex::import(&lines, id)?],
     };
     Ok((format, transcripts))
 }
 
-fn detect_and_import(doc: &Value, id: &str) -> Result<(SourceFormat, Transcript), FormatError> {
+fn detect_and_import(
+    doc: &Value,
+    id: &str,
+    companion: Option<&[Value]>,
+) -> Result<(SourceFormat, Transcript), FormatError> {
     if let Value::Array(items) = doc {
         if items.is_empty() {
             return Err(FormatError::shape(
                 "file",
                 "not a transcript: an empty JSON array",
             ));
+        }
+        if cline::is_ui_log(items) {
+            return Err(FormatError::shape(
+                "file",
+                "not a session: a Cline or Roo Code UI log (its usage is read with the api_conversation_history.json beside it)",
+            ));
+        }
+        if cline::is_anthropic_history(items) {
+            return Ok((SourceFormat::Cline, cline::import(items, companion, id)?));
         }
         let mut t = Transcript::default();
         for (i, m) in items.iter().enumerate() {
@@ -238,6 +309,12 @@ fn detect_and_import(doc: &Value, id: &str) -> Result<(SourceFormat, Transcript)
     if obj.contains_key("history") {
         return Ok((SourceFormat::SweAgent, swe_agent::import(doc, id)?));
     }
+    if hermes::is_snapshot(doc) {
+        return Ok((
+            SourceFormat::HermesSession,
+            hermes::import_snapshot(doc, id)?,
+        ));
+    }
     if gemini_cli::is_chat_metadata(doc) {
         return Ok((
             SourceFormat::GeminiCli,
@@ -245,7 +322,7 @@ fn detect_and_import(doc: &Value, id: &str) -> Result<(SourceFormat, Transcript)
         ));
     }
     if let (Some(body), Some(_)) = (obj.get("body"), obj.get("path")) {
-        return detect_and_import(body, id);
+        return detect_and_import(body, id, None);
     }
     if let Some(api) = detect(doc) {
         let request = ApiRequest {
@@ -270,27 +347,89 @@ fn detect_and_import(doc: &Value, id: &str) -> Result<(SourceFormat, Transcript)
 pub fn import_paths(paths: &[PathBuf]) -> Vec<Result<Imported, ImportError>> {
     let mut files = Vec::new();
     for path in paths {
-        collect_files(path, &mut files);
+        collect(path, &mut files, &mut Vec::new());
     }
     let mut out = Vec::new();
     for file in files {
-        let imported = file.and_then(|path| match std::fs::read(&path) {
-            Ok(bytes) => import_bytes(&path, &bytes),
-            Err(e) => Err(ImportError {
-                why: format!("cannot read: {e}"),
-                path,
-            }),
-        });
-        match imported {
-            Ok(sessions) => out.extend(sessions.into_iter().map(Ok)),
+        match file {
+            Ok(path) if path.is_dir() => {
+                for (dir, session) in opencode::import_storage(&path) {
+                    out.push(session_of(&dir, SourceFormat::Opencode, session));
+                }
+            }
+            Ok(path) => out.extend(import_file(&path)),
             Err(e) => out.push(Err(e)),
         }
     }
     out
 }
 
-fn collect_files(path: &Path, out: &mut Vec<Result<PathBuf, ImportError>>) {
-    collect(path, out, &mut Vec::new());
+/// Imports one file: a database's sessions, or a file's.
+pub fn import_file(path: &Path) -> Vec<Result<Imported, ImportError>> {
+    let fail = |why: String| {
+        vec![Err(ImportError {
+            path: path.to_owned(),
+            why,
+        })]
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for suffix in ["-wal", "-shm", "-journal"] {
+        if let Some(db) = name.strip_suffix(suffix)
+            && path.with_file_name(db).is_file()
+        {
+            return fail(format!(
+                "not a session: SQLite's {suffix} file of {db}, read with it"
+            ));
+        }
+    }
+    let mut head = [0u8; 16];
+    let is_db = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok()
+        && &head == sqlite::MAGIC;
+    if is_db {
+        return match sqlite::import(path) {
+            Ok((format, sessions)) => sessions
+                .into_iter()
+                .map(|s| session_of(path, format, s))
+                .collect(),
+            Err(why) => fail(why),
+        };
+    }
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) => return fail(format!("cannot read: {e}")),
+    };
+    // Cline keeps a task's usage in the file beside its conversation.
+    let companion = (name == "api_conversation_history.json")
+        .then(|| std::fs::read(path.with_file_name("ui_messages.json")).ok())
+        .flatten();
+    match import_with_companion(path, &bytes, companion.as_deref()) {
+        Ok(sessions) => sessions.into_iter().map(Ok).collect(),
+        Err(e) => vec![Err(e)],
+    }
+}
+
+/// One session of a database or tree, or why it is not one (named `PATH#SESSION`).
+fn session_of(
+    path: &Path,
+    format: SourceFormat,
+    session: Result<Transcript, (String, String)>,
+) -> Result<Imported, ImportError> {
+    match session {
+        Ok(transcript) => Ok(Imported {
+            path: path.to_owned(),
+            format,
+            transcript,
+        }),
+        Err((id, why)) => Err(ImportError {
+            path: PathBuf::from(format!("{}#{id}", path.display())),
+            why,
+        }),
+    }
 }
 
 /// Walks `path`, following links, refusing what cannot be read as a file (a FIFO would block
@@ -331,6 +470,11 @@ fn collect(path: &Path, out: &mut Vec<Result<PathBuf, ImportError>>, ancestors: 
         ))));
         return;
     }
+    // An opencode storage tree is read as sessions, not file by file.
+    if opencode::is_storage(path) {
+        out.push(Ok(path.to_owned()));
+        return;
+    }
     // A folder linked from inside itself would be walked forever.
     let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
     if ancestors.contains(&real) {
@@ -353,7 +497,8 @@ fn collect(path: &Path, out: &mut Vec<Result<PathBuf, ImportError>>, ancestors: 
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if name.starts_with('.') || name.starts_with("README") {
+        let hidden = name.starts_with('.') && name != ".aider.chat.history.md";
+        if hidden || name.starts_with("README") {
             continue;
         }
         collect(&entry, out, ancestors);
@@ -391,7 +536,8 @@ fn special_kind(_: &std::fs::Metadata) -> &'static str {
 /// log's recording rides along in three more extensions: `"client"` on the first line,
 /// `"sent_ms"` (when the message, or the request that produced it, was sent) and
 /// `"compaction": N` on the messages the client wrote in place of its history at its N-th
-/// compaction (from 0). A message the Chat shape cannot hold exactly (thinking blocks with
+/// compaction (from 0), and `"billed_total"` on the first line where the client recorded only
+/// the session's total usage. A message the Chat shape cannot hold exactly (thinking blocks with
 /// their signatures or encrypted content, blocks interleaved with calls) also carries its core
 /// blocks as `"content_blocks"`, which a reader takes in place of the Chat fields.
 pub fn write_jsonl(t: &Transcript) -> String {
@@ -410,6 +556,9 @@ pub fn write_jsonl(t: &Transcript) -> String {
         if let (Some(r), Value::Object(obj)) = (&t.recording, &mut line) {
             if i == 0 {
                 obj.insert("client".into(), Value::from(r.client.as_str()));
+                if let Some(bill) = r.billed_total.and_then(|b| serde_json::to_value(b).ok()) {
+                    obj.insert("billed_total".into(), bill);
+                }
             }
             if let Some(ms) = r.sent_at(i) {
                 obj.insert("sent_ms".into(), Value::from(ms));
@@ -442,6 +591,13 @@ pub fn read_jsonl(text: &str) -> Result<Transcript, FormatError> {
             .map_err(|e| FormatError::shape(&at, format!("invalid JSON: {e}")))?;
         if let Some(client) = value.get("client").and_then(Value::as_str) {
             recording.get_or_insert_with(Recording::default).client = client.to_owned();
+        }
+        if let Some(bill) = value.get("billed_total") {
+            let bill = serde_json::from_value(bill.clone())
+                .map_err(|e| FormatError::shape(&format!("{at}: billed_total"), e.to_string()))?;
+            recording
+                .get_or_insert_with(Recording::default)
+                .billed_total = Some(bill);
         }
         if t.messages.is_empty()
             && let Some(model) = value.get("model").and_then(Value::as_str)

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Produces real agent histories for the importers' tests: Hermes 0.19.0 (PyPI) and opencode
+# 1.18.33 (npm), pinned and installed into cache folders they reuse, each driven through a
+# scripted tool-using session against the conformance suite's scripted upstream
+# (scripts/conformance/upstream.py, loopback only). Both write into one home folder laid out
+# as a user's, OUT/home: Hermes's ~/.hermes/state.db (with a compaction Hermes made itself: a
+# 64K window) and opencode's ~/.local/share/opencode/opencode.db.
+#
+#   scripts/agent-histories/generate.sh [OUT]
+#
+# Environment: CTXGC_CACHE (default ~/.cache/ctxgc) holds the installs.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+out="${1:-$root/target/agent-histories}"
+cache="${CTXGC_CACHE:-$HOME/.cache/ctxgc}"
+
+hermes="$cache/py-hermes-agent-0.19.0-conformance"
+if ! [ -f "$hermes/.complete" ]; then
+  rm -rf "$hermes" && python3 -m venv "$hermes"
+  "$hermes/bin/pip" install -q --disable-pip-version-check hermes-agent==0.19.0
+  touch "$hermes/.complete"
+fi
+opencode_prefix="$cache/npm-opencode-ai-1.18.33"
+opencode="$opencode_prefix/node_modules/.bin/opencode"
+if ! [ -x "$opencode" ]; then
+  mkdir -p "$opencode_prefix"
+  (cd "$opencode_prefix" && npm install --silent --no-audit --no-fund opencode-ai@1.18.33 >/dev/null)
+fi
+
+rm -rf "$out"
+mkdir -p "$out/home" "$out/work"
+out="$(cd "$out" && pwd)"
+home="$out/home"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 "$root/scripts/conformance/upstream.py" "$port" "$out/upstream.jsonl" &
+upstream=$!
+trap 'kill $upstream 2>/dev/null || true' EXIT
+for _ in $(seq 1 50); do
+  python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null && break
+  sleep 0.1
+done
+
+# Hermes: `hermes -z`, a custom OpenAI-compatible endpoint, its own compression.
+mkdir -p "$home/.hermes"
+cat > "$home/.hermes/config.yaml" <<YAML
+model:
+  provider: custom
+  base_url: http://127.0.0.1:$port/v1
+  default: scripted-model
+  api_key: sk-scripted-upstream
+  context_length: 64000
+tool_output:
+  max_bytes: 30000
+YAML
+(cd "$out/work" && HOME="$home" HERMES_HOME="$home/.hermes" \
+  timeout 300 "$hermes/bin/hermes" -z "Agent history run: run the scripted checks" >"$out/hermes.log" 2>&1) || {
+  echo "hermes -z failed; its output:" >&2
+  cat "$out/hermes.log" >&2
+  exit 1
+}
+
+# opencode: `opencode run`, its Anthropic provider pointed at the upstream, the bundled model
+# list (no fetch), every tool allowed.
+mkdir -p "$home/.config/opencode"
+cat > "$home/.config/opencode/opencode.json" <<JSON
+{"\$schema": "https://opencode.ai/config.json", "autoupdate": false, "share": "disabled",
+ "provider": {"anthropic": {"options": {"baseURL": "http://127.0.0.1:$port/v1",
+                                        "apiKey": "sk-scripted-upstream"}}},
+ "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny"}}
+JSON
+(cd "$out/work" && HOME="$home" XDG_DATA_HOME= XDG_CONFIG_HOME= OPENCODE_DISABLE_MODELS_FETCH=true \
+  OPENCODE_DISABLE_AUTOUPDATE=true OPENCODE_DISABLE_LSP_DOWNLOAD=true \
+  timeout 300 "$opencode" run --auto -m anthropic/claude-sonnet-4-5 "Run the scripted checks" \
+  >"$out/opencode.log" 2>&1) || {
+  echo "opencode run failed; its output:" >&2
+  cat "$out/opencode.log" >&2
+  exit 1
+}
+ls "$home/.hermes/state.db" "$home/.local/share/opencode/opencode.db"
