@@ -3,8 +3,10 @@
 # 1.18.33 (npm), pinned and installed into cache folders they reuse, each driven through a
 # scripted tool-using session against the conformance suite's scripted upstream
 # (scripts/conformance/upstream.py, loopback only). Both write into one home folder laid out
-# as a user's, OUT/home: Hermes's ~/.hermes/state.db (with a compaction Hermes made itself: a
-# 64K window) and opencode's ~/.local/share/opencode/opencode.db.
+# as a user's, OUT/home: Hermes's ~/.hermes/state.db (with compactions Hermes made itself: a
+# 64K window, outputs capped at 30,000 characters so they are not spilled to files) and its
+# session snapshot (sessions/session_<id>.json, which Hermes writes when asked), and opencode's
+# ~/.local/share/opencode/opencode.db.
 #
 #   scripts/agent-histories/generate.sh [OUT]
 #
@@ -52,6 +54,8 @@ model:
   context_length: 64000
 tool_output:
   max_bytes: 30000
+sessions:
+  write_json_snapshots: true
 YAML
 (cd "$out/work" && HOME="$home" HERMES_HOME="$home/.hermes" \
   timeout 300 "$hermes/bin/hermes" -z "Agent history run: run the scripted checks" >"$out/hermes.log" 2>&1) || {

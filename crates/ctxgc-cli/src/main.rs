@@ -31,8 +31,9 @@ enum Command {
     /// with the command's own code.
     Run(commands::run::RunArgs),
     /// Import agent transcripts (mini-swe-agent, SWE-agent, Claude Code session logs, Codex CLI
-    /// rollouts, API request bodies, ctxgc JSONL), print a summary table and optionally write
-    /// canonical JSONL. Everything stays on this machine.
+    /// rollouts, Gemini CLI chats, Hermes's state.db and sessions, opencode.db and its storage
+    /// tree, Cline and Roo Code tasks, Aider histories, API request bodies, ctxgc JSONL), print a
+    /// summary table and optionally write canonical JSONL. Everything stays on this machine.
     Import(commands::import::ImportArgs),
     /// Replay transcripts through every context policy with provider cache models, prices and a
     /// recall metric: what would each have cost, and what would the agent still have seen? Give

@@ -694,3 +694,92 @@ fn a_cline_task_imports_with_the_usage_beside_it() {
     assert!(skipped[0].contains("ui_messages.json") && skipped[0].contains("UI log"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The session snapshot Hermes 0.19.0 writes when asked (`sessions.write_json_snapshots`): the
+/// history it holds after its last compaction, with its system prompt and tools.
+#[test]
+fn a_real_hermes_session_snapshot_imports() {
+    let Some(home) = agent_histories() else { return };
+    let results = import::import_paths(&[home.join(".hermes/sessions")]);
+    assert_eq!(results.len(), 1);
+    let imported = results[0].as_ref().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(imported.format, SourceFormat::HermesSession);
+    check_session(imported);
+    let t = &imported.transcript;
+    assert_eq!(t.messages[0].role, Role::System);
+    assert!(!t.tools.is_empty());
+    assert_eq!(t.model.as_deref(), Some("scripted-model"));
+    assert!(t.tool_result_count() >= 4);
+}
+
+/// opencode's `storage/` tree as versions before `opencode.db` wrote it (hand-written: the
+/// opencode that can be installed today writes the database): a reply of two steps, each with
+/// its tokens; a compaction (a `compaction` part answered by a `summary` reply) marked as the
+/// client's; a sub-agent's session named after its parent; a call that never finished answered
+/// as opencode answers it.
+#[test]
+fn an_opencode_storage_tree_imports_with_steps_and_compactions() {
+    let dir = std::env::temp_dir().join(format!("ctxgc-opencode-{}", std::process::id()));
+    let storage = dir.join("storage");
+    let _ = std::fs::remove_dir_all(&dir);
+    let write = |path: &str, value: Value| {
+        let path = storage.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, value.to_string()).unwrap();
+    };
+    let tokens = |input: u64, read: u64, write: u64| {
+        serde_json::json!({"input": input, "output": 10, "reasoning": 5, "cache": {"read": read, "write": write}})
+    };
+    write("session/proj/ses_a.json", serde_json::json!({"id": "ses_a", "title": "fix"}));
+    write("session/proj/ses_b.json", serde_json::json!({"id": "ses_b", "parentID": "ses_a"}));
+    write("message/ses_a/msg_01.json", serde_json::json!({"id": "msg_01", "sessionID": "ses_a", "role": "user", "time": {"created": 1_700_000_000_000i64}}));
+    write("part/msg_01/prt_01.json", serde_json::json!({"id": "prt_01", "messageID": "msg_01", "type": "text", "text": "run the tests"}));
+    write("message/ses_a/msg_02.json", serde_json::json!({"id": "msg_02", "sessionID": "ses_a", "role": "assistant", "modelID": "claude-sonnet-4", "providerID": "anthropic", "time": {"created": 1_700_000_001_000i64}, "tokens": tokens(1, 2, 3)}));
+    let parts = [
+        serde_json::json!({"type": "step-start"}),
+        serde_json::json!({"type": "reasoning", "text": "Tests first."}),
+        serde_json::json!({"type": "tool", "callID": "c1", "tool": "bash", "state": {"status": "completed", "input": {"command": "pytest"}, "output": "1 failed", "time": {"start": 1_700_000_002_000i64, "end": 1_700_000_003_000i64}}}),
+        serde_json::json!({"type": "step-finish", "tokens": tokens(3000, 0, 2000)}),
+        serde_json::json!({"type": "step-start"}),
+        serde_json::json!({"type": "tool", "callID": "c2", "tool": "read", "state": {"status": "running", "input": {"filePath": "a.py"}}}),
+        serde_json::json!({"type": "step-finish", "tokens": tokens(40, 5000, 60)}),
+    ];
+    for (i, p) in parts.iter().enumerate() {
+        write(&format!("part/msg_02/prt_02{i}.json"), p.clone());
+    }
+    write("message/ses_a/msg_03.json", serde_json::json!({"id": "msg_03", "role": "user", "time": {"created": 1_700_000_010_000i64}}));
+    write("part/msg_03/prt_03.json", serde_json::json!({"type": "compaction", "auto": true}));
+    write("message/ses_a/msg_04.json", serde_json::json!({"id": "msg_04", "role": "assistant", "summary": true, "modelID": "claude-sonnet-4", "time": {"created": 1_700_000_011_000i64}, "tokens": tokens(100, 0, 0)}));
+    write("part/msg_04/prt_04.json", serde_json::json!({"type": "text", "text": "We ran the tests; one fails."}));
+    write("message/ses_b/msg_05.json", serde_json::json!({"id": "msg_05", "role": "user", "time": {"created": 1_700_000_020_000i64}}));
+    write("part/msg_05/prt_05.json", serde_json::json!({"type": "text", "text": "search for x"}));
+    write("message/ses_b/msg_06.json", serde_json::json!({"id": "msg_06", "role": "assistant", "modelID": "claude-haiku-4", "time": {"created": 1_700_000_021_000i64}, "tokens": tokens(50, 0, 0)}));
+    write("part/msg_06/prt_06.json", serde_json::json!({"type": "text", "text": "Found x in a.py."}));
+    let results = import::import_paths(std::slice::from_ref(&dir));
+    let sessions: Vec<&import::Imported> = results
+        .iter()
+        .map(|r| r.as_ref().unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    assert_eq!(sessions.len(), 2);
+    for s in &sessions {
+        assert_eq!(s.format, SourceFormat::Opencode);
+        check_session(s);
+    }
+    let t = &sessions[0].transcript;
+    assert_eq!(t.id, "ses_a");
+    let roles: Vec<Role> = t.messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [Role::User, Role::Assistant, Role::Tool, Role::Assistant, Role::Tool, Role::User, Role::Assistant]
+    );
+    let first = t.messages[1].usage.unwrap();
+    assert_eq!((first.prompt_tokens, first.cache_write_tokens, first.completion_tokens), (5000, 2000, 15));
+    assert_eq!(t.messages[3].usage.unwrap().cached_tokens, 5000);
+    let r = t.recording.as_ref().unwrap();
+    assert_eq!(r.sent_at(3), Some(1_700_000_003_000), "the second step starts when the first's tool ended");
+    let aborted = t.messages[4].tool_results().next().unwrap();
+    assert!(aborted.is_error && aborted.text() == "Tool execution aborted");
+    assert_eq!(r.compactions, [ctxgc_core::ClientCompaction { at: 5, len: 2 }]);
+    assert_eq!(sessions[1].transcript.id, "ses_b@ses_a");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -113,7 +113,7 @@ pub fn run(config: &Config, args: ImportArgs) -> Result<ExitCode> {
     let mut failures = 0usize;
     for path in &args.paths {
         let mut totals = Totals::default();
-        for result in import::import_paths(std::slice::from_ref(path)) {
+        for result in import::import_each(std::slice::from_ref(path)) {
             match result {
                 Ok(imported) => {
                     totals.add(&imported, &mut counter);

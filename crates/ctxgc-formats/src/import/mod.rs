@@ -345,23 +345,24 @@ fn detect_and_import(
 /// error per file that is not a transcript. Every file of a directory is expected to be a
 /// transcript, except `README*` and hidden files.
 pub fn import_paths(paths: &[PathBuf]) -> Vec<Result<Imported, ImportError>> {
+    import_each(paths).collect()
+}
+
+/// [`import_paths`], one file at a time: only one file's sessions are held at once, whatever
+/// the size of the history.
+pub fn import_each(paths: &[PathBuf]) -> impl Iterator<Item = Result<Imported, ImportError>> {
     let mut files = Vec::new();
     for path in paths {
         collect(path, &mut files, &mut Vec::new());
     }
-    let mut out = Vec::new();
-    for file in files {
-        match file {
-            Ok(path) if path.is_dir() => {
-                for (dir, session) in opencode::import_storage(&path) {
-                    out.push(session_of(&dir, SourceFormat::Opencode, session));
-                }
-            }
-            Ok(path) => out.extend(import_file(&path)),
-            Err(e) => out.push(Err(e)),
-        }
-    }
-    out
+    files.into_iter().flat_map(|file| match file {
+        Ok(path) if path.is_dir() => opencode::import_storage(&path)
+            .into_iter()
+            .map(|(dir, session)| session_of(&dir, SourceFormat::Opencode, session))
+            .collect(),
+        Ok(path) => import_file(&path),
+        Err(e) => vec![Err(e)],
+    })
 }
 
 /// Imports one file: a database's sessions, or a file's.

@@ -1,9 +1,10 @@
 //! Agent histories kept in SQLite databases: Hermes's `state.db` and opencode's `opencode.db`,
 //! told apart by their tables.
 //!
-//! A database is opened read-only (an agent may be writing it: its write-ahead log is read
-//! too, never changed); when that fails (a read-only folder, no `-shm` file), it is opened as
-//! immutable, which reads the main file alone.
+//! A database is only read. Without a write-ahead log beside it, it is opened as immutable,
+//! which creates nothing in the agent's folder; with one (the agent is running, or has not
+//! folded its log back), it is opened read-only so the log's pages are read too, and as
+//! immutable when that fails (a read-only folder).
 
 use std::path::Path;
 
@@ -45,23 +46,27 @@ fn open(path: &Path) -> Result<Connection, String> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let read_only = Connection::open_with_flags(path, flags).and_then(|db| {
-        // Opening is lazy: the first read says whether the file can be read this way.
-        db.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
-        Ok(db)
-    });
-    match read_only {
-        Ok(db) => Ok(db),
-        Err(first) => {
-            let uri = format!("file:{}?immutable=1", uri_path(path));
-            Connection::open_with_flags(&uri, flags)
-                .and_then(|db| {
-                    db.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
-                    Ok(db)
-                })
-                .map_err(|_| format!("an SQLite database ctxgc cannot open: {first}"))
+    let try_open = |target: &str| {
+        Connection::open_with_flags(target, flags).and_then(|db| {
+            // Opening is lazy: the first read says whether the file can be read this way.
+            db.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))?;
+            Ok(db)
+        })
+    };
+    let immutable = format!("file:{}?immutable=1", uri_path(path));
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    if !Path::new(&wal).exists() {
+        // Nothing beyond the main file: read it as immutable, which creates no `-shm` or
+        // `-wal` file beside it (a read-only open of a WAL database would).
+        if let Ok(db) = try_open(&immutable) {
+            return Ok(db);
         }
     }
+    let plain = format!("file:{}?mode=ro", uri_path(path));
+    try_open(&plain)
+        .or_else(|first| try_open(&immutable).map_err(|_| first))
+        .map_err(|e| format!("an SQLite database ctxgc cannot open: {e}"))
 }
 
 /// `path` as a `file:` URI path: `?`, `#` and `%` escaped.
