@@ -699,7 +699,9 @@ fn a_cline_task_imports_with_the_usage_beside_it() {
 /// history it holds after its last compaction, with its system prompt and tools.
 #[test]
 fn a_real_hermes_session_snapshot_imports() {
-    let Some(home) = agent_histories() else { return };
+    let Some(home) = agent_histories() else {
+        return;
+    };
     let results = import::import_paths(&[home.join(".hermes/sessions")]);
     assert_eq!(results.len(), 1);
     let imported = results[0].as_ref().unwrap_or_else(|e| panic!("{e}"));
@@ -727,14 +729,27 @@ fn an_opencode_storage_tree_imports_with_steps_and_compactions() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, value.to_string()).unwrap();
     };
-    let tokens = |input: u64, read: u64, write: u64| {
-        serde_json::json!({"input": input, "output": 10, "reasoning": 5, "cache": {"read": read, "write": write}})
-    };
-    write("session/proj/ses_a.json", serde_json::json!({"id": "ses_a", "title": "fix"}));
-    write("session/proj/ses_b.json", serde_json::json!({"id": "ses_b", "parentID": "ses_a"}));
-    write("message/ses_a/msg_01.json", serde_json::json!({"id": "msg_01", "sessionID": "ses_a", "role": "user", "time": {"created": 1_700_000_000_000i64}}));
-    write("part/msg_01/prt_01.json", serde_json::json!({"id": "prt_01", "messageID": "msg_01", "type": "text", "text": "run the tests"}));
-    write("message/ses_a/msg_02.json", serde_json::json!({"id": "msg_02", "sessionID": "ses_a", "role": "assistant", "modelID": "claude-sonnet-4", "providerID": "anthropic", "time": {"created": 1_700_000_001_000i64}, "tokens": tokens(1, 2, 3)}));
+    let tokens = |input: u64, read: u64, write: u64| serde_json::json!({"input": input, "output": 10, "reasoning": 5, "cache": {"read": read, "write": write}});
+    write(
+        "session/proj/ses_a.json",
+        serde_json::json!({"id": "ses_a", "title": "fix"}),
+    );
+    write(
+        "session/proj/ses_b.json",
+        serde_json::json!({"id": "ses_b", "parentID": "ses_a"}),
+    );
+    write(
+        "message/ses_a/msg_01.json",
+        serde_json::json!({"id": "msg_01", "sessionID": "ses_a", "role": "user", "time": {"created": 1_700_000_000_000i64}}),
+    );
+    write(
+        "part/msg_01/prt_01.json",
+        serde_json::json!({"id": "prt_01", "messageID": "msg_01", "type": "text", "text": "run the tests"}),
+    );
+    write(
+        "message/ses_a/msg_02.json",
+        serde_json::json!({"id": "msg_02", "sessionID": "ses_a", "role": "assistant", "modelID": "claude-sonnet-4", "providerID": "anthropic", "time": {"created": 1_700_000_001_000i64}, "tokens": tokens(1, 2, 3)}),
+    );
     let parts = [
         serde_json::json!({"type": "step-start"}),
         serde_json::json!({"type": "reasoning", "text": "Tests first."}),
@@ -747,14 +762,38 @@ fn an_opencode_storage_tree_imports_with_steps_and_compactions() {
     for (i, p) in parts.iter().enumerate() {
         write(&format!("part/msg_02/prt_02{i}.json"), p.clone());
     }
-    write("message/ses_a/msg_03.json", serde_json::json!({"id": "msg_03", "role": "user", "time": {"created": 1_700_000_010_000i64}}));
-    write("part/msg_03/prt_03.json", serde_json::json!({"type": "compaction", "auto": true}));
-    write("message/ses_a/msg_04.json", serde_json::json!({"id": "msg_04", "role": "assistant", "summary": true, "modelID": "claude-sonnet-4", "time": {"created": 1_700_000_011_000i64}, "tokens": tokens(100, 0, 0)}));
-    write("part/msg_04/prt_04.json", serde_json::json!({"type": "text", "text": "We ran the tests; one fails."}));
-    write("message/ses_b/msg_05.json", serde_json::json!({"id": "msg_05", "role": "user", "time": {"created": 1_700_000_020_000i64}}));
-    write("part/msg_05/prt_05.json", serde_json::json!({"type": "text", "text": "search for x"}));
-    write("message/ses_b/msg_06.json", serde_json::json!({"id": "msg_06", "role": "assistant", "modelID": "claude-haiku-4", "time": {"created": 1_700_000_021_000i64}, "tokens": tokens(50, 0, 0)}));
-    write("part/msg_06/prt_06.json", serde_json::json!({"type": "text", "text": "Found x in a.py."}));
+    write(
+        "message/ses_a/msg_03.json",
+        serde_json::json!({"id": "msg_03", "role": "user", "time": {"created": 1_700_000_010_000i64}}),
+    );
+    write(
+        "part/msg_03/prt_03.json",
+        serde_json::json!({"type": "compaction", "auto": true}),
+    );
+    write(
+        "message/ses_a/msg_04.json",
+        serde_json::json!({"id": "msg_04", "role": "assistant", "summary": true, "modelID": "claude-sonnet-4", "time": {"created": 1_700_000_011_000i64}, "tokens": tokens(100, 0, 0)}),
+    );
+    write(
+        "part/msg_04/prt_04.json",
+        serde_json::json!({"type": "text", "text": "We ran the tests; one fails."}),
+    );
+    write(
+        "message/ses_b/msg_05.json",
+        serde_json::json!({"id": "msg_05", "role": "user", "time": {"created": 1_700_000_020_000i64}}),
+    );
+    write(
+        "part/msg_05/prt_05.json",
+        serde_json::json!({"type": "text", "text": "search for x"}),
+    );
+    write(
+        "message/ses_b/msg_06.json",
+        serde_json::json!({"id": "msg_06", "role": "assistant", "modelID": "claude-haiku-4", "time": {"created": 1_700_000_021_000i64}, "tokens": tokens(50, 0, 0)}),
+    );
+    write(
+        "part/msg_06/prt_06.json",
+        serde_json::json!({"type": "text", "text": "Found x in a.py."}),
+    );
     let results = import::import_paths(std::slice::from_ref(&dir));
     let sessions: Vec<&import::Imported> = results
         .iter()
@@ -770,16 +809,38 @@ fn an_opencode_storage_tree_imports_with_steps_and_compactions() {
     let roles: Vec<Role> = t.messages.iter().map(|m| m.role).collect();
     assert_eq!(
         roles,
-        [Role::User, Role::Assistant, Role::Tool, Role::Assistant, Role::Tool, Role::User, Role::Assistant]
+        [
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::Assistant,
+            Role::Tool,
+            Role::User,
+            Role::Assistant
+        ]
     );
     let first = t.messages[1].usage.unwrap();
-    assert_eq!((first.prompt_tokens, first.cache_write_tokens, first.completion_tokens), (5000, 2000, 15));
+    assert_eq!(
+        (
+            first.prompt_tokens,
+            first.cache_write_tokens,
+            first.completion_tokens
+        ),
+        (5000, 2000, 15)
+    );
     assert_eq!(t.messages[3].usage.unwrap().cached_tokens, 5000);
     let r = t.recording.as_ref().unwrap();
-    assert_eq!(r.sent_at(3), Some(1_700_000_003_000), "the second step starts when the first's tool ended");
+    assert_eq!(
+        r.sent_at(3),
+        Some(1_700_000_003_000),
+        "the second step starts when the first's tool ended"
+    );
     let aborted = t.messages[4].tool_results().next().unwrap();
     assert!(aborted.is_error && aborted.text() == "Tool execution aborted");
-    assert_eq!(r.compactions, [ctxgc_core::ClientCompaction { at: 5, len: 2 }]);
+    assert_eq!(
+        r.compactions,
+        [ctxgc_core::ClientCompaction { at: 5, len: 2 }]
+    );
     assert_eq!(sessions[1].transcript.id, "ses_b@ses_a");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::FormatError;
 
 /// Whether a JSON array is a list of Anthropic Messages turns (blocks of the Messages API
-/// that the Chat Completions API does not have).
+/// that the Chat Completions API does not have), or a Cline task's (its `<task>` framing).
 pub(crate) fn is_anthropic_history(items: &[Value]) -> bool {
     let roles_ok = items.iter().all(|m| {
         matches!(m["role"].as_str(), Some("user" | "assistant"))
@@ -28,12 +28,22 @@ pub(crate) fn is_anthropic_history(items: &[Value]) -> bool {
         Some("image") => b.get("source").is_some(),
         _ => false,
     };
-    roles_ok
-        && items.iter().any(|m| {
-            m["content"]
-                .as_array()
-                .is_some_and(|blocks| blocks.iter().any(anthropic_block))
+    // Older Cline versions call tools in the text: their turns hold only text blocks, which
+    // Chat content parts share, so the task framing tells them apart.
+    let cline_task = items.first().is_some_and(|m| {
+        m["content"].as_array().is_some_and(|blocks| {
+            blocks
+                .iter()
+                .any(|b| b["text"].as_str().is_some_and(|t| t.contains("<task>")))
         })
+    });
+    roles_ok
+        && (cline_task
+            || items.iter().any(|m| {
+                m["content"]
+                    .as_array()
+                    .is_some_and(|blocks| blocks.iter().any(anthropic_block))
+            }))
 }
 
 /// Whether a JSON array is a Cline or Roo Code `ui_messages.json`.
