@@ -43,7 +43,7 @@ fn turn_chart(runs: &[SessionRun], source: usize, window: u64, policies: &[Strin
                 p,
                 run.requests
                     .iter()
-                    .filter(|r| !r.summarizer)
+                    .filter(|r| r.is_agent())
                     .map(|r| (r.tokens, r.event.is_some()))
                     .collect(),
             ))

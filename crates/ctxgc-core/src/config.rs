@@ -20,6 +20,8 @@ pub struct Config {
     pub proxy: ProxySettings,
     /// `[store]`.
     pub store: StoreSettings,
+    /// `[cache]`: the prompt cache's lifetime (TTL, retention, keep-alive).
+    pub cache: crate::cache_life::CacheSettings,
 }
 
 /// Where originals are kept, and for how long.

@@ -17,6 +17,7 @@
 
 pub mod agent_tools;
 pub mod bounded;
+pub mod cache_life;
 pub mod config;
 pub mod content_id;
 pub mod engine;

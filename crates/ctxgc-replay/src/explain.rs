@@ -41,7 +41,7 @@ pub fn explain(
     let sent = |i: usize| t.recording.as_ref().and_then(|r| r.sent_at(i));
     let mut previous: Option<usize> = None;
     let mut out = Vec::new();
-    for r in run.requests.iter().filter(|r| !r.summarizer) {
+    for r in run.requests.iter().filter(|r| r.is_agent()) {
         let m = &t.messages[r.source_index];
         let Some(usage) = m.usage.filter(|_| m.role == Role::Assistant) else {
             continue;

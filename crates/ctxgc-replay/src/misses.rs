@@ -78,7 +78,7 @@ pub fn client_misses(runs: &[SessionRun], window: u64, policy: &str) -> Option<C
         let client_missed: BTreeMap<usize, BTreeSet<&str>> = none
             .requests
             .iter()
-            .filter(|r| !r.summarizer)
+            .filter(|r| r.is_agent())
             .map(|r| {
                 (
                     r.source_index,
@@ -86,7 +86,7 @@ pub fn client_misses(runs: &[SessionRun], window: u64, policy: &str) -> Option<C
                 )
             })
             .collect();
-        for request in run.requests.iter().filter(|r| !r.summarizer) {
+        for request in run.requests.iter().filter(|r| r.is_agent()) {
             let theirs = client_missed.get(&request.source_index);
             for miss in &request.misses {
                 if theirs.is_some_and(|t| t.contains(miss.string.as_str())) {

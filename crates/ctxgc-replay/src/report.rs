@@ -79,7 +79,7 @@ pub fn rows(
             .filter(|r| r.window == window && &r.policy == policy)
             .collect();
         let all = || mine.iter().flat_map(|r| r.requests.iter());
-        let agent = || all().filter(|r| !r.summarizer);
+        let agent = || all().filter(|r| r.is_agent());
         let input: u64 = all().map(|r| r.tokens as u64).sum();
         let cached: u64 = all().map(|r| r.served[cache.name()].cached as u64).sum();
         let turns = agent().count();
@@ -93,7 +93,7 @@ pub fn rows(
             .iter()
             .flat_map(|run| {
                 let price = &prices[run.source];
-                run.requests.iter().filter(|r| !r.summarizer).map(move |r| {
+                run.requests.iter().filter(|r| r.is_agent()).map(move |r| {
                     r.recall_rounds
                         .iter()
                         .map(|&recalled| {
@@ -190,10 +190,10 @@ fn recall_of_client(runs: &[SessionRun], mine: &[&SessionRun]) -> Option<f64> {
         let found_by_none: BTreeMap<usize, usize> = none
             .requests
             .iter()
-            .filter(|r| !r.summarizer)
+            .filter(|r| r.is_agent())
             .map(|r| (r.source_index, r.recall.0))
             .collect();
-        for r in run.requests.iter().filter(|r| !r.summarizer) {
+        for r in run.requests.iter().filter(|r| r.is_agent()) {
             let base = found_by_none.get(&r.source_index).copied().unwrap_or(0);
             kept += r.recall.0.min(base);
             of += base;

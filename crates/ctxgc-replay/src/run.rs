@@ -26,6 +26,10 @@ pub struct RequestRecord {
     pub served: BTreeMap<&'static str, Served>,
     /// Whether this is a summarizer call rather than an agent request.
     pub summarizer: bool,
+    /// Whether this is a keep-alive request (a read of the cached prefix while the session
+    /// was idle) rather than an agent request.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub keepalive: bool,
     /// The event that ran before it, if any.
     pub event: Option<String>,
     /// Earliest message the event changed.
@@ -41,10 +45,20 @@ pub struct RequestRecord {
     pub recallable: usize,
     /// When it was sent (milliseconds since the Unix epoch), where the log says.
     pub sent_ms: Option<i64>,
+    /// It asked for the provider's long cache lifetime (the client's or the policy's choice).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub long_ttl: bool,
     /// On a client path, the references the request did not show, and where they came from
     /// (see [`crate::report::client_misses`]).
     #[serde(skip)]
     pub misses: Vec<Miss>,
+}
+
+impl RequestRecord {
+    /// Whether the agent sent it (not a summarizer call, not a keep-alive).
+    pub fn is_agent(&self) -> bool {
+        !self.summarizer && !self.keepalive
+    }
 }
 
 #[cfg(test)]
@@ -70,12 +84,14 @@ impl SessionRun {
                     output: 0,
                     served: BTreeMap::new(),
                     summarizer: false,
+                    keepalive: false,
                     event: None,
                     earliest_changed: None,
                     recall,
                     recall_rounds: Vec::new(),
                     recallable: 0,
                     sent_ms: None,
+                    long_ttl: false,
                     misses,
                 })
                 .collect(),
@@ -408,6 +424,9 @@ pub fn replay(
         .take_while(|m| m.role == Role::System)
         .count();
     let mut first_request = true;
+    // The latest agent request: when it was sent, whether it asked for the long lifetime, and
+    // its blocks (what a keep-alive reads again).
+    let mut last_sent: Option<(i64, bool, Vec<Block>)> = None;
     for (index, message) in t.messages.iter().enumerate() {
         if let Some(recording) = recording {
             if recording.is_replacement(index) && !client_path {
@@ -446,15 +465,51 @@ pub fn replay(
                 hidden,
             };
             let sent_ms = recording.and_then(|r| r.sent_at(index));
+            // Keep-alive requests the policy sends while the session is idle: each reads the
+            // previous request's prefix again just before it would expire.
+            if let (Some(now), Some((last_ms, last_long, last_blocks))) = (sent_ms, &last_sent)
+                && let Some(every) = policy.keepalive_every_ms().filter(|e| *e > 0)
+            {
+                let mut t = last_ms + every;
+                while t < now && policy.keepalive_due(t - last_ms) {
+                    let ping = SentAt {
+                        ms: t,
+                        long_ttl: *last_long,
+                    };
+                    requests.push(RequestRecord {
+                        source_index: index,
+                        tokens: last_blocks.iter().map(|b| b.tokens).sum(),
+                        output: 1,
+                        served: models.serve(last_blocks, Some(ping)),
+                        summarizer: false,
+                        keepalive: true,
+                        event: None,
+                        earliest_changed: None,
+                        recall: (0, 0),
+                        recall_rounds: Vec::new(),
+                        recallable: 0,
+                        sent_ms: Some(t),
+                        long_ttl: *last_long,
+                        misses: Vec::new(),
+                    });
+                    t += every;
+                }
+            }
+            let client_long = message
+                .usage
+                .is_some_and(|u| u.cache_write_1h_tokens * 2 > u.cache_write_tokens);
             let at = sent_ms.map(|ms| SentAt {
                 ms,
-                long_ttl: message
-                    .usage
-                    .is_some_and(|u| u.cache_write_1h_tokens * 2 > u.cache_write_tokens),
+                long_ttl: client_long,
             });
             let output = counter.count_message(message);
             policy.clock(at);
             let request = policy.request();
+            // The policy's own cache-lifetime decision, where it makes one.
+            let at = at.map(|a| SentAt {
+                long_ttl: request.long_ttl.unwrap_or(a.long_ttl),
+                ..a
+            });
             let event: Option<ReplayEvent> = request.event;
             if let Some(summarizer) = event.as_ref().and_then(|e| e.summarizer_request.as_ref()) {
                 let (b, _) = blocks(&mut counter, &layout, summarizer, &[]);
@@ -464,12 +519,14 @@ pub fn replay(
                     output: event.as_ref().map_or(0, |e| e.summary_tokens),
                     served: models.serve(&b, at),
                     summarizer: true,
+                    keepalive: false,
                     event: None,
                     earliest_changed: None,
                     recall: (0, 0),
                     recall_rounds: Vec::new(),
                     recallable: 0,
                     sent_ms,
+                    long_ttl: at.is_some_and(|a| a.long_ttl),
                     misses: Vec::new(),
                 });
             }
@@ -525,14 +582,19 @@ pub fn replay(
                 output,
                 served: models.serve(&b, at),
                 summarizer: false,
+                keepalive: false,
                 event: event.as_ref().map(|e| e.kind.clone()),
                 earliest_changed: event.as_ref().map(|e| e.earliest_changed),
                 recall: (found, asked.len()),
                 recall_rounds,
                 recallable,
                 sent_ms,
+                long_ttl: at.is_some_and(|a| a.long_ttl),
                 misses,
             });
+            if let Some(a) = at {
+                last_sent = Some((a.ms, a.long_ttl, b));
+            }
         }
         policy.push(message.clone());
     }

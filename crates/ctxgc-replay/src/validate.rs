@@ -90,7 +90,7 @@ pub fn check(
     let mut sim = [0f64; 5];
     let mut rec = [0f64; 5];
     let mut n = 0usize;
-    for r in run.requests.iter().filter(|r| !r.summarizer) {
+    for r in run.requests.iter().filter(|r| r.is_agent()) {
         let m = &t.messages[r.source_index];
         let Some(usage) = m.usage.filter(|_| m.role == Role::Assistant) else {
             continue;
@@ -123,7 +123,7 @@ pub fn check(
     {
         // A client that records only the session's total (Hermes): every request of the run
         // against it, output at the total's average per request.
-        let requests: Vec<_> = run.requests.iter().filter(|r| !r.summarizer).collect();
+        let requests: Vec<_> = run.requests.iter().filter(|r| r.is_agent()).collect();
         let output = bill.usage.completion_tokens as usize / requests.len().max(1);
         for r in &requests {
             let served = r.served.get(cache)?;

@@ -221,10 +221,22 @@ struct Output {
     tables: Vec<Table>,
     validation: Vec<SessionCheck>,
     cache_writes: Vec<CacheWrite>,
+    /// Each policy's simulated cache writes by cause, on the client logs (first window, each
+    /// session under its own cache model).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    writes_by_policy: Vec<PolicyWrites>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     by_tool: Vec<KindTable>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     client_misses: Vec<ClientMisses>,
+}
+
+#[derive(Serialize)]
+struct PolicyWrites {
+    policy: String,
+    window: u64,
+    /// Tokens written, by cause (`causes::RUN_CAUSES`).
+    written: BTreeMap<&'static str, u64>,
 }
 
 #[derive(Serialize)]
@@ -558,6 +570,31 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         .filter_map(|(t, m)| Some(causes::classify(t, m.as_ref()?.calibration)))
         .flatten()
         .collect();
+    let writes_by_policy: Vec<PolicyWrites> = if transcripts.iter().any(|t| t.recording.is_some()) {
+        names
+            .iter()
+            .map(|policy| {
+                let mut total = [0u64; causes::RUN_CAUSES.len()];
+                for run in runs
+                    .iter()
+                    .filter(|r| &r.policy == policy && r.window == windows[0] && r.on_client_log)
+                {
+                    let cache = pricing.own_cache[run.source].name();
+                    let per = causes::classify_run(&transcripts[run.source], run, cache);
+                    for (slot, n) in total.iter_mut().zip(per) {
+                        *slot += n;
+                    }
+                }
+                PolicyWrites {
+                    policy: policy.clone(),
+                    window: windows[0],
+                    written: causes::RUN_CAUSES.iter().copied().zip(total).collect(),
+                }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let by_tool = if args.by_tool || transcripts.iter().any(|t| t.recording.is_some()) {
         windows
             .iter()
@@ -596,6 +633,7 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         tables,
         validation,
         cache_writes,
+        writes_by_policy,
         by_tool,
         client_misses,
     };
@@ -911,7 +949,7 @@ fn calibrate(
             } else {
                 n % 5
             };
-            for r in run.requests.iter().filter(|r| !r.summarizer) {
+            for r in run.requests.iter().filter(|r| r.is_agent()) {
                 let Some(u) = transcripts[*i].messages[r.source_index].usage else {
                     continue;
                 };
@@ -1013,7 +1051,7 @@ fn bill_chart(
         .map(|run| {
             run.requests
                 .iter()
-                .filter(|r| !r.summarizer)
+                .filter(|r| r.is_agent())
                 .filter_map(|r| {
                     let u = t.messages[r.source_index].usage?;
                     let rec = report::recorded_served(&u);
@@ -1240,6 +1278,43 @@ fn sections(output: &Output) -> Vec<Section> {
         rows.push(row("all", &total));
         out.push(Section {
             title: "Why the cache was written (recorded usage of the client logs; share of written tokens by cause)".to_owned(),
+            header,
+            rows,
+        });
+    }
+    if let Some(first) = output.writes_by_policy.first() {
+        let none_ttl = output
+            .writes_by_policy
+            .iter()
+            .find(|w| w.policy == "none")
+            .map(|w| w.written["TTL expiry"]);
+        let mut header = vec!["policy".to_owned(), "tokens written".to_owned()];
+        header.extend(causes::RUN_CAUSES.iter().map(|c| (*c).to_owned()));
+        header.push("TTL expiry vs none".to_owned());
+        let rows =
+            output
+                .writes_by_policy
+                .iter()
+                .map(|w| {
+                    let all: u64 = w.written.values().sum();
+                    let mut row = vec![w.policy.clone(), num(all)];
+                    row.extend(causes::RUN_CAUSES.iter().map(|c| {
+                        format!("{:.1}%", w.written[c] as f64 * 100.0 / all.max(1) as f64)
+                    }));
+                    row.push(match none_ttl {
+                        Some(n) if n > 0 => {
+                            format!("{:.2}x", w.written["TTL expiry"] as f64 / n as f64)
+                        }
+                        _ => "-".to_owned(),
+                    });
+                    row
+                })
+                .collect();
+        out.push(Section {
+            title: format!(
+                "Why the cache was written, by policy (simulated, client logs, {}-token window, each session under its own cache model; share of written tokens by cause, and TTL-expiry writes over none's)",
+                num(first.window)
+            ),
             header,
             rows,
         });

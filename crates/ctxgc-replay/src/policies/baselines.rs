@@ -35,10 +35,72 @@ impl ReplayPolicy for None_ {
     }
     fn request(&mut self) -> Request<'_> {
         Request {
+            long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
             event: None,
         }
+    }
+}
+
+/// Everything verbatim, with the field's ways of keeping the cache alive: the long lifetime on
+/// every request (`ttl-1h-always`: Anthropic breakpoints at `"ttl": "1h"`, as proxies that
+/// upgrade Claude Code's do, anthropics/claude-code#32671; `retention-24h`: OpenAI's
+/// `prompt_cache_retention: "24h"`, which Codex users ask for, openai/codex#18130), or a
+/// keep-alive request every 4 minutes while idle, for at most an hour (`keepalive-4min`:
+/// context-guru's pings).
+pub struct Lifetime {
+    name: &'static str,
+    h: History,
+    long: bool,
+    keepalive: Option<(i64, i64)>,
+}
+
+impl Lifetime {
+    /// The long lifetime always, under `name`.
+    pub fn long(name: &'static str) -> Lifetime {
+        Lifetime {
+            name,
+            h: History::default(),
+            long: true,
+            keepalive: None,
+        }
+    }
+
+    /// A keep-alive every `every_ms` while idle, up to `max_idle_ms`.
+    pub fn keepalive(name: &'static str, every_ms: i64, max_idle_ms: i64) -> Lifetime {
+        Lifetime {
+            name,
+            h: History::default(),
+            long: false,
+            keepalive: Some((every_ms, max_idle_ms)),
+        }
+    }
+}
+
+impl ReplayPolicy for Lifetime {
+    fn name(&self) -> String {
+        self.name.into()
+    }
+    fn push(&mut self, m: Message) {
+        self.h.push(m);
+    }
+    fn insert_tool_results(&mut self, results: Vec<Message>) {
+        results.into_iter().for_each(|m| self.h.push(m));
+    }
+    fn request(&mut self) -> Request<'_> {
+        Request {
+            long_ttl: self.long.then_some(true),
+            messages: &self.h.messages,
+            breakpoints: vec![],
+            event: None,
+        }
+    }
+    fn keepalive_every_ms(&self) -> Option<i64> {
+        self.keepalive.map(|(every, _)| every)
+    }
+    fn keepalive_due(&mut self, idle_ms: i64) -> bool {
+        self.keepalive.is_some_and(|(_, max)| idle_ms <= max)
     }
 }
 
@@ -143,6 +205,7 @@ impl ReplayPolicy for Codex {
                 )
             });
         Request {
+            long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
             event,
@@ -212,6 +275,7 @@ impl ReplayPolicy for ClaudeCode {
         let event = (self.h.total() as u64 >= Self::threshold(self.window))
             .then(|| compact_all(&mut self.h, Self::SUMMARY_TOKENS, 0, Self::PREFIX));
         Request {
+            long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
             event,
@@ -322,6 +386,7 @@ impl ReplayPolicy for OpenCode {
             event = Some(compact_all(&mut self.h, Self::SUMMARY_TOKENS, 0, ""));
         }
         Request {
+            long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
             event,
@@ -403,6 +468,7 @@ impl ReplayPolicy for Hermes {
         let threshold = self.threshold();
         if self.h.total() < threshold {
             return Request {
+                long_ttl: None,
                 messages: &self.h.messages,
                 breakpoints: vec![],
                 event: None,
@@ -450,6 +516,7 @@ impl ReplayPolicy for Hermes {
             })
         };
         Request {
+            long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
             event,
@@ -515,6 +582,7 @@ impl ReplayPolicy for AgentsTrimmer {
             earliest_changed: i,
         });
         Request {
+            long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
             event,
@@ -576,6 +644,7 @@ impl ReplayPolicy for ContextEditing {
             event = Some(compact_all(&mut self.h, Self::SUMMARY_TOKENS, 0, ""));
         }
         Request {
+            long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
             event,

@@ -1,6 +1,7 @@
 //! ctxgc's own engine as a replay policy (any `ctxgc.toml` can be replayed the same way).
 
 use ctxgc_core::Message;
+use ctxgc_core::cache_life::{self, CacheSettings, Pauses};
 use ctxgc_core::config::Config;
 use ctxgc_core::engine::summary::SUMMARY_HEADER;
 use ctxgc_core::engine::{EventKind, PlanKind, Session};
@@ -21,6 +22,46 @@ pub struct Ctxgc {
     /// The provider the client talks to, whose cache TTL applies (a client log's; OpenAI's
     /// for a transcript).
     provider: ProviderFamily,
+    /// The cache-lifetime decisions, as `ctxgc serve` makes them.
+    life: Life,
+}
+
+/// What the cache-lifetime decisions need from the session so far (the proxy keeps the same
+/// per session).
+#[derive(Default)]
+struct Life {
+    settings: CacheSettings,
+    model: String,
+    pauses: Pauses,
+    /// The client asked for the long lifetime on the request being built.
+    client_long: bool,
+    /// The latest request asked for the long lifetime (the client or ctxgc).
+    long_in_force: bool,
+    /// The pause before the request being built outlived the lifetime in force.
+    cold: bool,
+    last_prompt: Option<u64>,
+    keepalives: u32,
+    /// When the latest keep-alive of the current pause was sent.
+    last_keepalive_ms: Option<i64>,
+}
+
+impl Life {
+    fn ttl_secs(&self, provider: ProviderFamily) -> u64 {
+        match (provider, self.long_in_force) {
+            (ProviderFamily::Anthropic, true) => provider_cache::ANTHROPIC_LONG_TTL_SECS,
+            (ProviderFamily::Anthropic, false) => provider_cache::ANTHROPIC_TTL_SECS,
+            (_, true) => provider_cache::OPENAI_EXTENDED_RETENTION_SECS,
+            (_, false) => provider_cache::OPENAI_RETENTION_SECS,
+        }
+    }
+
+    fn write_cost(&self, provider: ProviderFamily) -> f64 {
+        match (provider, self.long_in_force) {
+            (ProviderFamily::Anthropic, true) => cache_life::ANTHROPIC_LONG_WRITE_COST,
+            (ProviderFamily::Anthropic, false) => provider_cache::ANTHROPIC_WRITE_COST,
+            _ => 1.0,
+        }
+    }
 }
 
 /// Which requests may carry an event.
@@ -47,6 +88,10 @@ impl Ctxgc {
             events: Events::Any,
             last_sent_ms: None,
             provider: ProviderFamily::Openai,
+            life: Life {
+                settings: config.cache.clone(),
+                ..Life::default()
+            },
         }
     }
 
@@ -67,7 +112,7 @@ impl Ctxgc {
 
     /// `as_served` on a client's log (the proxy's view), `new` on any other transcript.
     pub fn for_session(c: &super::SessionContext, config: Config, name: String) -> Ctxgc {
-        if let Some(recording) = &c.transcript.recording {
+        let mut policy = if let Some(recording) = &c.transcript.recording {
             Ctxgc {
                 provider: if recording.client.starts_with("claude") {
                     ProviderFamily::Anthropic
@@ -78,7 +123,38 @@ impl Ctxgc {
             }
         } else {
             Ctxgc::new(c.window, config, name)
-        }
+        };
+        policy.life.model = c.transcript.model.clone().unwrap_or_default();
+        policy
+    }
+}
+
+impl Ctxgc {
+    /// The lifetime this request asks for: Anthropic's TTL by expected cost under the
+    /// session's pauses, OpenAI's extended retention where the model offers it.
+    fn life_decision(&mut self, prompt: u64) -> bool {
+        let life = &mut self.life;
+        let long = match self.provider {
+            ProviderFamily::Anthropic => {
+                let written = cache_life::written_tokens(prompt, life.last_prompt, life.cold);
+                cache_life::anthropic_ttl(
+                    &life.settings,
+                    &life.pauses,
+                    prompt,
+                    written,
+                    life.client_long,
+                )
+                .long
+            }
+            _ => {
+                life.client_long
+                    || cache_life::openai_retention(life.settings.retention, &life.model, false)
+                        .is_some()
+            }
+        };
+        life.last_prompt = Some(prompt);
+        life.long_in_force = long;
+        long
     }
 }
 
@@ -106,14 +182,49 @@ impl ReplayPolicy for Ctxgc {
             (Some(last), Some(now)) => u64::try_from((now - last) / 1000).ok(),
             _ => None,
         };
-        // The proxy reads the same from the request's `cache_control`.
-        let requested_ttl = at
-            .is_some_and(|at| at.long_ttl)
-            .then_some(provider_cache::ANTHROPIC_LONG_TTL_SECS);
-        self.session.set_idle(idle, self.provider, requested_ttl);
+        // The cache was last used by the latest request or keep-alive: a pause bridged by
+        // keep-alives left it warm.
+        let unused = match (self.last_sent_ms.max(self.life.last_keepalive_ms), sent_ms) {
+            (Some(last), Some(now)) => u64::try_from((now - last) / 1000).ok(),
+            _ => None,
+        };
+        // The lifetime the previous request asked for (the client's, or ctxgc's decision)
+        // says whether this pause outlived the cache; the proxy reads the same from the
+        // request's `cache_control` and its own decisions.
+        let ttl = self.life.ttl_secs(self.provider);
+        let requested_ttl = self.life.long_in_force.then_some(ttl);
+        self.session.set_idle(unused, self.provider, requested_ttl);
+        self.life.client_long = at.is_some_and(|at| at.long_ttl);
+        self.life.cold = unused.is_some_and(|i| i > ttl);
+        self.life.last_keepalive_ms = None;
+        if let Some(idle) = idle {
+            self.life.pauses.note(idle);
+        }
         if sent_ms.is_some() {
             self.last_sent_ms = sent_ms;
         }
+    }
+
+    fn keepalive_every_ms(&self) -> Option<i64> {
+        let ttl = self.life.ttl_secs(self.provider);
+        (self.life.settings.keepalive && self.last_sent_ms.is_some())
+            .then(|| ttl.saturating_sub(cache_life::KEEPALIVE_MARGIN_SECS) as i64 * 1_000)
+    }
+
+    fn keepalive_due(&mut self, idle_ms: i64) -> bool {
+        let due = cache_life::keepalive_due(
+            &self.life.settings,
+            &self.life.pauses,
+            u64::try_from(idle_ms / 1_000).unwrap_or(0),
+            self.life.ttl_secs(self.provider),
+            self.life.write_cost(self.provider),
+            self.life.keepalives,
+        );
+        self.life.keepalives += u32::from(due);
+        if due {
+            self.life.last_keepalive_ms = self.last_sent_ms.map(|last| last + idle_ms);
+        }
+        due
     }
 
     fn request(&mut self) -> Request<'_> {
@@ -138,6 +249,11 @@ impl ReplayPolicy for Ctxgc {
                 });
             }
         }
+        let prompt_tokens = self.session.prompt_tokens() as u64;
+        let long_ttl = self
+            .last_sent_ms
+            .is_some()
+            .then(|| self.life_decision(prompt_tokens));
         let messages = self.session.prompt();
         // Like the proxy: a breakpoint at the end of the latest summary.
         let breakpoints = messages
@@ -146,6 +262,7 @@ impl ReplayPolicy for Ctxgc {
             .into_iter()
             .collect();
         Request {
+            long_ttl,
             messages,
             breakpoints,
             event,
@@ -193,6 +310,70 @@ mod tests {
             super::super::bash_turn(&mut policy, format!("c{turn}"), &output);
         }
         events
+    }
+
+    /// The lifetime each request of a served session asks for, where every fifth request comes
+    /// ten minutes after the one before (the rest five seconds), and the keep-alives it sends
+    /// in each ten-minute pause.
+    fn lifetimes(config: Config) -> (Vec<Option<bool>>, Vec<usize>) {
+        let mut policy = Ctxgc {
+            provider: ProviderFamily::Anthropic,
+            ..Ctxgc::as_served(200_000, config, "ctxgc".into())
+        };
+        policy.push(Message::text(Role::System, "sys"));
+        policy.push(Message::text(Role::User, "task"));
+        let (mut now_ms, mut long, mut pings) = (0, Vec::new(), Vec::new());
+        for turn in 0..30 {
+            let pause = if turn % 5 == 4 { 600_000 } else { 5_000 };
+            let every = policy.keepalive_every_ms();
+            let mut sent = 0;
+            if let Some(every) = every.filter(|_| turn > 0) {
+                let mut t = every;
+                while t < pause && policy.keepalive_due(t) {
+                    sent += 1;
+                    t += every;
+                }
+            }
+            pings.push(sent);
+            now_ms += pause;
+            policy.clock(Some(SentAt {
+                ms: now_ms,
+                long_ttl: false,
+            }));
+            long.push(policy.request().long_ttl);
+            let output: String = (0..100)
+                .map(|i| format!("line {i}: value_{} ok\n", i * 7 + turn * 10_007))
+                .collect();
+            super::super::bash_turn(&mut policy, format!("c{turn}"), &output);
+        }
+        (long, pings)
+    }
+
+    #[test]
+    fn the_hour_is_asked_for_once_the_session_has_paused_and_keepalives_bridge_pauses() {
+        let (long, pings) = lifetimes(Config::default());
+        assert_eq!(
+            long[0],
+            Some(false),
+            "a first request writes its whole prompt"
+        );
+        assert_eq!(long[1], Some(false), "no pause seen yet: {long:?}");
+        assert!(long[25..].iter().all(|l| *l == Some(true)), "{long:?}");
+        assert!(
+            pings.iter().all(|&p| p == 0),
+            "keep-alive is off by default"
+        );
+        let mut client = Config::default();
+        client.cache.ttl = ctxgc_core::cache_life::TtlMode::Client;
+        assert!(lifetimes(client).0.iter().all(|l| *l == Some(false)));
+        let mut keepalive = Config::default();
+        keepalive.cache.ttl = ctxgc_core::cache_life::TtlMode::Client;
+        keepalive.cache.keepalive = true;
+        let (_, pings) = lifetimes(keepalive);
+        assert!(
+            pings[9..].iter().step_by(5).all(|&p| p == 2),
+            "two keep-alives carry a 5-minute entry over each ten-minute pause: {pings:?}"
+        );
     }
 
     #[test]

@@ -223,6 +223,7 @@ impl ReplayPolicy for Exec {
             }
         }
         Request {
+            long_ttl: None,
             messages: &self.sent,
             breakpoints: vec![],
             event: None,

@@ -103,6 +103,7 @@ impl ReplayPolicy for Foresight {
     }
     fn request(&mut self) -> Request<'_> {
         Request {
+            long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
             event: None,

@@ -114,6 +114,7 @@ impl ReplayPolicy for ObservationMasking {
             }
         }
         Request {
+            long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
             event: first.map(|i| ReplayEvent {
@@ -218,6 +219,7 @@ impl ReplayPolicy for ClearToolUses {
             }
         }
         Request {
+            long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
             event,

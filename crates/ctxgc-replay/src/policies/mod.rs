@@ -14,7 +14,9 @@ use ctxgc_core::engine::summary::{self, SummaryInput};
 use ctxgc_core::tokens::TokenCounter;
 use ctxgc_core::{Message, Role, Transcript};
 
-pub use baselines::{AgentsTrimmer, ClaudeCode, Codex, ContextEditing, Hermes, None_, OpenCode};
+pub use baselines::{
+    AgentsTrimmer, ClaudeCode, Codex, ContextEditing, Hermes, Lifetime, None_, OpenCode,
+};
 pub use ctxgc::Ctxgc;
 pub use exec::{Exec, ExecPool};
 pub use foresight::Foresight;
@@ -42,6 +44,9 @@ pub struct Request<'a> {
     pub breakpoints: Vec<usize>,
     /// The event that ran for this request, if any.
     pub event: Option<ReplayEvent>,
+    /// The cache lifetime the policy asks for (Anthropic's one-hour TTL, OpenAI's 24-hour
+    /// retention); `None`: as the client asked.
+    pub long_ttl: Option<bool>,
 }
 
 /// A context policy under replay.
@@ -73,6 +78,16 @@ pub trait ReplayPolicy: Send {
     /// Whether every original it hides is stored and recallable by an id the prompt shows
     /// (a hidden reference then costs one recall round rather than being lost).
     fn stores_originals(&self) -> bool {
+        false
+    }
+    /// While the session is idle, how often the policy considers a keep-alive request (in
+    /// milliseconds after the latest request); `None`: it sends none.
+    fn keepalive_every_ms(&self) -> Option<i64> {
+        None
+    }
+    /// Whether it sends a keep-alive now, `idle_ms` after the latest request.
+    fn keepalive_due(&mut self, idle_ms: i64) -> bool {
+        let _ = idle_ms;
         false
     }
 }
@@ -118,6 +133,16 @@ pub fn builtin(name: &str) -> Option<PolicyFactory> {
             let config = ctxgc_core::config::Config::with_preset(ctxgc_core::engine::Preset::Lean);
             Box::new(Ctxgc::for_session(c, config, "ctxgc-lean".into()))
         }),
+        "ttl-1h-always" => Box::new(|_| Box::new(Lifetime::long("ttl-1h-always"))),
+        "retention-24h" => Box::new(|_| Box::new(Lifetime::long("retention-24h"))),
+        "keepalive-4min" => {
+            Box::new(|_| Box::new(Lifetime::keepalive("keepalive-4min", 240_000, 3_600_000)))
+        }
+        "ctxgc-keepalive" => Box::new(|c| {
+            let mut config = ctxgc_core::config::Config::default();
+            config.cache.keepalive = true;
+            Box::new(Ctxgc::for_session(c, config, "ctxgc-keepalive".into()))
+        }),
         "foresight" => Box::new(|c| Box::new(Foresight::new(c.transcript))),
         _ => return None,
     })
@@ -136,7 +161,11 @@ pub const BUILTIN: &[&str] = &[
     "anthropic-clear-tool-uses-10k",
     "masking-last-10-turns",
     "openhands-masking",
+    "ttl-1h-always",
+    "retention-24h",
+    "keepalive-4min",
     "ctxgc",
+    "ctxgc-keepalive",
     "ctxgc-lean",
     "foresight",
 ];

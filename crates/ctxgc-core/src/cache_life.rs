@@ -1,0 +1,407 @@
+//! The prompt cache's lifetime, decided per request from the session's own pauses: which TTL
+//! Anthropic breakpoints ask for, whether OpenAI's extended retention is asked for, and
+//! whether a keep-alive request is worth sending while the session is idle. One implementation
+//! for the proxy and the replay lab, so the lab prices the decisions the proxy makes.
+//!
+//! Prices are relative to an uncached input token, as the providers document them
+//! ([`crate::provider_cache`]): Anthropic writes at 1.25 (5 minutes) or 2.0 (1 hour), reads at
+//! 0.1, and a read refreshes an entry's lifetime for free.
+//!
+//! The cost a TTL choice can change is this request's writes and the next request's: if the
+//! pause before it outlives the entry, that request writes the whole prompt again instead of
+//! reading it. So, with `W` the tokens this request writes, `P` the prompt the next one would
+//! read and `S(t)` the share of the session's pauses longer than `t`:
+//!
+//! ```text
+//! cost(5m) = 1.25 W + S(5 min) (1.25 - 0.1) P
+//! cost(1h) = 2.00 W + S(1 h)   (2.00 - 0.1) P
+//! ```
+//!
+//! and the cheaper is chosen. `S` is the session's own pauses so far, pulled toward a prior
+//! (`PRIOR_*`, a weak one: four pauses' worth) so a new session is neither sure it will pause
+//! nor sure it will not. Keep-alive is the same trade over time: while idle, a request that
+//! reads the prefix (0.1 P) just before it expires is worth it while the chance the session
+//! resumes within the next lifetime, given it has been idle this long, exceeds the read's cost
+//! over the write it saves.
+
+use std::collections::VecDeque;
+
+use serde::{Deserialize, Serialize};
+
+use crate::provider_cache::{
+    ANTHROPIC_LONG_TTL_SECS, ANTHROPIC_TTL_SECS, ANTHROPIC_WRITE_COST, CACHE_READ_COST,
+};
+
+/// Price of an input token written to Anthropic's one-hour cache, relative to an uncached one.
+pub const ANTHROPIC_LONG_WRITE_COST: f64 = 2.0;
+
+/// The prior share of pauses longer than Anthropic's 5-minute TTL. Not fitted to any log: a
+/// weak assumption that a pause that long happens about once in twenty requests.
+pub const PRIOR_OVER_SHORT_TTL: f64 = 0.05;
+/// The prior share of pauses longer than an hour.
+pub const PRIOR_OVER_LONG_TTL: f64 = 0.01;
+/// How many pauses the prior weighs.
+const PRIOR_WEIGHT: f64 = 4.0;
+/// Pauses remembered per session (the newest).
+const PAUSES_KEPT: usize = 64;
+
+/// `[cache]`: what ctxgc may change in a request's cache fields. Each decision can be turned
+/// off; none changes what the model sees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CacheSettings {
+    /// Anthropic breakpoints' TTL: `auto` (5 minutes or 1 hour, whichever the session's pauses
+    /// make cheaper; a TTL the client asked for is never shortened), `client` (as sent), `1h`
+    /// (always an hour).
+    pub ttl: TtlMode,
+    /// OpenAI's `prompt_cache_retention`: `auto` (`24h` for the models that offer it, at the
+    /// same price), `client` (as sent).
+    pub retention: RetentionMode,
+    /// Keep-alive requests while a session is idle (they are sent on the caller's key, so off
+    /// unless turned on).
+    pub keepalive: bool,
+    /// No keep-alive once a session has been idle this long.
+    pub keepalive_max_idle_secs: u64,
+    /// Keep-alive requests per session at most.
+    pub keepalive_budget: u32,
+}
+
+impl Default for CacheSettings {
+    fn default() -> Self {
+        CacheSettings {
+            ttl: TtlMode::Auto,
+            retention: RetentionMode::Auto,
+            keepalive: false,
+            keepalive_max_idle_secs: 30 * 60,
+            keepalive_budget: 24,
+        }
+    }
+}
+
+/// How Anthropic breakpoints' TTL is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TtlMode {
+    /// By expected cost under the session's pauses.
+    Auto,
+    /// As the client sent it.
+    Client,
+    /// Always one hour.
+    #[serde(rename = "1h")]
+    OneHour,
+}
+
+/// How OpenAI's retention is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RetentionMode {
+    /// `24h` where the model offers it.
+    Auto,
+    /// As the client sent it.
+    Client,
+}
+
+/// A session's pauses between requests, the newest [`PAUSES_KEPT`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pauses {
+    secs: VecDeque<u64>,
+}
+
+impl Pauses {
+    /// Notes the pause before a request.
+    pub fn note(&mut self, secs: u64) {
+        if self.secs.len() == PAUSES_KEPT {
+            self.secs.pop_front();
+        }
+        self.secs.push_back(secs);
+    }
+
+    /// How many pauses are remembered.
+    pub fn len(&self) -> usize {
+        self.secs.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.secs.is_empty()
+    }
+
+    /// The share of pauses longer than `secs`, pulled toward the prior.
+    pub fn share_over(&self, secs: u64) -> f64 {
+        let over = self.secs.iter().filter(|&&s| s > secs).count() as f64;
+        (over + PRIOR_WEIGHT * prior_over(secs)) / (self.secs.len() as f64 + PRIOR_WEIGHT)
+    }
+}
+
+/// The prior share of pauses longer than `secs`: log-linear between the two documented
+/// lifetimes' priors, and beyond them.
+fn prior_over(secs: u64) -> f64 {
+    let (a, b) = (ANTHROPIC_TTL_SECS as f64, ANTHROPIC_LONG_TTL_SECS as f64);
+    let (pa, pb) = (PRIOR_OVER_SHORT_TTL.ln(), PRIOR_OVER_LONG_TTL.ln());
+    let x = (secs.max(1) as f64).ln();
+    let slope = (pb - pa) / (b.ln() - a.ln());
+    (pa + slope * (x - a.ln())).exp().min(1.0)
+}
+
+/// The TTL chosen for one request's Anthropic breakpoints, with the expected costs compared
+/// (in uncached input tokens), so a report can say why.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TtlDecision {
+    /// Ask for the one-hour TTL.
+    pub long: bool,
+    /// Expected cost with the 5-minute TTL.
+    pub cost_short: f64,
+    /// Expected cost with the one-hour TTL.
+    pub cost_long: f64,
+}
+
+/// The TTL for a request that writes `written` tokens of a `prompt`-token prompt, after
+/// `pauses`; `client_long` when the client already asked for an hour (never shortened). With
+/// keep-alive on, a 5-minute entry is carried over a pause by keep-alives (a read of the prompt
+/// every lifetime, up to the idle limit) and rewritten only after it.
+pub fn anthropic_ttl(
+    settings: &CacheSettings,
+    pauses: &Pauses,
+    prompt: u64,
+    written: u64,
+    client_long: bool,
+) -> TtlDecision {
+    let (p, w) = (prompt as f64, written as f64);
+    let rewrite = ANTHROPIC_WRITE_COST - CACHE_READ_COST;
+    let cost_short = if settings.keepalive {
+        let step = ANTHROPIC_TTL_SECS - KEEPALIVE_MARGIN_SECS;
+        let pings: f64 = (1..)
+            .map(|k| k * step)
+            .take_while(|&at| at <= settings.keepalive_max_idle_secs)
+            .take(settings.keepalive_budget as usize)
+            .map(|at| pauses.share_over(at))
+            .sum();
+        let last = settings.keepalive_max_idle_secs + ANTHROPIC_TTL_SECS;
+        ANTHROPIC_WRITE_COST * w
+            + CACHE_READ_COST * pings * p
+            + pauses.share_over(last) * rewrite * p
+    } else {
+        ANTHROPIC_WRITE_COST * w + pauses.share_over(ANTHROPIC_TTL_SECS) * rewrite * p
+    };
+    let cost_long = ANTHROPIC_LONG_WRITE_COST * w
+        + pauses.share_over(ANTHROPIC_LONG_TTL_SECS)
+            * (ANTHROPIC_LONG_WRITE_COST - CACHE_READ_COST)
+            * p;
+    let long = client_long
+        || match settings.ttl {
+            TtlMode::Auto => cost_long < cost_short,
+            TtlMode::Client => false,
+            TtlMode::OneHour => true,
+        };
+    TtlDecision {
+        long,
+        cost_short,
+        cost_long,
+    }
+}
+
+/// The tokens a request writes to the cache: its growth over the previous request's prompt
+/// while the cache is warm, the whole prompt after it went cold.
+pub fn written_tokens(prompt: u64, previous: Option<u64>, cold: bool) -> u64 {
+    match previous {
+        Some(prev) if !cold => prompt.saturating_sub(prev),
+        _ => prompt,
+    }
+}
+
+/// Whether `model` offers OpenAI's extended (24-hour) retention: the GPT-5 families and
+/// GPT-4.1, as OpenAI's prompt caching guide lists them.
+pub fn offers_extended_retention(model: &str) -> bool {
+    let model = model.rsplit('/').next().unwrap_or(model);
+    model.starts_with("gpt-5") || model.starts_with("gpt-4.1")
+}
+
+/// The retention to ask for: `Some("24h")` to add it where the client asked for none.
+pub fn openai_retention(
+    mode: RetentionMode,
+    model: &str,
+    client_set: bool,
+) -> Option<&'static str> {
+    (mode == RetentionMode::Auto && !client_set && offers_extended_retention(model))
+        .then_some("24h")
+}
+
+/// Whether a keep-alive request is due now, `idle_secs` into a pause of a session whose entry
+/// lives `ttl_secs`, with `sent` keep-alives so far this session.
+///
+/// Keeping the entry alive pays when the session resumes before it would have expired: then
+/// the resumed request reads the prompt (0.1) instead of writing it again (`write_cost`).
+/// Each keep-alive costs a read of the prompt and keeps the entry one lifetime longer, so a
+/// keep-alive now is worth sending if some number of keep-alives, one per lifetime from now,
+/// costs less than the rewrites it is expected to save, given the session has been idle this
+/// long (later keep-alives are counted only while the session is still idle).
+pub fn keepalive_due(
+    settings: &CacheSettings,
+    pauses: &Pauses,
+    idle_secs: u64,
+    ttl_secs: u64,
+    write_cost: f64,
+    sent: u32,
+) -> bool {
+    if !settings.keepalive || sent >= settings.keepalive_budget {
+        return false;
+    }
+    let max_idle = settings.keepalive_max_idle_secs;
+    if idle_secs > max_idle || ttl_secs == 0 {
+        return false;
+    }
+    let alive = pauses.share_over(idle_secs);
+    if alive <= 0.0 {
+        return false;
+    }
+    let step = ttl_secs.saturating_sub(KEEPALIVE_MARGIN_SECS).max(1);
+    let mut pings = 0.0;
+    let mut at = idle_secs;
+    while at <= max_idle && sent as u64 + (pings as u64) < settings.keepalive_budget as u64 {
+        pings += pauses.share_over(at) / alive;
+        let saved = (alive - pauses.share_over(at + ttl_secs)) / alive;
+        if saved * (write_cost - CACHE_READ_COST) > pings * CACHE_READ_COST {
+            return true;
+        }
+        at += step;
+    }
+    false
+}
+
+/// How long before an entry expires a keep-alive is sent (a request takes time to arrive, and
+/// the lifetime counts from its start).
+pub const KEEPALIVE_MARGIN_SECS: u64 = 30;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn auto() -> CacheSettings {
+        CacheSettings::default()
+    }
+
+    fn mode(ttl: TtlMode) -> CacheSettings {
+        CacheSettings {
+            ttl,
+            ..CacheSettings::default()
+        }
+    }
+
+    fn pauses(secs: &[u64]) -> Pauses {
+        let mut p = Pauses::default();
+        for &s in secs {
+            p.note(s);
+        }
+        p
+    }
+
+    #[test]
+    fn the_prior_meets_its_two_anchors() {
+        assert!((prior_over(300) - PRIOR_OVER_SHORT_TTL).abs() < 1e-9);
+        assert!((prior_over(3_600) - PRIOR_OVER_LONG_TTL).abs() < 1e-9);
+        assert!(prior_over(10) > prior_over(300));
+    }
+
+    #[test]
+    fn a_session_that_pauses_between_5_and_60_minutes_gets_the_hour() {
+        // Twenty requests, four pauses of ten to forty minutes.
+        let mut secs = vec![5; 16];
+        secs.extend([600, 900, 1_800, 2_400]);
+        let p = pauses(&secs);
+        let d = anthropic_ttl(&auto(), &p, 100_000, 2_000, false);
+        assert!(d.long, "{d:?}");
+        // The same growth in a session that never paused: five minutes.
+        let d = anthropic_ttl(&auto(), &pauses(&[5; 20]), 100_000, 2_000, false);
+        assert!(!d.long, "{d:?}");
+        // With keep-alive on, the 5-minute entry is priced with the keep-alives that would carry
+        // it over a pause: dearer than without them, cheaper than a rewrite.
+        let keepalive = CacheSettings {
+            keepalive: true,
+            ..CacheSettings::default()
+        };
+        let with = anthropic_ttl(&keepalive, &p, 100_000, 2_000, false);
+        let without = anthropic_ttl(&auto(), &p, 100_000, 2_000, false);
+        assert!(with.cost_short < without.cost_short, "{with:?} {without:?}");
+        assert_eq!(with.cost_long, without.cost_long);
+    }
+
+    #[test]
+    fn a_whole_prompt_written_again_keeps_five_minutes_and_a_client_hour_is_kept() {
+        let p = pauses(&[600, 5, 900, 5]);
+        assert!(!anthropic_ttl(&auto(), &p, 100_000, 100_000, false).long);
+        assert!(anthropic_ttl(&auto(), &p, 100_000, 100_000, true).long);
+        assert!(anthropic_ttl(&mode(TtlMode::OneHour), &p, 1, 1, false).long);
+        assert!(
+            !anthropic_ttl(
+                &mode(TtlMode::Client),
+                &pauses(&[900; 10]),
+                100_000,
+                10,
+                false
+            )
+            .long
+        );
+    }
+
+    #[test]
+    fn keepalive_stops_when_a_resume_grows_unlikely_and_at_its_limits() {
+        let on = CacheSettings {
+            keepalive: true,
+            ..CacheSettings::default()
+        };
+        // Pauses of about ten minutes: at 4.5 minutes idle, two keep-alives carry the entry
+        // past them.
+        let p = pauses(&[600, 620, 580, 5, 5, 610]);
+        assert!(keepalive_due(&on, &p, 270, 300, ANTHROPIC_WRITE_COST, 0));
+        // Past the stated idle time: none.
+        assert!(!keepalive_due(&on, &p, 1_900, 300, ANTHROPIC_WRITE_COST, 0));
+        // Forty minutes into a pause longer than any the session had: a resume within the next
+        // five minutes is too unlikely to pay for the read, whatever the idle limit.
+        let late = CacheSettings {
+            keepalive_max_idle_secs: 24 * 3_600,
+            ..on.clone()
+        };
+        assert!(!keepalive_due(
+            &late,
+            &p,
+            2_400,
+            300,
+            ANTHROPIC_WRITE_COST,
+            0
+        ));
+        assert!(!keepalive_due(
+            &on,
+            &p,
+            270,
+            300,
+            ANTHROPIC_WRITE_COST,
+            on.keepalive_budget
+        ));
+        assert!(!keepalive_due(
+            &CacheSettings::default(),
+            &p,
+            270,
+            300,
+            1.25,
+            0
+        ));
+    }
+
+    #[test]
+    fn extended_retention_is_asked_only_where_offered_and_unset() {
+        assert_eq!(
+            openai_retention(RetentionMode::Auto, "gpt-5.1", false),
+            Some("24h")
+        );
+        assert_eq!(
+            openai_retention(RetentionMode::Auto, "openai/gpt-4.1-mini", false),
+            Some("24h")
+        );
+        assert_eq!(openai_retention(RetentionMode::Auto, "gpt-4o", false), None);
+        assert_eq!(openai_retention(RetentionMode::Auto, "gpt-5", true), None);
+        assert_eq!(
+            openai_retention(RetentionMode::Client, "gpt-5", false),
+            None
+        );
+    }
+}
