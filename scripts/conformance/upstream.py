@@ -8,8 +8,10 @@ real API's 400 and its text:
 - every tool result answers a call made before it, and every call is answered (Chat: the
   results follow the assistant message; Anthropic: in the next message; Responses: anywhere
   after), no call id twice;
-- Anthropic: at most 4 blocks with `cache_control`; with `thinking` enabled, the assistant
+- Anthropic: at most 4 blocks with `cache_control`, each TTL "5m" or "1h" and no hour after five
+  minutes (tools, system, messages); with `thinking` enabled, the assistant
   message of an ongoing tool loop starts with its thinking block.
+- OpenAI: `prompt_cache_retention` is "in_memory" or "24h".
 - Gemini: a function call turn comes right after a user turn or a function response turn, a
   function response turn right after a function call turn, with as many responses as calls;
   an API key (`x-goog-api-key` or `?key=`) is required; a thought signature the model sent with
@@ -84,7 +86,18 @@ def fail(message, kind="invalid_request_error"):
 
 # --- Validation, per API, with the real APIs' texts ----------------------------------------
 
+def check_retention(body):
+    """OpenAI's `prompt_cache_retention`: `in_memory` or `24h`."""
+    retention = body.get("prompt_cache_retention")
+    if retention is not None and retention not in ("in_memory", "24h"):
+        return fail("Invalid value: '%s'. Supported values are: 'in_memory' and '24h'." % retention, "invalid_request_error")
+    return None
+
+
 def check_chat(body):
+    bad = check_retention(body)
+    if bad:
+        return bad
     messages = body.get("messages") or []
     open_calls, seen = [], set()
     for i, m in enumerate(messages):
@@ -112,6 +125,9 @@ CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call", "tool_sea
 
 
 def check_responses(body):
+    bad = check_retention(body)
+    if bad:
+        return bad
     items = body.get("input")
     if not isinstance(items, list):
         return None
@@ -148,6 +164,23 @@ def check_messages(body):
             breakpoints += isinstance(b, dict) and "cache_control" in b
     if breakpoints > 4:
         return fail("A maximum of 4 blocks with cache_control may be provided. Found %d." % breakpoints)
+    # TTLs: "5m" (the default) or "1h"; in processing order (tools, system, messages) an
+    # hour never comes after five minutes.
+    seen_short = False
+    marked = [("tools.%d" % i, t) for i, t in enumerate(body.get("tools") or [])]
+    marked += [("system.%d" % i, b) for i, b in enumerate(system if isinstance(system, list) else [])]
+    for i, m in enumerate(messages):
+        marked += [("messages.%d.content.%d" % (i, j), b) for j, b in enumerate(blocks(m.get("content")))]
+    for where, b in marked:
+        cc = b.get("cache_control") if isinstance(b, dict) else None
+        if not isinstance(cc, dict):
+            continue
+        ttl = cc.get("ttl", "5m")
+        if ttl not in ("5m", "1h"):
+            return fail("%s.cache_control.ttl: Input should be '5m' or '1h'" % where)
+        if ttl == "1h" and seen_short:
+            return fail("%s.cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block. Note that blocks are processed in the following order: `tools`, `system`, `messages`." % where)
+        seen_short |= ttl == "5m"
     if messages and messages[0].get("role") != "user":
         return fail("messages: first message must use the \"user\" role")
     thinking = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")

@@ -15,6 +15,7 @@ fn main() {
     let path = std::env::args().nth(1).expect("a request body file");
     let bytes = std::fs::read(path).unwrap();
     let settings = RewriteSettings {
+        cache: Default::default(),
         trim: Default::default(),
         window: 200_000,
         model_windows: false,

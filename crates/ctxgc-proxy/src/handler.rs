@@ -140,13 +140,14 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     async move {
         let path = parts.uri.path();
         let counting = path.ends_with("/count_tokens") || path.ends_with(":countTokens");
-        let (forward_bytes, injected) =
+        let (forward_bytes, injected, cache_edit) =
             match run_pipeline(&s, request, &bytes, (tenant.as_str(), &session), counting).await {
                 Ok(Prepared {
                     out,
                     injected,
                     event,
                     fresh,
+                    cache_edit,
                 }) => {
                     let (how, body) = match out.body {
                         Some(body) => (Forwarded::Rewritten, Bytes::from(body)),
@@ -167,13 +168,16 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
                             },
                         );
                     }
-                    (body, injected)
+                    if let Some(edit) = &cache_edit {
+                        s.metrics.cache_field(edit.what);
+                    }
+                    (body, injected, cache_edit)
                 }
                 Err(why) => {
                     s.metrics
                         .forwarded(api, Forwarded::FailOpen, 0, 0, Some(why.cause()));
                     tracing::warn!(error = %why, "fail open: forwarding the request unchanged");
-                    (bytes.clone(), None)
+                    (bytes.clone(), None, None)
                 }
             };
         let upstream = api.wire().upstream();
@@ -189,10 +193,71 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
             };
             return agentic::run(cx, forward_bytes).await;
         }
-        send_and_relay(&s, upstream, parts, forward_bytes, Some((api, session))).await
+        match cache_edit {
+            Some(edit) => {
+                send_with_cache_fallback(&s, upstream, parts, forward_bytes, edit, (api, session))
+                    .await
+            }
+            None => send_and_relay(&s, upstream, parts, forward_bytes, Some((api, session))).await,
+        }
     }
     .instrument(span)
     .await
+}
+
+/// Sends a request on which ctxgc set cache fields; when the upstream answers 400 naming one
+/// of them (a model without the 24-hour retention, a gateway that refuses unknown fields), the
+/// request is resent once without them, and the fall-back counted as a fail-open (`cache_field`).
+async fn send_with_cache_fallback(
+    s: &Arc<AppState>,
+    upstream: ctxgc_formats::Upstream,
+    parts: axum::http::request::Parts,
+    body: Bytes,
+    edit: crate::lifetime::CacheEdit,
+    tapped: (Api, ctxgc_core::store::SessionId),
+) -> Response {
+    let first = s
+        .upstreams
+        .send(
+            upstream,
+            parts.method.clone(),
+            &parts.uri,
+            &parts.headers,
+            body,
+        )
+        .await;
+    let response = match first {
+        Ok(response) => response,
+        Err(response) => return response,
+    };
+    if response.status() != reqwest::StatusCode::BAD_REQUEST {
+        return relay(s, response, Some(tapped));
+    }
+    let status = response.status();
+    let headers = crate::upstream::response_headers(&response);
+    let answer = match response.bytes().await {
+        Ok(answer) => answer,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_GATEWAY,
+                "api_error",
+                format!("ctxgc: the upstream's answer could not be read: {e}"),
+            );
+        }
+    };
+    if !crate::lifetime::rejects_cache_field(&answer) {
+        let mut out = Response::new(Body::from(answer));
+        *out.status_mut() = status;
+        *out.headers_mut() = headers;
+        return out;
+    }
+    s.metrics
+        .forwarded(tapped.0, Forwarded::FailOpen, 0, 0, Some("cache_field"));
+    tracing::warn!(
+        field = edit.what,
+        "fail open: the upstream refused a cache field ctxgc set; resent without it"
+    );
+    send_and_relay(s, upstream, parts, edit.without, Some(tapped)).await
 }
 
 /// Sends `body` upstream with the client's request line and headers, and relays the answer

@@ -25,6 +25,7 @@ mod error;
 mod gate;
 mod handler;
 pub mod identity;
+mod lifetime;
 pub mod lineage;
 mod memos;
 mod metrics;

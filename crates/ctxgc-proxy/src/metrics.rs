@@ -28,7 +28,7 @@ const OUTCOMES: [(Forwarded, &str); 3] = [
 ];
 
 /// Why the proxy failed open (`ProxyError::cause`), as labels.
-pub(crate) const CAUSES: [&str; 15] = [
+pub(crate) const CAUSES: [&str; 16] = [
     "store",
     "integrity",
     "contended",
@@ -47,8 +47,13 @@ pub(crate) const CAUSES: [&str; 15] = [
     "memory",
     // The store's circuit breaker was open (it failed within the last seconds).
     "store_resting",
+    // The upstream refused a cache field ctxgc set (TTL, retention): resent without it.
+    "cache_field",
     "other",
 ];
+
+/// The cache fields ctxgc sets, as labels.
+const CACHE_FIELDS: [&str; 2] = ["ttl_1h", "retention_24h"];
 
 /// Event kinds, as labels.
 const EVENT_KINDS: [&str; 2] = ["prune", "compaction"];
@@ -108,6 +113,7 @@ pub(crate) struct Metrics {
     originals_stored: AtomicU64,
     events: [AtomicU64; EVENT_KINDS.len()],
     event_tokens_reclaimed: AtomicU64,
+    cache_fields: [AtomicU64; CACHE_FIELDS.len()],
     agent_tool_calls: AtomicU64,
     summarizer_failures: AtomicU64,
     upstream: Histogram,
@@ -193,6 +199,13 @@ impl Metrics {
         add(&self.requests[a][o], 1);
         if let Some(c) = cause.and_then(|c| CAUSES.iter().position(|x| *x == c)) {
             add(&self.fail_open_by_cause[c], 1);
+        }
+    }
+
+    /// ctxgc set a cache field on a request (`CACHE_FIELDS`).
+    pub(crate) fn cache_field(&self, what: &str) {
+        if let Some(k) = CACHE_FIELDS.iter().position(|x| *x == what) {
+            add(&self.cache_fields[k], 1);
         }
     }
 
@@ -317,6 +330,17 @@ impl Metrics {
             "counter",
             "Engine events run across requests, by kind.",
             &events,
+        );
+        let fields: Vec<(String, u64)> = CACHE_FIELDS
+            .iter()
+            .zip(&self.cache_fields)
+            .map(|(k, n)| (format!("{{field=\"{k}\"}}"), get(n)))
+            .collect();
+        family(
+            "ctxgc_cache_fields_set_total",
+            "counter",
+            "Requests on which ctxgc set a cache-lifetime field ([cache] ttl, retention), by field.",
+            &fields,
         );
         family(
             "ctxgc_event_reclaimed_tokens_total",

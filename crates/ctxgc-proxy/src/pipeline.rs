@@ -8,7 +8,7 @@ use ctxgc_formats::ApiRequest;
 
 use crate::error::ProxyError;
 use crate::state::AppState;
-use crate::{agent, lineage, rewrite, splice_json};
+use crate::{agent, lifetime, lineage, rewrite, splice_json};
 
 /// A request ready to forward.
 pub(crate) struct Prepared {
@@ -21,6 +21,8 @@ pub(crate) struct Prepared {
     /// Originals newly written to the store: id, size in bytes, and the size of what entered
     /// instead when a trim hid it (an event's abstracts are not counted per original).
     pub(crate) fresh: Vec<(ctxgc_core::ContentId, usize, Option<usize>)>,
+    /// The cache fields ctxgc set (a TTL, a retention), with the body without them.
+    pub(crate) cache_edit: Option<lifetime::CacheEdit>,
 }
 
 /// Everything done to a request before it is forwarded: the session's agent state replayed and
@@ -104,7 +106,10 @@ pub(crate) fn prepare(
         // searched for it only then, not on every request.
         let requested_ttl_secs = policy
             .is_cache_cold(idle_secs, wire.family(), None)
-            .then(|| requested_cache_secs(raw))
+            .then(|| {
+                requested_cache_secs(raw)
+                    .or_else(|| lifetime::previous_long_secs(state, session, wire.cache_hint()))
+            })
             .flatten();
         let when = !settings.events_only_when_cold
             || policy.is_cache_cold(idle_secs, wire.family(), requested_ttl_secs);
@@ -180,11 +185,21 @@ pub(crate) fn prepare(
         .into_iter()
         .map(|(id, bytes)| (id, bytes, out.kept_bytes.get(&id).copied()))
         .collect::<Vec<_>>();
+    // The cache's lifetime, last: it only sets cache fields on the bytes about to be sent.
+    let mut cache_edit = None;
+    if !counting {
+        let base = out.body.as_deref().unwrap_or(raw);
+        if let Some((edited, edit)) = lifetime::apply(state, request, session, base) {
+            out.body = Some(edited);
+            cache_edit = Some(edit);
+        }
+    }
     Ok(Prepared {
         out,
         injected,
         event,
         fresh,
+        cache_edit,
     })
 }
 

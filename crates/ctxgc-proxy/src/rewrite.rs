@@ -44,6 +44,8 @@ pub struct RewriteSettings {
     /// Add `trim_tool_result` and `recall_tool_result` to requests that carry tools, and run
     /// the model's calls to them inside the proxy.
     pub inject_tools: bool,
+    /// `[cache]`: the cache-lifetime decisions ([`ctxgc_core::cache_life`]).
+    pub cache: ctxgc_core::cache_life::CacheSettings,
 }
 
 impl RewriteSettings {
@@ -565,6 +567,7 @@ mod tests {
 
     fn settings() -> RewriteSettings {
         RewriteSettings {
+            cache: Default::default(),
             trim: TrimConfig::default(),
             window: 32_000,
             model_windows: false,
@@ -717,6 +720,7 @@ mod tests {
     #[test]
     fn the_window_follows_the_requests_model() {
         let settings = RewriteSettings {
+            cache: Default::default(),
             model_windows: true,
             ..settings()
         };
@@ -739,6 +743,7 @@ mod tests {
         assert!(run("my-local-finetune") > 4_000);
         assert_eq!(settings.window_for(Some("gpt-5-mini")), 272_000);
         let fixed = RewriteSettings {
+            cache: Default::default(),
             model_windows: false,
             ..settings.clone()
         };

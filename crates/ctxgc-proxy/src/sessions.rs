@@ -128,6 +128,9 @@ pub struct SessionUsage {
     /// provider's cache TTL makes the next event free of cache cost.
     #[serde(skip)]
     last_request: Option<Instant>,
+    /// What the session's cache lifetime depends on (its pauses, what it asked for last).
+    #[serde(skip)]
+    life: crate::lifetime::LifeState,
 }
 
 impl SessionUsage {
@@ -175,6 +178,15 @@ impl SessionTable {
         let idle = entry.last_request.map(|t| now.duration_since(t).as_secs());
         entry.last_request = Some(now);
         idle
+    }
+
+    /// Runs `f` on the session's cache-lifetime state (the session enters the table).
+    pub(crate) fn life<T>(
+        &self,
+        session: &SessionId,
+        f: impl FnOnce(&mut crate::lifetime::LifeState) -> T,
+    ) -> Option<T> {
+        self.with(session, |entry| f(&mut entry.life))
     }
 
     /// Records ctxgc's estimate of the session's latest request.

@@ -341,6 +341,7 @@ async fn start(name: &str) -> Harness {
     let base = common::settings(&up);
     let settings = ProxySettings {
         rewrite: RewriteSettings {
+            cache: Default::default(),
             inject_tools: true,
             ..base.rewrite.clone()
         },

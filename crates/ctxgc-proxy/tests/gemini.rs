@@ -184,6 +184,7 @@ async fn start(engine: bool) -> Harness {
         anthropic_upstream: "http://127.0.0.1:1".into(),
         max_body_bytes: 8 * 1024 * 1024,
         rewrite: RewriteSettings {
+            cache: Default::default(),
             engine: engine.then(Policy::default),
             ..base.rewrite.clone()
         },

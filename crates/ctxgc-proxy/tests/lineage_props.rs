@@ -150,6 +150,7 @@ fn user_text(u: u32) -> String {
 /// Insertion trimming as `serve` does it at `window`, without breakpoints or cache keys.
 fn settings(window: u64) -> ctxgc_proxy::RewriteSettings {
     ctxgc_proxy::RewriteSettings {
+        cache: Default::default(),
         trim: Default::default(),
         window,
         model_windows: false,

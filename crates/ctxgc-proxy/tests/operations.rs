@@ -738,3 +738,79 @@ async fn observe_mode_forwards_every_byte_and_says_what_it_would_have_saved() {
     // The upstream's usage is recorded beside it, as the baseline.
     assert_eq!(session.input_tokens + session.cache_read_tokens, 3 * 900);
 }
+
+/// A gateway that refuses fields it does not know, as OpenAI answers an unknown argument: the
+/// retention ctxgc adds for GPT-5 is refused, the request is resent once without it, the
+/// client sees the answer, and the fall-back is counted with its cause.
+#[tokio::test]
+async fn a_refused_cache_field_is_dropped_and_the_request_resent_once() {
+    let upstream = FakeUpstream::start(|r: Received, log: Log| {
+        Box::pin(async move {
+            let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            if body.get("prompt_cache_retention").is_some() {
+                let error = json!({"error": {"message": "Unrecognized request argument supplied: prompt_cache_retention", "type": "invalid_request_error", "param": null, "code": null}});
+                return Response::builder()
+                    .status(StatusCode::BAD_REQUEST)
+                    .header("content-type", "application/json")
+                    .body(Body::from(error.to_string()))
+                    .unwrap();
+            }
+            reply(r, log).await
+        }) as Reply
+    })
+    .await;
+    let state = AppState::new(settings(&upstream.url), Box::new(MemoryStore::default())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let client = reqwest::Client::new();
+    let r = client
+        .post(format!("{proxy}/v1/chat/completions"))
+        .bearer_auth("sk-gateway")
+        .json(&chat_body())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let sent = upstream.log.all();
+    assert_eq!(sent.len(), 2, "sent once with the field, once without");
+    let first: Value = serde_json::from_slice(&sent[0].body).unwrap();
+    let second: Value = serde_json::from_slice(&sent[1].body).unwrap();
+    assert_eq!(first["prompt_cache_retention"], "24h");
+    assert!(second.get("prompt_cache_retention").is_none());
+    assert_eq!(
+        first["messages"], second["messages"],
+        "only the cache field differs"
+    );
+    let metrics = client
+        .get(format!("{proxy}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("cause=\"cache_field\"} 1"),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("cache"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(metrics.contains("ctxgc_cache_fields_set_total{field=\"retention_24h\"} 1"));
+    // An error that names no cache field is the client's to see, not retried.
+    let mut bad = chat_body();
+    bad["model"] = json!("gpt-4o");
+    bad["messages"] = json!("not a list");
+    let before = upstream.log.len();
+    let _ = client
+        .post(format!("{proxy}/v1/chat/completions"))
+        .bearer_auth("sk-gateway")
+        .json(&bad)
+        .send()
+        .await
+        .unwrap();
+    assert!(upstream.log.len() <= before + 1);
+}

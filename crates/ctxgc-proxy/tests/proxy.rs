@@ -186,6 +186,7 @@ async fn start_full(
     let settings = ProxySettings {
         max_body_bytes: 2 * 1024 * 1024,
         rewrite: RewriteSettings {
+            cache: Default::default(),
             window,
             engine,
             events_only_when_cold: events_only_when_cold.unwrap_or(false),
@@ -272,13 +273,22 @@ async fn real_client_requests_pass_byte_for_byte() {
         let _ = r.bytes().await.unwrap();
         let (got_path, _, got) = as_seen(h.upstream.log.last().unwrap());
         assert_eq!(got_path, path.split('?').next().unwrap());
+        // Codex asks GPT-5 for no retention: ctxgc asks for the 24 hours the model offers at
+        // the same price ([cache] retention), its only change. Claude Code's first request
+        // keeps its 5-minute breakpoints (it writes its whole prompt).
+        let mut expected = body.clone();
+        if file.starts_with("codex") {
+            expected.pop();
+            expected.extend_from_slice(br#","prompt_cache_retention":"24h"}"#);
+        }
         assert_eq!(
             got.as_ref(),
-            body.as_slice(),
+            expected.as_slice(),
             "{file}: upstream body not byte-equal"
         );
     }
-    assert_eq!(h.state.stats().passed_through, 2);
+    // Claude Code's passed through; Codex's carried the retention.
+    assert_eq!(h.state.stats().passed_through, 1);
 }
 
 #[tokio::test]
@@ -1095,8 +1105,9 @@ async fn by_default_an_event_runs_only_after_the_cache_went_cold() {
         messages.push(json!({"role": "assistant", "content": format!("Step {turn}."), "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"command\":\"pytest -k case_{turn}\"}}")}}]}));
         let output = format!("{}\nexit status: {}\n", words(900, turn), turn % 2);
         messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
+        // A model without OpenAI's extended retention: its cache lives minutes.
         let seen = h
-            .chat(&json!({"model": "gpt-5", "messages": messages}))
+            .chat(&json!({"model": "gpt-4o", "messages": messages}))
             .await;
         let upstream: Value = serde_json::from_slice(&seen.2).unwrap();
         upstream["messages"].as_array().unwrap().clone()

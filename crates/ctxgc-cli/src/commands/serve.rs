@@ -211,6 +211,7 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
         max_body_bytes: args.max_body_bytes,
         observe: config.proxy.observe || args.observe,
         rewrite: RewriteSettings {
+            cache: config.cache.clone(),
             trim: config.trim.clone(),
             window: args.window.unwrap_or(config.trim.default_window),
             model_windows: config.proxy.model_windows && args.window.is_none(),

@@ -17,6 +17,7 @@ pub fn settings(upstream: &str) -> ProxySettings {
         max_body_bytes: 4 * 1024 * 1024,
         observe: false,
         rewrite: RewriteSettings {
+            cache: Default::default(),
             trim: Default::default(),
             window: 32_000,
             model_windows: false,

@@ -1,0 +1,329 @@
+//! The prompt cache's lifetime on the wire: the decisions of [`ctxgc_core::cache_life`], which
+//! the replay lab prices, applied to a request's cache fields. Anthropic: every `cache_control`
+//! breakpoint of the request gets `"ttl": "1h"` when the hour is cheaper under the session's
+//! pauses (all of them at once, so no hour comes after five minutes, and never a breakpoint
+//! added or a TTL the client chose shortened). OpenAI: `prompt_cache_retention: "24h"` where
+//! the model offers it and the client set none. Nothing the model reads changes.
+
+use std::time::Instant;
+
+use ctxgc_core::cache_life::{self, CacheSettings, Pauses};
+use ctxgc_core::provider_cache;
+use ctxgc_formats::ApiRequest;
+use ctxgc_formats::wire_api::CacheHint;
+use serde_json::Value;
+
+use crate::splice_json;
+
+/// What a session's cache lifetime depends on, kept per session.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LifeState {
+    pauses: Pauses,
+    last_at: Option<Instant>,
+    /// The latest request asked for the long lifetime (the client's or ctxgc's choice).
+    long_in_force: bool,
+    /// The latest request's prompt, in bytes.
+    last_prompt: Option<u64>,
+}
+
+impl LifeState {
+    /// The pause since the previous request (noted), and whether that request asked for the
+    /// long lifetime.
+    fn arrive(&mut self, now: Instant) -> (Option<u64>, bool) {
+        let idle = self.last_at.map(|t| now.duration_since(t).as_secs());
+        if let Some(idle) = idle {
+            self.pauses.note(idle);
+        }
+        self.last_at = Some(now);
+        (idle, self.long_in_force)
+    }
+}
+
+/// The cache fields ctxgc set on a request, and the body without them (what is resent when
+/// the upstream rejects them).
+pub(crate) struct CacheEdit {
+    /// The body as it was before the cache fields were set.
+    pub(crate) without: Vec<u8>,
+    /// What was set, for logs and metrics: `ttl_1h` or `retention_24h`.
+    pub(crate) what: &'static str,
+}
+
+/// Where the request's Anthropic breakpoints are: JSON pointers to each `cache_control`, and
+/// whether any asks for the hour already.
+fn breakpoints(body: &Value) -> (Vec<String>, bool) {
+    let mut found = Vec::new();
+    let mut long = false;
+    let mut visit = |pointer: String, value: &Value| {
+        if let Some(cc) = value.get("cache_control").filter(|c| c.is_object()) {
+            long |= cc["ttl"] == "1h";
+            found.push(format!("{pointer}/cache_control"));
+        }
+    };
+    visit(String::new(), body);
+    for key in ["tools", "system"] {
+        for (i, item) in body[key].as_array().into_iter().flatten().enumerate() {
+            visit(format!("/{key}/{i}"), item);
+        }
+    }
+    for (i, message) in body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        visit(format!("/messages/{i}"), message);
+        for (k, block) in message["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            visit(format!("/messages/{i}/content/{k}"), block);
+        }
+    }
+    (found, long)
+}
+
+/// The lifetime in force before this request (the previous request's), as the engine's idle
+/// judgment needs it: `Some(secs)` when that request asked for the long lifetime.
+pub(crate) fn previous_long_secs(
+    state: &crate::state::AppState,
+    session: &ctxgc_core::store::SessionId,
+    hint: CacheHint,
+) -> Option<u64> {
+    let long = state.sessions.life(session, |l| l.long_in_force)?;
+    long.then_some(match hint {
+        CacheHint::Breakpoints => provider_cache::ANTHROPIC_LONG_TTL_SECS,
+        _ => provider_cache::OPENAI_EXTENDED_RETENTION_SECS,
+    })
+}
+
+/// What a request says about its own cache lifetime.
+struct Asked {
+    hint: CacheHint,
+    /// Its size (bytes): what the next request would read, and, against the previous one's,
+    /// what this one writes.
+    prompt: u64,
+    /// It asked for the long lifetime itself.
+    client_long: bool,
+    /// It has somewhere to put a TTL (Anthropic breakpoints).
+    has_breakpoints: bool,
+    /// It set OpenAI's retention itself.
+    client_retention: bool,
+    model: String,
+}
+
+/// The cache field to set on a request arriving at `now`, if any, from the session's pauses
+/// (noted here); the state remembers what the request asked for.
+fn decide(
+    settings: &CacheSettings,
+    life: &mut LifeState,
+    now: Instant,
+    asked: &Asked,
+) -> Option<&'static str> {
+    let (idle, was_long) = life.arrive(now);
+    match asked.hint {
+        CacheHint::Breakpoints => {
+            let ttl = if was_long {
+                provider_cache::ANTHROPIC_LONG_TTL_SECS
+            } else {
+                provider_cache::ANTHROPIC_TTL_SECS
+            };
+            let cold = idle.is_some_and(|i| i > ttl);
+            let written = cache_life::written_tokens(asked.prompt, life.last_prompt, cold);
+            let d = cache_life::anthropic_ttl(
+                settings,
+                &life.pauses,
+                asked.prompt,
+                written,
+                asked.client_long,
+            );
+            life.last_prompt = Some(asked.prompt);
+            life.long_in_force = asked.client_long || (d.long && asked.has_breakpoints);
+            (d.long && !asked.client_long && asked.has_breakpoints).then_some("ttl_1h")
+        }
+        CacheHint::PromptCacheKey => {
+            let retention = cache_life::openai_retention(
+                settings.retention,
+                &asked.model,
+                asked.client_retention,
+            );
+            life.last_prompt = Some(asked.prompt);
+            life.long_in_force = retention.is_some() || asked.client_long;
+            retention.map(|_| "retention_24h")
+        }
+        _ => None,
+    }
+}
+
+/// Decides the request's cache lifetime from the session's pauses and sets its cache fields in
+/// `body` (the bytes about to be sent: the rewritten ones, else the client's). `None` when
+/// nothing was set.
+pub(crate) fn apply(
+    state: &crate::state::AppState,
+    request: &mut ApiRequest,
+    session: &ctxgc_core::store::SessionId,
+    body: &[u8],
+) -> Option<(Vec<u8>, CacheEdit)> {
+    let settings = &state.settings.rewrite.cache;
+    let hint = request.api.wire().cache_hint();
+    let (pointers, client_long) = match hint {
+        CacheHint::Breakpoints => breakpoints(&request.body),
+        _ => (Vec::new(), request.body["prompt_cache_retention"] == "24h"),
+    };
+    let asked = Asked {
+        hint,
+        prompt: body.len() as u64,
+        client_long,
+        has_breakpoints: !pointers.is_empty(),
+        client_retention: request.body.get("prompt_cache_retention").is_some(),
+        model: request.body["model"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    let what = state.sessions.life(session, |life| {
+        decide(settings, life, Instant::now(), &asked)
+    })??;
+    let edited = if what == "ttl_1h" {
+        let hour = br#"{"type":"ephemeral","ttl":"1h"}"#;
+        let edits: Vec<(&str, &[u8])> = pointers.iter().map(|p| (p.as_str(), &hour[..])).collect();
+        splice_json::splice(body, &edits, None).unwrap_or_else(|| {
+            for p in &pointers {
+                if let Some(cc) = request.body.pointer_mut(p) {
+                    *cc = serde_json::json!({"type": "ephemeral", "ttl": "1h"});
+                }
+            }
+            request.to_bytes()
+        })
+    } else {
+        splice_json::splice(body, &[], Some(("prompt_cache_retention", "24h"))).unwrap_or_else(
+            || {
+                request.body["prompt_cache_retention"] = Value::from("24h");
+                request.to_bytes()
+            },
+        )
+    };
+    Some((
+        edited,
+        CacheEdit {
+            without: body.to_vec(),
+            what,
+        },
+    ))
+}
+
+/// Whether an upstream's 400 names a cache field ctxgc set: the request is then resent without
+/// it (a model without the 24-hour retention, a gateway that refuses unknown fields, a TTL the
+/// provider does not take).
+pub(crate) fn rejects_cache_field(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&body[..body.len().min(8_192)]).to_ascii_lowercase();
+    [
+        "prompt_cache_retention",
+        "cache_control",
+        "ttl",
+        "extended prompt caching",
+    ]
+    .iter()
+    .any(|field| text.contains(field))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_breakpoint_is_found_with_the_ttls_asked() {
+        let body = json!({
+            "tools": [{"name": "t", "cache_control": {"type": "ephemeral"}}],
+            "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "cache_control", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}]
+        });
+        let (found, long) = breakpoints(&body);
+        assert_eq!(
+            found,
+            [
+                "/tools/0/cache_control",
+                "/system/0/cache_control",
+                "/messages/0/content/0/cache_control"
+            ]
+        );
+        assert!(long);
+        assert!(!breakpoints(&json!({"messages": []})).1);
+    }
+
+    /// An Anthropic session whose every fifth request comes ten minutes after the one before:
+    /// the first requests keep five minutes, later ones ask for the hour; with `[cache] ttl =
+    /// "client"` none does; a client's own hour is never touched.
+    #[test]
+    fn the_hour_is_set_once_the_session_has_paused() {
+        let run = |settings: &CacheSettings, client_long: bool| -> Vec<Option<&'static str>> {
+            let mut life = LifeState::default();
+            let mut now = Instant::now();
+            (0..30)
+                .map(|turn| {
+                    now += std::time::Duration::from_secs(if turn % 5 == 4 { 600 } else { 5 });
+                    let asked = Asked {
+                        hint: CacheHint::Breakpoints,
+                        prompt: 200_000 + turn * 4_000,
+                        client_long,
+                        has_breakpoints: true,
+                        client_retention: false,
+                        model: "claude-sonnet-4-5".into(),
+                    };
+                    decide(settings, &mut life, now, &asked)
+                })
+                .collect()
+        };
+        let auto = run(&CacheSettings::default(), false);
+        assert_eq!(auto[0], None, "a first request writes its whole prompt");
+        assert!(auto[25..].iter().all(|d| *d == Some("ttl_1h")), "{auto:?}");
+        let client = CacheSettings {
+            ttl: cache_life::TtlMode::Client,
+            ..CacheSettings::default()
+        };
+        assert!(run(&client, false).iter().all(Option::is_none));
+        assert!(
+            run(&CacheSettings::default(), true)
+                .iter()
+                .all(Option::is_none)
+        );
+    }
+
+    #[test]
+    fn retention_is_set_only_where_the_model_offers_it_and_the_client_set_none() {
+        let ask = |model: &str, client_retention| Asked {
+            hint: CacheHint::PromptCacheKey,
+            prompt: 1_000,
+            client_long: false,
+            has_breakpoints: false,
+            client_retention,
+            model: model.into(),
+        };
+        let mut life = LifeState::default();
+        let s = CacheSettings::default();
+        assert_eq!(
+            decide(&s, &mut life, Instant::now(), &ask("gpt-5.1", false)),
+            Some("retention_24h")
+        );
+        assert!(life.long_in_force);
+        assert_eq!(
+            decide(&s, &mut life, Instant::now(), &ask("gpt-5.1", true)),
+            None
+        );
+        assert_eq!(
+            decide(&s, &mut life, Instant::now(), &ask("gpt-4o", false)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_400_naming_a_cache_field_is_recognised() {
+        assert!(rejects_cache_field(br#"{"error":{"message":"Unrecognized request argument supplied: prompt_cache_retention"}}"#));
+        assert!(rejects_cache_field(br#"{"type":"error","error":{"type":"invalid_request_error","message":"messages.0.content.4.cache_control.ttl: a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block."}}"#));
+        assert!(!rejects_cache_field(
+            br#"{"error":{"message":"prompt is too long"}}"#
+        ));
+    }
+}
