@@ -70,9 +70,28 @@ pub fn trim_output(config: &TrimConfig, tool: &str, window: u64, text: &str) -> 
     trim_with_limit(
         config,
         profile,
-        config.limit_for(profile, window, text.len()),
+        config.limit_for_output(profile, window, text),
         text,
     )
+}
+
+/// The marks clients leave where they cut an output before sending it: Codex, Gemini CLI,
+/// opencode (at the start) and mini-swe-agent (where the middle was).
+const CLIENT_CUT_AT_START: [&str; 3] = [
+    "Warning: truncated output (original token count:",
+    "Output too large. Showing first ",
+    "...output truncated...",
+];
+const CLIENT_CUT_INSIDE: &str = "<elided_chars>";
+
+/// Whether the client already cut this output itself (its mark in the first lines, or
+/// mini-swe-agent's elision anywhere).
+pub fn client_cut(text: &str) -> bool {
+    let start = &text.as_bytes()[..text.len().min(1_024)];
+    CLIENT_CUT_AT_START
+        .iter()
+        .any(|m| memchr::memmem::find(start, m.as_bytes()).is_some())
+        || memchr::memmem::find(text.as_bytes(), CLIENT_CUT_INSIDE.as_bytes()).is_some()
 }
 
 /// Trims all outputs of one assistant turn: each gets its profile's limit, and when together
@@ -83,7 +102,7 @@ pub fn trim_turn(config: &TrimConfig, window: u64, outputs: &[ToolOutput<'_>]) -
     let own: Vec<usize> = profiles
         .iter()
         .zip(outputs)
-        .map(|(p, o)| config.limit_for(p, window, o.text.len()))
+        .map(|(p, o)| config.limit_for_output(p, window, o.text))
         .collect();
     let sizes: Vec<usize> = outputs
         .iter()
@@ -143,8 +162,15 @@ pub fn trim_with_limit(
         .then(|| terminal::render(text))
         .flatten();
     let shown = rendered.as_deref().unwrap_or(text);
+    // A search the client already cut keeps what the client kept (up to the limit).
     let limit = match config.search_limit(profile) {
-        Some(cap) if shown.len() > cap && search::looks_like_search(shown) => limit.min(cap),
+        Some(cap)
+            if shown.len() > cap
+                && search::looks_like_search(shown)
+                && !(config.client_cut_window_share > 0.0 && client_cut(shown)) =>
+        {
+            limit.min(cap)
+        }
         _ => limit,
     };
     // JSON whose bulk is text (a command's output in an envelope) is trimmed as that text;

@@ -98,6 +98,12 @@ pub struct TrimConfig {
     pub limit_scale: f64,
     /// A profile's `kept_share_max` never takes an output below this many bytes.
     pub kept_share_floor_bytes: usize,
+    /// An output the client already cut itself (Codex's `Warning: truncated output`, Gemini
+    /// CLI's `Output too large`, mini-swe-agent's `<elided_chars>`, opencode's `...output
+    /// truncated...`) is kept as the client cut it, up to this share of the window: the agent
+    /// was shown that much, and cutting it again hides what the client chose to show. 0: such
+    /// outputs are trimmed like any other.
+    pub client_cut_window_share: f64,
     /// Profiles, first match wins; a profile matching `*` should come last. In a file, each
     /// `[[trim.profiles]]` entry changes only what it names: one with a built-in profile's
     /// `name` overrides that profile's fields it gives, a new name adds a profile (its
@@ -197,6 +203,7 @@ impl Default for TrimConfig {
             structured_max_bytes: 4 * 1024 * 1024,
             limit_scale: 1.0,
             kept_share_floor_bytes: 12_288,
+            client_cut_window_share: 0.10,
             profiles: default_profiles(),
         }
     }
@@ -448,6 +455,12 @@ impl TrimConfig {
                 why: "must be in (0, 1]".into(),
             });
         }
+        if !(0.0..=1.0).contains(&self.client_cut_window_share) {
+            return Err(ConfigError::BadSetting {
+                field: "client_cut_window_share",
+                why: "must be in [0, 1]".into(),
+            });
+        }
         if !(self.bytes_per_token.is_finite() && self.bytes_per_token > 0.0) {
             return Err(ConfigError::BadSetting {
                 field: "bytes_per_token",
@@ -492,6 +505,21 @@ impl TrimConfig {
             .find(|p| p.tools.iter().any(|g| glob_matches(g, tool)))
             .or(self.profiles.last())
             .unwrap_or_else(|| fallback_profile())
+    }
+
+    /// The limit in bytes for the output `text` under `profile` at `window`: [`Self::limit_for`],
+    /// and, for an output the client already cut, at least what the client kept, up to
+    /// `client_cut_window_share` of the window.
+    pub fn limit_for_output(&self, profile: &Profile, window: u64, text: &str) -> usize {
+        let limit = self.limit_for(profile, window, text.len());
+        if profile.mode == Mode::Never || !super::client_cut(text) {
+            return limit;
+        }
+        let cap =
+            self.budget_window(window) as f64 * self.client_cut_window_share * self.bytes_per_token;
+        limit
+            .max(text.len().min(cap as usize))
+            .min(self.hard_cap_bytes)
     }
 
     /// The limit in bytes for an output of `size` bytes under `profile` at `window`: the

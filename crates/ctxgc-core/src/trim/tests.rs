@@ -617,3 +617,50 @@ fn a_profile_may_keep_at_most_a_share_of_an_output() {
         toml::from_str("[[profiles]]\nname = \"terminal\"\nkept_share_max = 0\n").unwrap();
     assert!(bad.validate().is_err());
 }
+
+/// An output the client already cut (here as Codex marks it) keeps what the client kept, up to
+/// a tenth of the window; the same lines unmarked are cut as any search is.
+#[test]
+fn an_output_the_client_already_cut_is_not_cut_again_below_what_it_kept() {
+    let lines: String = (1..=300)
+        .map(|i| {
+            format!("src/module_{i}.rs:{i}: fn handler_{i}() -> Result<(), Error> {{ todo!() }}\n")
+        })
+        .collect();
+    let marked = format!(
+        "Warning: truncated output (original token count: 14363)\nTotal output lines: 1200\n\n{lines}"
+    );
+    let config = TrimConfig::default();
+    assert!(client_cut(&marked) && !client_cut(&lines));
+    let kept = trim_output(&config, "shell_command", 200_000, &marked);
+    assert_eq!(kept.text, marked, "kept as the client cut it");
+    let unmarked = trim_output(&config, "shell_command", 200_000, &lines);
+    assert!(
+        unmarked.text.len() < lines.len() / 2,
+        "a search the client did not cut is cut"
+    );
+    // At a 32K window, a tenth of the window (12.8 KB) of it.
+    let small = trim_output(&config, "shell_command", 32_000, &marked);
+    assert!(
+        small.text.len() < marked.len() && small.text.len() > 10_000,
+        "{}",
+        small.text.len()
+    );
+    // mini-swe-agent's elision and Gemini CLI's mark count too; off with a zero share.
+    assert!(client_cut(
+        "<output_head>a</output_head><elided_chars>9 characters elided</elided_chars>"
+    ));
+    assert!(client_cut(
+        "Output too large. Showing first 8,000 and last 32,000 characters."
+    ));
+    let off = TrimConfig {
+        client_cut_window_share: 0.0,
+        ..TrimConfig::default()
+    };
+    assert!(
+        trim_output(&off, "shell_command", 200_000, &marked)
+            .text
+            .len()
+            < marked.len() / 2
+    );
+}
