@@ -115,6 +115,18 @@ def seen_by_model(rs, problems, session):
     return any(RECALLED.search(d) for d in dumps)
 
 
+def cache_controls(value):
+    """Every `cache_control` object in a request body."""
+    if isinstance(value, dict):
+        if isinstance(value.get("cache_control"), dict):
+            yield value["cache_control"]
+        for v in value.values():
+            yield from cache_controls(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from cache_controls(v)
+
+
 def main():
     record, stats, config = sys.argv[1], json.load(open(sys.argv[2])), sys.argv[3]
     requests = [json.loads(line) for line in open(record)]
@@ -164,6 +176,19 @@ def main():
             problems.append("the proxy says it would have saved nothing")
         if breaks:
             problems.append("observe mode broke a prefix %d times" % breaks)
+    if config == "cache1h":
+        # `[cache] ttl = "1h"`: every breakpoint of every Messages request asks for the hour
+        # (and the upstream, which enforces the TTLs' values and order, took them all).
+        marked = 0
+        for k, r in enumerate(requests):
+            if r["api"] != "messages":
+                continue
+            for cc in cache_controls(r["body"]):
+                marked += 1
+                if cc.get("ttl") != "1h":
+                    problems.append("request %d has a breakpoint without the hour: %s" % (k, cc))
+        if not marked:
+            problems.append("no Messages request carried a breakpoint")
     if config == "agent":
         if events < 1:
             problems.append("no event ran at the small window")

@@ -84,6 +84,8 @@ run() {
   local flags=(); [ "$config" = agent ] && flags=(--compact --inject-tools --window 16000)
   [ "$config" = observe ] && flags=(--observe)
   printf '[proxy]\nadmin_token = "conformance-admin-token"\n' >"$dir/ctxgc.toml"
+  # The cache-lifetime decisions forced to the hour: every breakpoint gets it.
+  [ "$config" = cache1h ] && printf '[cache]\nttl = "1h"\n' >>"$dir/ctxgc.toml"
   "$ctxgc" serve --config "$dir/ctxgc.toml" --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
     --anthropic-upstream "http://127.0.0.1:$up_port" --gemini-upstream "http://127.0.0.1:$up_port" --store memory "${flags[@]}" 2>"$dir/serve.log" & local px=$!
   local client_url="http://127.0.0.1:$px_port" rl=""
@@ -210,5 +212,8 @@ for client in "${clients[@]}"; do
     esac
   done
   [ "$client" = hermes ] && run hermes plugin hermes_client plugin
+  # Breakpoints at an hour, on clients that place them (Claude Code's own, the SDK's request).
+  [ "$client" = claude-code ] && run claude-code cache1h claude_client
+  [ "$client" = sdk ] && run sdk-messages cache1h sdk_client messages
 done
 exit $failed
