@@ -186,16 +186,7 @@ pub(crate) fn apply(
         decide(settings, life, Instant::now(), &asked)
     })??;
     let edited = if what == "ttl_1h" {
-        let hour = br#"{"type":"ephemeral","ttl":"1h"}"#;
-        let edits: Vec<(&str, &[u8])> = pointers.iter().map(|p| (p.as_str(), &hour[..])).collect();
-        splice_json::splice(body, &edits, None).unwrap_or_else(|| {
-            for p in &pointers {
-                if let Some(cc) = request.body.pointer_mut(p) {
-                    *cc = serde_json::json!({"type": "ephemeral", "ttl": "1h"});
-                }
-            }
-            request.to_bytes()
-        })
+        with_hour(request, &pointers, body)
     } else {
         splice_json::splice(body, &[], Some(("prompt_cache_retention", "24h"))).unwrap_or_else(
             || {
@@ -211,6 +202,34 @@ pub(crate) fn apply(
             what,
         },
     ))
+}
+
+/// `body` with every breakpoint at `pointers` asking for the hour: each as the client wrote it,
+/// its `ttl` set (other fields kept), spliced into the bytes.
+fn with_hour(request: &mut ApiRequest, pointers: &[String], body: &[u8]) -> Vec<u8> {
+    let hours: Vec<Vec<u8>> = pointers
+        .iter()
+        .map(|p| {
+            let mut cc = request.body.pointer(p).cloned().unwrap_or_default();
+            if let Value::Object(map) = &mut cc {
+                map.insert("ttl".into(), Value::from("1h"));
+            }
+            serde_json::to_vec(&cc).unwrap_or_default()
+        })
+        .collect();
+    let edits: Vec<(&str, &[u8])> = pointers
+        .iter()
+        .zip(&hours)
+        .map(|(p, h)| (p.as_str(), h.as_slice()))
+        .collect();
+    splice_json::splice(body, &edits, None).unwrap_or_else(|| {
+        for p in pointers {
+            if let Some(Value::Object(cc)) = request.body.pointer_mut(p) {
+                cc.insert("ttl".into(), Value::from("1h"));
+            }
+        }
+        request.to_bytes()
+    })
 }
 
 /// Whether an upstream's 400 names a cache field ctxgc set: the request is then resent without
@@ -315,6 +334,22 @@ mod tests {
         assert_eq!(
             decide(&s, &mut life, Instant::now(), &ask("gpt-4o", false)),
             None
+        );
+    }
+
+    /// The hour is set on each breakpoint where the client put it, its other fields and every
+    /// other byte of the body as the client sent them.
+    #[test]
+    fn the_hour_is_spliced_into_each_breakpoint_keeping_its_fields() {
+        let raw = br#"{"model":"claude-sonnet-4-5","system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","scope":"global"}}],"messages":[{"role":"user","content":[{"type":"text","text":"\"cache_control\": {}","cache_control":{"type":"ephemeral"}}]}]}"#;
+        let mut request = ApiRequest::parse(ctxgc_formats::Api::Messages, raw).unwrap();
+        let (pointers, long) = breakpoints(&request.body);
+        assert!(!long);
+        let out = with_hour(&mut request, &pointers, raw);
+        let expected = br#"{"model":"claude-sonnet-4-5","system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","scope":"global","ttl":"1h"}}],"messages":[{"role":"user","content":[{"type":"text","text":"\"cache_control\": {}","cache_control":{"type":"ephemeral","ttl":"1h"}}]}]}"#;
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(expected)
         );
     }
 
