@@ -267,6 +267,10 @@ def session_key(api, body):
         users = [text_of(i.get("content")) for i in items if i.get("role") == "user"]
     else:
         system = body.get("system") or ""
+        if isinstance(system, list):
+            # Where breakpoints sit, and their TTLs, are not the session's identity.
+            system = [{k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b
+                      for b in system]
         msgs = body.get("messages") or []
         if api == "chat":
             system = " ".join(text_of(m.get("content")) for m in msgs if m.get("role") in ("system", "developer"))[:2000]
