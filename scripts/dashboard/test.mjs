@@ -30,6 +30,9 @@ try {
   if (n(await card("received")) !== a.received_tokens_estimate) fail(`received card vs ${a.received_tokens_estimate}`);
   if (n(await card("sent")) !== a.sent_tokens_estimate) fail(`sent card vs ${a.sent_tokens_estimate}`);
   if (n(await card("fail_open")) !== a.fail_open) fail("fail-open card");
+  // What the upstream billed, at the lab's prices (the test's model has one: nothing unpriced).
+  const billed = await card("billed");
+  if (Math.abs(n(billed) - a.billed_usd) > 0.01 || a.unpriced_sessions !== 0) fail(`billed card ${billed} vs ${a.billed_usd} (${a.unpriced_sessions} unpriced)`);
   const shown = await page.$$eval("tr.session", (rows) => rows.map((r) => r.dataset.session));
   const mine = Object.keys(a.usage).sort(), theirs = Object.keys(b.usage);
   if (JSON.stringify(shown.slice().sort()) !== JSON.stringify(mine)) fail(`sessions shown ${shown} vs ${mine}`);

@@ -354,6 +354,7 @@ impl WireApi for Gemini {
             input: n(u, "promptTokenCount").saturating_sub(cached),
             cache_read: cached,
             cache_write: 0,
+            cache_write_1h: 0,
             output: n(u, "candidatesTokenCount") + n(u, "thoughtsTokenCount"),
         }
     }

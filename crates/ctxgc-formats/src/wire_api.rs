@@ -83,6 +83,9 @@ pub struct Usage {
     pub cache_read: u64,
     /// Input written to the cache.
     pub cache_write: u64,
+    /// Of `cache_write`, tokens written with the one-hour TTL (Anthropic's
+    /// `cache_creation.ephemeral_1h_input_tokens`), billed at their own price.
+    pub cache_write_1h: u64,
     /// Output.
     pub output: u64,
 }
@@ -122,6 +125,7 @@ fn openai_usage(u: &Value, input: &str, output: &str) -> Usage {
         input: n(u, &format!("/{input}")).saturating_sub(cached),
         cache_read: cached,
         cache_write: 0,
+        cache_write_1h: 0,
         output: n(u, &format!("/{output}")),
     }
 }
@@ -832,6 +836,7 @@ impl WireApi for Messages {
             input: n(u, "/input_tokens"),
             cache_read: n(u, "/cache_read_input_tokens"),
             cache_write: n(u, "/cache_creation_input_tokens"),
+            cache_write_1h: n(u, "/cache_creation/ephemeral_1h_input_tokens"),
             output: n(u, "/output_tokens"),
         }
     }

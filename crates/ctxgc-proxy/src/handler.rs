@@ -170,6 +170,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
                     }
                     if let Some(edit) = &cache_edit {
                         s.metrics.cache_field(edit.what);
+                        s.sessions.record_cache_field(&session, edit.what);
                     }
                     (body, injected, cache_edit)
                 }

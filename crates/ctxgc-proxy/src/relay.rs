@@ -357,6 +357,7 @@ mod tests {
                     input: 12,
                     cache_read: 3000,
                     cache_write: 40,
+                    cache_write_1h: 0,
                     output: 77
                 }
             ))
@@ -376,6 +377,7 @@ mod tests {
                 input: 80,
                 cache_read: 1920,
                 cache_write: 0,
+                cache_write_1h: 0,
                 output: 5
             }
         );
@@ -387,6 +389,7 @@ mod tests {
                 input: 116,
                 cache_read: 384,
                 cache_write: 0,
+                cache_write_1h: 0,
                 output: 9
             }
         );

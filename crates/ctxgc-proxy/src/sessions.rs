@@ -99,6 +99,19 @@ pub struct SessionUsage {
     pub cache_read_tokens: u64,
     /// Cache writes reported.
     pub cache_write_tokens: u64,
+    /// Of those, writes with the one-hour TTL (billed at their own price).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_write_1h_tokens: u64,
+    /// Requests on which ctxgc asked for the one-hour TTL (`[cache] ttl`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ttl_1h_requests: u64,
+    /// Requests on which ctxgc asked for the 24-hour retention (`[cache] retention`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub retention_24h_requests: u64,
+    /// What the upstream billed for what was sent, at the replay lab's prices of the session's
+    /// model (USD): uncached input, cache reads, cache writes (one-hour ones at their price) and
+    /// output, as it reported them. `None`: the model has no price in the table (not $0).
+    pub billed_usd: Option<f64>,
     /// Output tokens reported.
     pub output_tokens: u64,
     /// ctxgc's own estimate of the latest request's input tokens.
@@ -189,6 +202,16 @@ impl SessionTable {
         self.with(session, |entry| f(&mut entry.life))
     }
 
+    /// Counts a cache field ctxgc set on one of the session's requests (`ttl_1h`,
+    /// `retention_24h`).
+    pub(crate) fn record_cache_field(&self, session: &SessionId, what: &str) {
+        self.with(session, |entry| match what {
+            "ttl_1h" => entry.ttl_1h_requests += 1,
+            "retention_24h" => entry.retention_24h_requests += 1,
+            _ => {}
+        });
+    }
+
     /// Records ctxgc's estimate of the session's latest request.
     pub(crate) fn record_estimate(&self, session: &SessionId, tokens: usize) {
         self.with(session, |entry| {
@@ -213,6 +236,7 @@ impl SessionTable {
             entry.input_tokens += u.input;
             entry.cache_read_tokens += u.cache_read;
             entry.cache_write_tokens += u.cache_write;
+            entry.cache_write_1h_tokens += u.cache_write_1h.min(u.cache_write);
             entry.output_tokens += u.output;
             entry.calibrate(u.input + u.cache_read + u.cache_write);
             if let Some(point) = entry.history.back_mut().filter(|p| p.reported.is_none()) {

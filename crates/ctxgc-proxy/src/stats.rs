@@ -48,6 +48,13 @@ pub struct Stats {
     /// The input ctxgc removed, priced as uncached input at each session's model's price (USD;
     /// models without a known price count nothing). In observe mode: what it would have saved.
     pub saved_usd_estimate: f64,
+    /// What the upstream billed for what was sent, over the sessions shown whose model has a
+    /// price (USD, at the replay lab's prices; [`SessionUsage::billed_usd`]). An absolute sum,
+    /// not a ratio: it divides by nothing.
+    pub billed_usd: f64,
+    /// Sessions shown whose model has no price in the table: their bill is not in `billed_usd`
+    /// (unknown, not $0).
+    pub unpriced_sessions: usize,
     /// Sessions seen.
     pub sessions: usize,
     /// Usage per session, as the upstream reported it.
@@ -65,6 +72,30 @@ fn input_usd_per_token(model: &str) -> Option<f64> {
         .get_or_init(ctxgc_replay::prices::builtin)
         .find(model)
         .map(|m| m.input / 1e6)
+}
+
+/// What the upstream billed a session for what was sent, at its model's prices (USD), as a
+/// lookup by model name; `None` for a model without a price.
+fn billed_usd_of(u: &SessionUsage) -> impl Fn(&str) -> Option<f64> + '_ {
+    move |model| {
+        static TABLE: std::sync::OnceLock<ctxgc_replay::prices::Catalog> =
+            std::sync::OnceLock::new();
+        let p = TABLE
+            .get_or_init(ctxgc_replay::prices::builtin)
+            .find(model)?;
+        let long = u.cache_write_1h_tokens.min(u.cache_write_tokens);
+        let short = u.cache_write_tokens - long;
+        let write = p.cache_write.unwrap_or(p.input);
+        let write_1h = p.cache_write_1h.unwrap_or(write);
+        Some(
+            (u.input_tokens as f64 * p.input
+                + u.cache_read_tokens as f64 * p.cache_read
+                + short as f64 * write
+                + long as f64 * write_1h
+                + u.output_tokens as f64 * p.output)
+                / 1e6,
+        )
+    }
 }
 
 impl Stats {
@@ -92,6 +123,8 @@ impl Stats {
             sent_tokens_estimate: 0,
             cache_read_share: None,
             saved_usd_estimate: 0.0,
+            billed_usd: 0.0,
+            unpriced_sessions: 0,
             bytes_per_token: bytes_per_token.max(1.0),
             sessions: usage.len(),
             usage,
@@ -127,6 +160,15 @@ impl Stats {
                     * saved as f64
             })
             .sum();
+        for u in self.usage.values_mut() {
+            u.billed_usd = u.model.as_deref().and_then(billed_usd_of(u));
+        }
+        self.billed_usd = self.usage.values().filter_map(|u| u.billed_usd).sum();
+        self.unpriced_sessions = self
+            .usage
+            .values()
+            .filter(|u| u.requests > 0 && u.billed_usd.is_none())
+            .count();
         if self.observe.is_some() {
             self.would_have_saved_tokens = Some(
                 self.usage

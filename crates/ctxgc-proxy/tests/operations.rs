@@ -168,6 +168,21 @@ async fn metrics_parse_as_prometheus_text_and_agree_with_the_stats() {
     );
     assert_eq!(value("ctxgc_fail_open_total", &[]), 0.0);
     assert_eq!(value("ctxgc_sessions", &[]), 2.0);
+    // What the upstream billed for what was sent, at GPT-5's prices in the lab's table: each
+    // request 388 uncached, 512 cached and 2 output tokens ($1.25, $0.125, $10 per million).
+    let billed = 2.0 * (388.0 * 1.25 + 512.0 * 0.125 + 2.0 * 10.0) / 1e6;
+    assert!(
+        (stats.billed_usd - billed).abs() < 1e-9,
+        "{} vs {billed}",
+        stats.billed_usd
+    );
+    assert_eq!(stats.unpriced_sessions, 0);
+    assert!(
+        stats
+            .usage
+            .values()
+            .all(|u| u.billed_usd.is_some() && u.retention_24h_requests == 1)
+    );
     // The upstream's latency was observed twice.
     let histogram = scrape
         .samples
