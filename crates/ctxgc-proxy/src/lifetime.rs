@@ -27,6 +27,15 @@ pub(crate) struct LifeState {
 }
 
 impl LifeState {
+    /// The lifetime in force before this request (the previous request's), as the engine's
+    /// idle judgment needs it: `Some(secs)` when that request asked for the long lifetime.
+    pub(crate) fn long_secs(&self, hint: CacheHint) -> Option<u64> {
+        self.long_in_force.then_some(match hint {
+            CacheHint::Breakpoints => provider_cache::ANTHROPIC_LONG_TTL_SECS,
+            _ => provider_cache::OPENAI_EXTENDED_RETENTION_SECS,
+        })
+    }
+
     /// The pause since the previous request (noted), and whether that request asked for the
     /// long lifetime.
     fn arrive(&mut self, now: Instant) -> (Option<u64>, bool) {
@@ -84,22 +93,9 @@ fn breakpoints(body: &Value) -> (Vec<String>, bool) {
     (found, long)
 }
 
-/// The lifetime in force before this request (the previous request's), as the engine's idle
-/// judgment needs it: `Some(secs)` when that request asked for the long lifetime.
-pub(crate) fn previous_long_secs(
-    state: &crate::state::AppState,
-    session: &ctxgc_core::store::SessionId,
-    hint: CacheHint,
-) -> Option<u64> {
-    let long = state.sessions.life(session, |l| l.long_in_force)?;
-    long.then_some(match hint {
-        CacheHint::Breakpoints => provider_cache::ANTHROPIC_LONG_TTL_SECS,
-        _ => provider_cache::OPENAI_EXTENDED_RETENTION_SECS,
-    })
-}
-
-/// What a request says about its own cache lifetime.
-struct Asked {
+/// What a request says about its own cache lifetime, and where its breakpoints are.
+pub(crate) struct Asked {
+    pointers: Vec<String>,
     hint: CacheHint,
     /// Its size (bytes): what the next request would read, and, against the previous one's,
     /// what this one writes.
@@ -115,7 +111,7 @@ struct Asked {
 
 /// The cache field to set on a request arriving at `now`, if any, from the session's pauses
 /// (noted here); the state remembers what the request asked for.
-fn decide(
+pub(crate) fn decide(
     settings: &CacheSettings,
     life: &mut LifeState,
     now: Instant,
@@ -156,24 +152,17 @@ fn decide(
     }
 }
 
-/// Decides the request's cache lifetime from the session's pauses and sets its cache fields in
-/// `body` (the bytes about to be sent: the rewritten ones, else the client's). `None` when
-/// nothing was set.
-pub(crate) fn apply(
-    state: &crate::state::AppState,
-    request: &mut ApiRequest,
-    session: &ctxgc_core::store::SessionId,
-    body: &[u8],
-) -> Option<(Vec<u8>, CacheEdit)> {
-    let settings = &state.settings.rewrite.cache;
+/// What `request` (whose bytes about to be sent are `body_len` long) says about its cache
+/// lifetime: read before the session's state is locked for [`decide`].
+pub(crate) fn asked(request: &ApiRequest, body_len: usize) -> Asked {
     let hint = request.api.wire().cache_hint();
     let (pointers, client_long) = match hint {
         CacheHint::Breakpoints => breakpoints(&request.body),
         _ => (Vec::new(), request.body["prompt_cache_retention"] == "24h"),
     };
-    let asked = Asked {
+    Asked {
         hint,
-        prompt: body.len() as u64,
+        prompt: body_len as u64,
         client_long,
         has_breakpoints: !pointers.is_empty(),
         client_retention: request.body.get("prompt_cache_retention").is_some(),
@@ -181,12 +170,20 @@ pub(crate) fn apply(
             .as_str()
             .unwrap_or_default()
             .to_owned(),
-    };
-    let what = state.sessions.life(session, |life| {
-        decide(settings, life, Instant::now(), &asked)
-    })??;
+        pointers,
+    }
+}
+
+/// Sets the cache field [`decide`] chose (`what`) in `body`, the bytes about to be sent (the
+/// rewritten ones, else the client's).
+pub(crate) fn edit(
+    request: &mut ApiRequest,
+    asked: &Asked,
+    what: &'static str,
+    body: &[u8],
+) -> (Vec<u8>, CacheEdit) {
     let edited = if what == "ttl_1h" {
-        with_hour(request, &pointers, body)
+        with_hour(request, &asked.pointers, body)
     } else {
         splice_json::splice(body, &[], Some(("prompt_cache_retention", "24h"))).unwrap_or_else(
             || {
@@ -195,13 +192,13 @@ pub(crate) fn apply(
             },
         )
     };
-    Some((
+    (
         edited,
         CacheEdit {
             without: body.to_vec(),
             what,
         },
-    ))
+    )
 }
 
 /// `body` with every breakpoint at `pointers` asking for the hour: each as the client wrote it,
@@ -237,10 +234,10 @@ fn with_hour(request: &mut ApiRequest, pointers: &[String], body: &[u8]) -> Vec<
 /// provider does not take).
 pub(crate) fn rejects_cache_field(body: &[u8]) -> bool {
     let text = String::from_utf8_lossy(&body[..body.len().min(8_192)]).to_ascii_lowercase();
+    // Anthropic names a TTL as `...cache_control.ttl`; a bare "ttl" would match "little".
     [
         "prompt_cache_retention",
         "cache_control",
-        "ttl",
         "extended prompt caching",
     ]
     .iter()
@@ -284,6 +281,7 @@ mod tests {
                 .map(|turn| {
                     now += std::time::Duration::from_secs(if turn % 5 == 4 { 600 } else { 5 });
                     let asked = Asked {
+                        pointers: vec!["/system/0/cache_control".into()],
                         hint: CacheHint::Breakpoints,
                         prompt: 200_000 + turn * 4_000,
                         client_long,
@@ -313,6 +311,7 @@ mod tests {
     #[test]
     fn retention_is_set_only_where_the_model_offers_it_and_the_client_set_none() {
         let ask = |model: &str, client_retention| Asked {
+            pointers: Vec::new(),
             hint: CacheHint::PromptCacheKey,
             prompt: 1_000,
             client_long: false,

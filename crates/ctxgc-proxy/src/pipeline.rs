@@ -107,8 +107,13 @@ pub(crate) fn prepare(
         let requested_ttl_secs = policy
             .is_cache_cold(idle_secs, wire.family(), None)
             .then(|| {
-                requested_cache_secs(raw)
-                    .or_else(|| lifetime::previous_long_secs(state, session, wire.cache_hint()))
+                requested_cache_secs(raw).or_else(|| {
+                    let hint = wire.cache_hint();
+                    state
+                        .sessions
+                        .life(session, |l| l.long_secs(hint))
+                        .flatten()
+                })
             })
             .flatten();
         let when = !settings.events_only_when_cold
@@ -189,7 +194,17 @@ pub(crate) fn prepare(
     let mut cache_edit = None;
     if !counting {
         let base = out.body.as_deref().unwrap_or(raw);
-        if let Some((edited, edit)) = lifetime::apply(state, request, session, base) {
+        let asked = lifetime::asked(request, base.len());
+        let settings = &state.settings.rewrite.cache;
+        let now = std::time::Instant::now();
+        let what = state
+            .sessions
+            .life(session, |life| {
+                lifetime::decide(settings, life, now, &asked)
+            })
+            .flatten();
+        if let Some(what) = what {
+            let (edited, edit) = lifetime::edit(request, &asked, what, base);
             out.body = Some(edited);
             cache_edit = Some(edit);
         }

@@ -76,65 +76,6 @@ pub const CAUSES: &[&str] = &[
     "cold start",
 ];
 
-/// Names of the causes of a policy's simulated writes, in table order: the recorded ones, and
-/// the policy's own events.
-pub const RUN_CAUSES: &[&str] = &[
-    "growth",
-    "TTL expiry",
-    "client compaction",
-    "policy event",
-    "prefix change",
-    "cold start",
-];
-
-/// The tokens a policy's run wrote to the cache model `cache`, by cause ([`RUN_CAUSES`]):
-/// the same rules as [`classify`] applies to recorded writes, on the simulated ones, with the
-/// lifetime each request asked for (the client's or the policy's) and the policy's events.
-pub fn classify_run(
-    t: &Transcript,
-    run: &crate::run::SessionRun,
-    cache: &str,
-) -> [u64; RUN_CAUSES.len()] {
-    let mut out = [0u64; RUN_CAUSES.len()];
-    let at = |name: &str| RUN_CAUSES.iter().position(|c| *c == name).unwrap_or(0);
-    // The latest request that used the cache: its prompt, its time and lifetime, its index.
-    let mut previous: Option<(u64, Option<i64>, bool, usize)> = None;
-    for r in run.requests.iter().filter(|r| !r.summarizer) {
-        let Some(served) = r.served.get(cache) else {
-            continue;
-        };
-        let written = served.written as u64;
-        if written > 0 {
-            let cause = match previous {
-                None => "cold start",
-                Some((prev_prompt, prev_ms, prev_long, prev_index)) => {
-                    let slack = 256 + prev_prompt / 20;
-                    let ttl = if prev_long { TTL_1H_MS } else { TTL_MS };
-                    let idle = r.sent_ms.zip(prev_ms).map(|(now, then)| now - then);
-                    if served.cached as u64 + slack >= prev_prompt {
-                        "growth"
-                    } else if r.event.is_some() {
-                        "policy event"
-                    } else if t.recording.as_ref().is_some_and(|rec| {
-                        rec.compactions
-                            .iter()
-                            .any(|c| c.at > prev_index && c.at <= r.source_index)
-                    }) {
-                        "client compaction"
-                    } else if idle.is_some_and(|ms| ms > ttl) {
-                        "TTL expiry"
-                    } else {
-                        "prefix change"
-                    }
-                }
-            };
-            out[at(cause)] += written;
-        }
-        previous = Some((r.tokens as u64, r.sent_ms, r.long_ttl, r.source_index));
-    }
-    out
-}
-
 /// Every recorded cache write of a client log, classified.
 pub fn classify(t: &Transcript, calibration: Calibration) -> Vec<CacheWrite> {
     let Some(recording) = &t.recording else {

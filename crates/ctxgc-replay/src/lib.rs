@@ -23,3 +23,4 @@ pub mod recall;
 pub mod report;
 pub mod run;
 pub mod validate;
+pub mod written;

@@ -9,6 +9,7 @@
 use ctxgc_core::{Role, Transcript};
 use serde::Serialize;
 
+use crate::cache::Served;
 use crate::prices::ModelPrice;
 use crate::report::recorded_served;
 use crate::run::SessionRun;
@@ -96,26 +97,12 @@ pub fn check(
             continue;
         };
         let served = r.served.get(cache)?;
-        let recorded = recorded_served(&usage);
         let output = usage.completion_tokens as usize;
-        for (slot, value) in sim.iter_mut().zip([
-            r.tokens as f64,
-            served.cached as f64,
-            served.written as f64,
-            served.uncached as f64,
-            price.cost(served, output),
-        ]) {
-            *slot += value;
-        }
-        for (slot, value) in rec.iter_mut().zip([
-            usage.prompt_tokens as f64,
-            recorded.cached as f64,
-            recorded.written as f64,
-            recorded.uncached as f64,
-            price.cost(&recorded, output),
-        ]) {
-            *slot += value;
-        }
+        add(&mut sim, quantities(r.tokens as u64, served, output, price));
+        add(
+            &mut rec,
+            quantities(usage.prompt_tokens, &recorded_served(&usage), output, price),
+        );
         n += 1;
     }
     if n == 0
@@ -126,25 +113,17 @@ pub fn check(
         let requests: Vec<_> = run.requests.iter().filter(|r| r.is_agent()).collect();
         let output = bill.usage.completion_tokens as usize / requests.len().max(1);
         for r in &requests {
-            let served = r.served.get(cache)?;
-            for (slot, value) in sim.iter_mut().zip([
-                r.tokens as f64,
-                served.cached as f64,
-                served.written as f64,
-                served.uncached as f64,
-                price.cost(served, output),
-            ]) {
-                *slot += value;
-            }
+            add(
+                &mut sim,
+                quantities(r.tokens as u64, r.served.get(cache)?, output, price),
+            );
         }
-        let recorded = recorded_served(&bill.usage);
-        rec = [
-            bill.usage.prompt_tokens as f64,
-            recorded.cached as f64,
-            recorded.written as f64,
-            recorded.uncached as f64,
-            price.cost(&recorded, bill.usage.completion_tokens as usize),
-        ];
+        rec = quantities(
+            bill.usage.prompt_tokens,
+            &recorded_served(&bill.usage),
+            bill.usage.completion_tokens as usize,
+            price,
+        );
         n = requests.len();
     }
     let ratio = |i: usize| (rec[i] > 0.0).then(|| sim[i] / rec[i]);
@@ -164,6 +143,24 @@ pub fn check(
         simulated: sim,
         recorded: rec,
     })
+}
+
+/// One request's (or a session's) [`QUANTITIES`]: its prompt, how the cache served it, and
+/// its cost with `output` tokens out.
+fn quantities(prompt: u64, served: &Served, output: usize, price: &ModelPrice) -> [f64; 5] {
+    [
+        prompt as f64,
+        served.cached as f64,
+        served.written as f64,
+        served.uncached as f64,
+        price.cost(served, output),
+    ]
+}
+
+fn add(total: &mut [f64; 5], one: [f64; 5]) {
+    for (slot, value) in total.iter_mut().zip(one) {
+        *slot += value;
+    }
 }
 
 /// Median, 10th and 90th percentiles (linear interpolation between the nearest values).

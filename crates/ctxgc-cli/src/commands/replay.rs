@@ -19,6 +19,7 @@ use ctxgc_replay::prices::{self, Catalog, Pricing};
 use ctxgc_replay::report::{self, Row};
 use ctxgc_replay::run::{ClientModel, SessionRun, client_model, replay};
 use ctxgc_replay::validate::{self, SessionCheck};
+use ctxgc_replay::written;
 use rayon::iter::{IntoParallelRefIterator, ParallelIterator};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -235,7 +236,7 @@ struct Output {
 struct PolicyWrites {
     policy: String,
     window: u64,
-    /// Tokens written, by cause (`causes::RUN_CAUSES`).
+    /// Tokens written, by cause (`written::RUN_CAUSES`).
     written: BTreeMap<&'static str, u64>,
 }
 
@@ -574,13 +575,13 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         names
             .iter()
             .map(|policy| {
-                let mut total = [0u64; causes::RUN_CAUSES.len()];
+                let mut total = [0u64; written::RUN_CAUSES.len()];
                 for run in runs
                     .iter()
                     .filter(|r| &r.policy == policy && r.window == windows[0] && r.on_client_log)
                 {
                     let cache = pricing.own_cache[run.source].name();
-                    let per = causes::classify_run(&transcripts[run.source], run, cache);
+                    let per = written::classify_run(&transcripts[run.source], run, cache);
                     for (slot, n) in total.iter_mut().zip(per) {
                         *slot += n;
                     }
@@ -588,7 +589,7 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
                 PolicyWrites {
                     policy: policy.clone(),
                     window: windows[0],
-                    written: causes::RUN_CAUSES.iter().copied().zip(total).collect(),
+                    written: written::RUN_CAUSES.iter().copied().zip(total).collect(),
                 }
             })
             .collect()
@@ -1289,7 +1290,7 @@ fn sections(output: &Output) -> Vec<Section> {
             .find(|w| w.policy == "none")
             .map(|w| w.written["TTL expiry"]);
         let mut header = vec!["policy".to_owned(), "tokens written".to_owned()];
-        header.extend(causes::RUN_CAUSES.iter().map(|c| (*c).to_owned()));
+        header.extend(written::RUN_CAUSES.iter().map(|c| (*c).to_owned()));
         header.push("TTL expiry vs none".to_owned());
         let rows =
             output
@@ -1298,7 +1299,7 @@ fn sections(output: &Output) -> Vec<Section> {
                 .map(|w| {
                     let all: u64 = w.written.values().sum();
                     let mut row = vec![w.policy.clone(), num(all)];
-                    row.extend(causes::RUN_CAUSES.iter().map(|c| {
+                    row.extend(written::RUN_CAUSES.iter().map(|c| {
                         format!("{:.1}%", w.written[c] as f64 * 100.0 / all.max(1) as f64)
                     }));
                     row.push(match none_ttl {

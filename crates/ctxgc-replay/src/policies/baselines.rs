@@ -51,7 +51,8 @@ impl ReplayPolicy for None_ {
 /// context-guru's pings).
 pub struct Lifetime {
     name: &'static str,
-    h: History,
+    /// What it sends: everything verbatim.
+    none: None_,
     long: bool,
     keepalive: Option<(i64, i64)>,
 }
@@ -61,7 +62,7 @@ impl Lifetime {
     pub fn long(name: &'static str) -> Lifetime {
         Lifetime {
             name,
-            h: History::default(),
+            none: None_::default(),
             long: true,
             keepalive: None,
         }
@@ -71,7 +72,7 @@ impl Lifetime {
     pub fn keepalive(name: &'static str, every_ms: i64, max_idle_ms: i64) -> Lifetime {
         Lifetime {
             name,
-            h: History::default(),
+            none: None_::default(),
             long: false,
             keepalive: Some((every_ms, max_idle_ms)),
         }
@@ -83,17 +84,16 @@ impl ReplayPolicy for Lifetime {
         self.name.into()
     }
     fn push(&mut self, m: Message) {
-        self.h.push(m);
+        self.none.push(m);
     }
     fn insert_tool_results(&mut self, results: Vec<Message>) {
-        results.into_iter().for_each(|m| self.h.push(m));
+        self.none.insert_tool_results(results);
     }
     fn request(&mut self) -> Request<'_> {
+        let long_ttl = self.long.then_some(true);
         Request {
-            long_ttl: self.long.then_some(true),
-            messages: &self.h.messages,
-            breakpoints: vec![],
-            event: None,
+            long_ttl,
+            ..self.none.request()
         }
     }
     fn keepalive_every_ms(&self) -> Option<i64> {
