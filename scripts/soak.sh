@@ -2,20 +2,31 @@
 # Memory soak of `ctxgc serve` (loopback only): 1,000 sessions x 40 turns with 50 KB tool
 # outputs, 200 sessions active at any time (staggered over their turns, round-robin), through
 # the proxy (a 32K window) and a SQLite store, in front of a fast fake upstream. Fails when a
-# request fails, the proxy's peak resident memory passes 128 MB or it still grows after warm-up.
+# request fails, the proxy fails open, its peak resident memory passes 128 MB or it still grows
+# after warm-up. The store is bounded at SOAK_STORE_MB (256): its eviction runs under the load,
+# and the soak needs no more disk than that (CI machines have had under 300 MB free).
 # Usage: scripts/soak.sh [SESSIONS] [TURNS] [OUTPUT_BYTES] [ACTIVE] [CONCURRENCY] [MAX_PEAK_MB]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${SOAK_DIR:-target/soak}
 mkdir -p "$out"
 rm -f "$out"/store.sqlite*
+store_mb=${SOAK_STORE_MB:-256}
+# The store, its write-ahead log and the proxy's log need room: say so rather than measure a
+# store that fails open on a full disk.
+free_mb=$(df -Pm "$out" | awk 'NR==2 {print $4}')
+if [ "$free_mb" -lt $((store_mb * 2 + 64)) ]; then
+  echo "soak: $out has $free_mb MB free; the soak's store needs $((store_mb * 2 + 64)) MB (set SOAK_DIR or SOAK_STORE_MB)" >&2
+  exit 1
+fi
+printf '[store]\nmax_mb = %s\n' "$store_mb" > "$out/soak.toml"
 cargo build --release -q -p ctxgc-cli --bin ctxgc -p ctxgc-proxy --example fake_upstream --example soak
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 up_port=$(port); px_port=$(port)
 target/release/examples/fake_upstream "$up_port" & up=$!
 # A 32K window: the outputs are trimmed and their originals stored, so the trim memo, the
 # committed-originals set and the store all work under the load.
-target/release/ctxgc serve --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
+target/release/ctxgc --config "$out/soak.toml" serve --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
   --store "sqlite:$out/store.sqlite" --window 32000 ${SERVE_FLAGS:-} 2>"$out/serve.log" & px=$!
 trap 'kill $up $px 2>/dev/null || true; rm -f "$out"/store.sqlite*' EXIT
 for _ in $(seq 100); do
@@ -25,5 +36,13 @@ done
 status=0
 target/release/examples/soak "http://127.0.0.1:$px_port" "$px" "${1:-1000}" "${2:-40}" "${3:-50000}" "${4:-200}" "${5:-8}" "${6:-128}" || status=$?
 # What the proxy did meanwhile (aggregate counts: no session of any tenant is shown).
-curl -s "http://127.0.0.1:$px_port/ctxgc/stats" | python3 -c "import json,sys; d=json.load(sys.stdin); print('proxy stats:', {k: d[k] for k in ('requests','rewritten','passed_through','fail_open','bytes_saved','originals_stored')})"
+stats=$(curl -s "http://127.0.0.1:$px_port/ctxgc/stats")
+echo "$stats" | python3 -c "import json,sys; d=json.load(sys.stdin); print('proxy stats:', {k: d[k] for k in ('requests','rewritten','passed_through','fail_open','bytes_saved','originals_stored')})"
+# A fail-open under load is ctxgc not doing its job: its causes, and the first lines that said why.
+fail_open=$(echo "$stats" | python3 -c "import json,sys; print(json.load(sys.stdin)['fail_open'])")
+if [ "$fail_open" != 0 ]; then
+  curl -s "http://127.0.0.1:$px_port/metrics" | grep '^ctxgc_fail_open_total' | grep -v ' 0$' >&2 || true
+  grep -m 3 'fail open' "$out/serve.log" >&2 || true
+  status=1
+fi
 exit $status

@@ -19,7 +19,12 @@ pub fn init(format: LogFormat) -> Result<()> {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // A log line that cannot be written (a full disk under a redirected stderr) is lost,
+        // never fatal: tracing's own report of the failure goes through `eprintln!`, which
+        // panics when stderr fails, and a panic in a request's task drops the client's
+        // connection, so a full disk had failed every request the proxy logged.
+        .log_internal_errors(false);
     let installed = match format {
         LogFormat::Text => builder
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -652,6 +652,43 @@ fn a_file_size_limit_makes_store_writes_fail_open_not_the_proxy_die() {
     assert!(log.contains("fail open"), "{log}");
 }
 
+/// Defect guarded: with its log on a full disk, tracing reported the failed write through
+/// `eprintln!`, which panicked in the request's task, and the client saw its connection
+/// dropped (CI's soak on a machine whose disk filled: 28,696 failed requests). A log line the
+/// disk cannot take is lost; the request is answered.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_log_on_a_full_disk_fails_no_request() {
+    let (db, addr) = serve_setup("log-full");
+    let upstream = tiny_upstream();
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut proxy = spawn_serve("", &addr, &upstream, &db, Stdio::from(full));
+    for i in 0..6 {
+        let output: String = (0..3000)
+            .map(|l| format!("request {i} line {l}: compiling a crate with a long name\n"))
+            .collect();
+        let body = serde_json::json!({"model": "gpt-5", "messages": [
+            {"role": "user", "content": format!("task {i}")},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": output}
+        ]});
+        assert_eq!(
+            post(&addr, "/v1/chat/completions", &body.to_string()),
+            Some(200),
+            "request {i}"
+        );
+    }
+    assert!(
+        proxy.try_wait().unwrap().is_none(),
+        "the proxy is still running"
+    );
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+}
+
 /// `ctxgc prefix-breaks` on the records a relay writes: the real Claude Code first request,
 /// then the same request grown, then one whose system prompt carries a new reminder.
 #[test]

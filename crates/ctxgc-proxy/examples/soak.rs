@@ -146,17 +146,31 @@ async fn main() {
                         .await
                         .unwrap();
                     sent_bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
-                    let ok = client
+                    let sent = client
                         .post(&url)
                         .header("content-type", "application/json")
                         // Each session its own caller, as on a shared proxy.
                         .header("authorization", format!("Bearer sk-soak-{session}"))
                         .body(body)
                         .send()
-                        .await
-                        .is_ok_and(|r| r.status().is_success());
-                    if !ok {
-                        failed.fetch_add(1, Ordering::Relaxed);
+                        .await;
+                    let why = match sent {
+                        Ok(r) if r.status().is_success() => None,
+                        Ok(r) => {
+                            let status = r.status();
+                            let text = r.text().await.unwrap_or_default();
+                            Some(format!(
+                                "{status}: {}",
+                                text.chars().take(300).collect::<String>()
+                            ))
+                        }
+                        Err(e) => Some(format!("{e:?}")),
+                    };
+                    if let Some(why) = why {
+                        // The first few failures are printed: a count alone does not say why.
+                        if failed.fetch_add(1, Ordering::Relaxed) < 3 {
+                            eprintln!("session {session} turn {turn} failed: {why}");
+                        }
                     }
                 }
             }));
