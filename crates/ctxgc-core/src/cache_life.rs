@@ -58,8 +58,12 @@ pub struct CacheSettings {
     /// same price), `client` (as sent).
     pub retention: RetentionMode,
     /// Keep-alive requests while a session is idle (they are sent on the caller's key, so off
-    /// unless turned on).
+    /// unless turned on). On a proxy, a caller also turns them on for itself (the header
+    /// `x-ctxgc-keepalive: on`), unless `keepalive_every_caller`.
     pub keepalive: bool,
+    /// A proxy whose callers are all its operator's: keep-alives for every caller that does
+    /// not send `x-ctxgc-keepalive: off`, without the header.
+    pub keepalive_every_caller: bool,
     /// No keep-alive once a session has been idle this long.
     pub keepalive_max_idle_secs: u64,
     /// Keep-alive requests per session at most.
@@ -72,6 +76,7 @@ impl Default for CacheSettings {
             ttl: TtlMode::Auto,
             retention: RetentionMode::Auto,
             keepalive: false,
+            keepalive_every_caller: false,
             keepalive_max_idle_secs: 30 * 60,
             keepalive_budget: 24,
         }
@@ -266,6 +271,20 @@ pub fn keepalive_due(
         at += step;
     }
     false
+}
+
+/// How long a cache entry lives and what writing it costs (relative to an uncached input
+/// token), for a provider, with or without the long lifetime (Anthropic's hour, OpenAI's 24
+/// hours) asked for. OpenAI's writes cost nothing extra.
+pub fn entry_lifetime(provider: crate::tokens::ProviderFamily, long: bool) -> (u64, f64) {
+    use crate::provider_cache::{OPENAI_EXTENDED_RETENTION_SECS, OPENAI_RETENTION_SECS};
+    use crate::tokens::ProviderFamily;
+    match (provider, long) {
+        (ProviderFamily::Anthropic, true) => (ANTHROPIC_LONG_TTL_SECS, ANTHROPIC_LONG_WRITE_COST),
+        (ProviderFamily::Anthropic, false) => (ANTHROPIC_TTL_SECS, ANTHROPIC_WRITE_COST),
+        (_, true) => (OPENAI_EXTENDED_RETENTION_SECS, 1.0),
+        (_, false) => (OPENAI_RETENTION_SECS, 1.0),
+    }
 }
 
 /// How long before an entry expires a keep-alive is sent (a request takes time to arrive, and

@@ -20,7 +20,7 @@ use crate::relay::relay;
 use crate::reply::{Refusal, error_response};
 use crate::sessions::Forwarding;
 use crate::state::{AppState, REWRITE_QUEUE_DEADLINE};
-use crate::{agentic, shadow};
+use crate::{agentic, keepalive, shadow};
 
 /// A body larger than this is parsed off the async workers.
 const INLINE_PARSE_BYTES: usize = 256 * 1024;
@@ -140,7 +140,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     async move {
         let path = parts.uri.path();
         let counting = path.ends_with("/count_tokens") || path.ends_with(":countTokens");
-        let (forward_bytes, injected, cache_edit) =
+        let (forward_bytes, injected, cache_edit, prepared) =
             match run_pipeline(&s, request, &bytes, (tenant.as_str(), &session), counting).await {
                 Ok(Prepared {
                     out,
@@ -172,15 +172,18 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
                         s.metrics.cache_field(edit.what);
                         s.sessions.record_cache_field(&session, edit.what);
                     }
-                    (body, injected, cache_edit)
+                    (body, injected, cache_edit, true)
                 }
                 Err(why) => {
                     s.metrics
                         .forwarded(api, Forwarded::FailOpen, 0, 0, Some(why.cause()));
                     tracing::warn!(error = %why, "fail open: forwarding the request unchanged");
-                    (bytes.clone(), None, None)
+                    (bytes.clone(), None, None, false)
                 }
             };
+        if api == Api::Messages && !counting {
+            note_keepalive(&s, &session, &parts, &forward_bytes, prepared);
+        }
         let upstream = api.wire().upstream();
         if let Some(end) = injected {
             let cx = agentic::Context {
@@ -204,6 +207,89 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     }
     .instrument(span)
     .await
+}
+
+/// A Messages request of `session` is about to be sent as `body`: the session waits for a
+/// keep-alive when its caller turned them on (and the pipeline ran: a request forwarded after
+/// an internal failure ends them), else any it was waiting for end.
+fn note_keepalive(
+    s: &AppState,
+    session: &ctxgc_core::store::SessionId,
+    parts: &axum::http::request::Parts,
+    body: &Bytes,
+    prepared: bool,
+) {
+    let cache = &s.settings.rewrite.cache;
+    let life = (prepared && keepalive::consents(cache, &parts.headers))
+        .then(|| s.sessions.life(session, |l| l.for_keepalive()))
+        .flatten();
+    match life {
+        Some(life) => {
+            let now = std::time::Instant::now();
+            s.keepalives.note(
+                session,
+                (&parts.uri, &parts.headers),
+                body.clone(),
+                life,
+                now,
+            );
+        }
+        None => s.keepalives.forget(session),
+    }
+}
+
+/// Sends one keep-alive and records what the upstream billed for it. One that fails (refused,
+/// unreachable, past its deadline) ends the session's keep-alives; the log names the session
+/// and the status, never a header.
+pub(crate) async fn send_keepalive(s: Arc<AppState>, due: keepalive::Due) {
+    let session = due.session.clone();
+    let answered = tokio::time::timeout(s.keepalives.deadline(), async {
+        let response = s
+            .upstreams
+            .send(
+                ctxgc_formats::Upstream::Anthropic,
+                axum::http::Method::POST,
+                &due.uri,
+                &due.headers,
+                due.body,
+            )
+            .await
+            .ok()?;
+        let status = response.status();
+        let body = response.bytes().await.ok()?;
+        Some((status, body))
+    })
+    .await;
+    match answered {
+        Ok(Some((status, body))) if status.is_success() => {
+            let usage = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| Api::Messages.wire().response_summary(&v).0);
+            s.metrics
+                .keepalive("sent", usage.map_or(0, |u| u.cache_read));
+            s.sessions.record_keepalive(&session, usage);
+            tracing::info!(
+                session = session.as_str(),
+                cache_read = usage.map_or(0, |u| u.cache_read),
+                cache_write = usage.map_or(0, |u| u.cache_write),
+                "keep-alive sent"
+            );
+        }
+        other => {
+            s.metrics.keepalive("failed", 0);
+            s.keepalives.forget(&session);
+            let status = match &other {
+                Ok(Some((status, _))) => status.as_u16().to_string(),
+                Ok(None) => "unreachable".to_owned(),
+                Err(_) => "deadline".to_owned(),
+            };
+            tracing::warn!(
+                session = session.as_str(),
+                status,
+                "keep-alive failed: the session's keep-alives end"
+            );
+        }
+    }
 }
 
 /// Sends a request on which ctxgc set cache fields; when the upstream answers 400 naming one

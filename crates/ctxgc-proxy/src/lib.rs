@@ -25,6 +25,7 @@ mod error;
 mod gate;
 mod handler;
 pub mod identity;
+mod keepalive;
 mod lifetime;
 pub mod lineage;
 mod memos;
@@ -48,6 +49,7 @@ mod summarizer;
 mod upstream;
 
 pub use error::ProxyError;
+pub use keepalive::KeepAliveSettings;
 pub use observe::ObserveTotals;
 pub use rewrite::RewriteSettings;
 pub use server::{router, serve, serve_on, serve_until};

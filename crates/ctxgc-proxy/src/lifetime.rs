@@ -36,6 +36,15 @@ impl LifeState {
         })
     }
 
+    /// What a keep-alive after the latest request depends on: the session's pauses, and whether
+    /// that request asked for the long lifetime.
+    pub(crate) fn for_keepalive(&self) -> crate::keepalive::Lifetime {
+        crate::keepalive::Lifetime {
+            pauses: self.pauses.clone(),
+            long: self.long_in_force,
+        }
+    }
+
     /// The pause since the previous request (noted), and whether that request asked for the
     /// long lifetime.
     fn arrive(&mut self, now: Instant) -> (Option<u64>, bool) {

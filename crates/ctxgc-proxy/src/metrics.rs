@@ -55,6 +55,10 @@ pub(crate) const CAUSES: [&str; 16] = [
 /// The cache fields ctxgc sets, as labels.
 const CACHE_FIELDS: [&str; 2] = ["ttl_1h", "retention_24h"];
 
+/// What became of a keep-alive, as labels: sent and answered, or failed (refused, unreachable,
+/// past its deadline; the session's keep-alives then end).
+const KEEPALIVE_OUTCOMES: [&str; 2] = ["sent", "failed"];
+
 /// Event kinds, as labels.
 const EVENT_KINDS: [&str; 2] = ["prune", "compaction"];
 
@@ -114,6 +118,8 @@ pub(crate) struct Metrics {
     events: [AtomicU64; EVENT_KINDS.len()],
     event_tokens_reclaimed: AtomicU64,
     cache_fields: [AtomicU64; CACHE_FIELDS.len()],
+    keepalives: [AtomicU64; KEEPALIVE_OUTCOMES.len()],
+    keepalive_cache_read_tokens: AtomicU64,
     agent_tool_calls: AtomicU64,
     summarizer_failures: AtomicU64,
     upstream: Histogram,
@@ -133,6 +139,8 @@ pub(crate) struct Totals {
     pub(crate) events: u64,
     pub(crate) agent_tool_calls: u64,
     pub(crate) summarizer_failures: u64,
+    pub(crate) keepalives: u64,
+    pub(crate) keepalives_failed: u64,
 }
 
 fn add(counter: &AtomicU64, n: u64) {
@@ -151,6 +159,8 @@ pub(crate) struct Gauges {
     pub(crate) rewrite_slots: usize,
     /// Sessions in the table.
     pub(crate) sessions: usize,
+    /// Sessions waiting for a keep-alive.
+    pub(crate) keepalive_sessions: usize,
     /// Memory reserved by the requests in flight (bodies and their parse).
     pub(crate) inflight_bytes: usize,
     /// What they may reserve at most.
@@ -225,6 +235,14 @@ impl Metrics {
         add(&self.event_tokens_reclaimed, tokens as u64);
     }
 
+    /// A keep-alive ended as `outcome` (`KEEPALIVE_OUTCOMES`), reading `cache_read` tokens.
+    pub(crate) fn keepalive(&self, outcome: &str, cache_read: u64) {
+        if let Some(k) = KEEPALIVE_OUTCOMES.iter().position(|x| *x == outcome) {
+            add(&self.keepalives[k], 1);
+        }
+        add(&self.keepalive_cache_read_tokens, cache_read);
+    }
+
     /// The proxy ran `n` of its agent tools' calls.
     pub(crate) fn agent_tool_calls(&self, n: u64) {
         add(&self.agent_tool_calls, n);
@@ -260,6 +278,8 @@ impl Metrics {
             events: self.events.iter().map(get).sum(),
             agent_tool_calls: get(&self.agent_tool_calls),
             summarizer_failures: get(&self.summarizer_failures),
+            keepalives: get(&self.keepalives[0]),
+            keepalives_failed: get(&self.keepalives[1]),
         }
     }
 
@@ -341,6 +361,29 @@ impl Metrics {
             "counter",
             "Requests on which ctxgc set a cache-lifetime field ([cache] ttl, retention), by field.",
             &fields,
+        );
+        let keepalives: Vec<(String, u64)> = KEEPALIVE_OUTCOMES
+            .iter()
+            .zip(&self.keepalives)
+            .map(|(k, n)| (format!("{{outcome=\"{k}\"}}"), get(n)))
+            .collect();
+        family(
+            "ctxgc_keepalives_total",
+            "counter",
+            "Keep-alive requests ctxgc sent on idle sessions' cached prefixes ([cache] keepalive), by outcome.",
+            &keepalives,
+        );
+        family(
+            "ctxgc_keepalive_cache_read_tokens_total",
+            "counter",
+            "Cache reads the upstream reported for keep-alives (billed at the read price).",
+            &[(String::new(), get(&self.keepalive_cache_read_tokens))],
+        );
+        family(
+            "ctxgc_keepalive_sessions",
+            "gauge",
+            "Sessions waiting for a keep-alive.",
+            &[(String::new(), gauges.keepalive_sessions as u64)],
         );
         family(
             "ctxgc_event_reclaimed_tokens_total",
@@ -459,6 +502,7 @@ mod tests {
                 rewrites_in_flight: 1,
                 rewrite_slots: 4,
                 sessions: 2,
+                keepalive_sessions: 0,
                 inflight_bytes: 0,
                 inflight_budget_bytes: 1,
                 store: None,

@@ -207,6 +207,26 @@ pub async fn serve_until(
             let _ = tokio::task::spawn_blocking(move || state.watch_store()).await;
         }
     });
+    // Keep-alives (`[cache] keepalive`): the waiting sessions are looked at every tick, and
+    // each keep-alive due goes out on its own task, with its own deadline.
+    let keeper = Arc::downgrade(&state);
+    let keepalive = state.settings.rewrite.cache.keepalive.then(|| {
+        let tick = state.keepalives.tick();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(tick);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let Some(state) = keeper.upgrade() else {
+                    break;
+                };
+                let now = std::time::Instant::now();
+                for due in state.keepalives.due(&state.settings.rewrite.cache, now) {
+                    tokio::spawn(crate::handler::send_keepalive(state.clone(), due));
+                }
+            }
+        })
+    });
     let cutter = state.clone();
     let app = router(state);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -248,6 +268,9 @@ pub async fn serve_until(
         "shutting down: no new connections; waiting for the requests in flight"
     );
     watch.abort();
+    if let Some(keepalive) = keepalive {
+        keepalive.abort();
+    }
     let mut finished = std::pin::pin!(graceful.shutdown());
     tokio::select! {
         () = &mut finished => tracing::info!("every request finished"),

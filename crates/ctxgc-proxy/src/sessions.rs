@@ -114,6 +114,13 @@ pub struct SessionUsage {
     pub billed_usd: Option<f64>,
     /// Output tokens reported.
     pub output_tokens: u64,
+    /// Keep-alive requests ctxgc sent for the session while it was idle (`[cache] keepalive`);
+    /// their usage is in the counts above, as the upstream billed it.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub keepalives: u64,
+    /// Of the cache reads above, those of keep-alives.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub keepalive_cache_read_tokens: u64,
     /// ctxgc's own estimate of the latest request's input tokens.
     pub estimated_tokens: u64,
     /// Reported input / ctxgc's estimate, smoothed: scales the engine's token counts for this
@@ -241,6 +248,22 @@ impl SessionTable {
             entry.calibrate(u.input + u.cache_read + u.cache_write);
             if let Some(point) = entry.history.back_mut().filter(|p| p.reported.is_none()) {
                 point.reported = Some([small(u.input), small(u.cache_read), small(u.cache_write)]);
+            }
+        });
+    }
+
+    /// Records a keep-alive ctxgc sent for the session, with the usage the upstream reported:
+    /// billed like any request, but not one of the client's (no request count, no calibration).
+    pub(crate) fn record_keepalive(&self, session: &SessionId, u: Option<Usage>) {
+        self.with(session, |entry| {
+            entry.keepalives += 1;
+            if let Some(u) = u {
+                entry.input_tokens += u.input;
+                entry.cache_read_tokens += u.cache_read;
+                entry.keepalive_cache_read_tokens += u.cache_read;
+                entry.cache_write_tokens += u.cache_write;
+                entry.cache_write_1h_tokens += u.cache_write_1h.min(u.cache_write);
+                entry.output_tokens += u.output;
             }
         });
     }

@@ -37,6 +37,8 @@ pub struct ProxySettings {
     pub tokens: ctxgc_core::tokens::TokenSettings,
     /// What one request may take of the server's means.
     pub limits: Limits,
+    /// What keep-alives (`[cache] keepalive`) may hold, and their deadline.
+    pub keepalive: crate::keepalive::KeepAliveSettings,
 }
 
 /// What one request may take of the server's means, so that a heavy one cannot cost everyone

@@ -34,6 +34,8 @@ pub struct AppState {
     pub(crate) memos: Memos,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) sessions: SessionTable,
+    /// Sessions waiting for a keep-alive (`[cache] keepalive`).
+    pub(crate) keepalives: crate::keepalive::KeepAlives,
     pub(crate) responses: ResponseIndex,
     pub(crate) summarizer: SummarizerGate,
     /// Observe mode's queue and worker, when on.
@@ -145,7 +147,9 @@ impl AppState {
         let settings_inflight = settings.limits.inflight_bytes;
         let secret_configured = settings.tenant_secret.is_some();
         let metrics = Arc::new(Metrics::default());
+        let keepalives = crate::keepalive::KeepAlives::new(settings.keepalive);
         let state = Arc::new(AppState {
+            keepalives,
             upstreams: Upstreams::new(&settings, metrics.clone())?,
             summarizer: SummarizerGate::new(
                 settings.summarizer.clone(),
@@ -372,6 +376,7 @@ impl AppState {
             rewrites_in_flight: self.gate.in_use(),
             rewrite_slots: self.gate.total(),
             sessions: self.sessions.len(),
+            keepalive_sessions: self.keepalives.len(),
             inflight_bytes: self.memory.used(),
             inflight_budget_bytes: self.memory.limit(),
             store: self.store.usage(),

@@ -31,6 +31,10 @@ pub struct Stats {
     pub agent_tool_calls: u64,
     /// Compactions whose LLM summary failed and were summarised extractively.
     pub summarizer_failures: u64,
+    /// Keep-alive requests sent on idle sessions ([`SessionUsage::keepalives`] per session).
+    pub keepalives: u64,
+    /// Keep-alives that failed (the session's keep-alives then ended).
+    pub keepalives_failed: u64,
     /// Observe mode, when on: what the observer did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observe: Option<crate::observe::ObserveTotals>,
@@ -117,6 +121,8 @@ impl Stats {
             events: t.events,
             agent_tool_calls: t.agent_tool_calls,
             summarizer_failures: t.summarizer_failures,
+            keepalives: t.keepalives,
+            keepalives_failed: t.keepalives_failed,
             observe,
             would_have_saved_tokens: None,
             received_tokens_estimate: 0,

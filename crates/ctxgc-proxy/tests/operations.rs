@@ -829,3 +829,159 @@ async fn a_refused_cache_field_is_dropped_and_the_request_resent_once() {
         .unwrap();
     assert!(upstream.log.len() <= before + 1);
 }
+
+/// An Anthropic upstream for keep-alives: a Messages answer whose usage reads the prompt from
+/// the cache, and the real 400 for a `max_tokens` not above the thinking budget.
+fn anthropic_reply(r: Received, _log: Log) -> Reply {
+    Box::pin(async move {
+        let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+        let budget = body["thinking"]["budget_tokens"].as_u64();
+        if let Some(budget) = budget.filter(|b| body["max_tokens"].as_u64() <= Some(*b)) {
+            let text = format!(
+                "`max_tokens` must be greater than `thinking.budget_tokens` ({budget}). Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"
+            );
+            return Response::builder()
+                .status(StatusCode::BAD_REQUEST)
+                .header("content-type", "application/json")
+                .body(Body::from(json!({"type": "error", "error": {"type": "invalid_request_error", "message": text}}).to_string()))
+                .unwrap();
+        }
+        let answer = json!({"id": "msg_k", "type": "message", "role": "assistant", "model": body["model"],
+            "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 3, "cache_read_input_tokens": 5000, "cache_creation_input_tokens": 0, "output_tokens": 1}});
+        Response::builder()
+            .header("content-type", "application/json")
+            .body(Body::from(answer.to_string()))
+            .unwrap()
+    })
+}
+
+/// Keep-alives end to end, on a clock where a second lasts 5 ms (a five-minute lifetime passes
+/// in 1.5 s): the caller that turned them on gets keep-alives of its latest request, on its own
+/// key, before its entry expires, counted in `/ctxgc/stats` and `/metrics`; a caller that did
+/// not gets none; a request with a thinking budget gets none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalives_go_only_to_callers_that_turned_them_on() {
+    let upstream = FakeUpstream::start(anthropic_reply).await;
+    let mut settings = settings(&upstream.url);
+    settings.rewrite.cache.keepalive = true;
+    settings.keepalive.second = Duration::from_millis(5);
+    let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(ctxgc_proxy::serve_on(listener, state));
+    let client = reqwest::Client::new();
+    let send = |key: &'static str, consent: Option<&'static str>, thinking: bool| {
+        let mut body = json!({"model": "claude-sonnet-4-5", "max_tokens": 4096, "stream": false,
+            "system": [{"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": format!("task of {key}"), "cache_control": {"type": "ephemeral"}}]}]});
+        if thinking {
+            body["thinking"] = json!({"type": "enabled", "budget_tokens": 2048});
+        }
+        let mut request = client
+            .post(format!("{proxy}/v1/messages"))
+            .header("x-api-key", key)
+            .header("anthropic-version", "2023-06-01")
+            .json(&body);
+        if let Some(consent) = consent {
+            request = request.header("x-ctxgc-keepalive", consent);
+        }
+        request.send()
+    };
+    assert!(
+        send("sk-ant-on", Some("on"), false)
+            .await
+            .unwrap()
+            .status()
+            .is_success()
+    );
+    assert!(
+        send("sk-ant-silent", None, false)
+            .await
+            .unwrap()
+            .status()
+            .is_success()
+    );
+    assert!(
+        send("sk-ant-thinking", Some("on"), true)
+            .await
+            .unwrap()
+            .status()
+            .is_success()
+    );
+    // The first keep-alive is judged at 270 "seconds" (1.35 s).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let keepalives = || {
+        upstream
+            .log
+            .all()
+            .into_iter()
+            .filter(|r| {
+                serde_json::from_slice::<Value>(&r.body).is_ok_and(|b| b["max_tokens"] == 1)
+            })
+            .collect::<Vec<_>>()
+    };
+    while keepalives().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let sent = keepalives();
+    assert!(!sent.is_empty(), "no keep-alive within 10 s");
+    for k in &sent {
+        assert_eq!(
+            k.headers["x-api-key"], "sk-ant-on",
+            "only the caller that turned them on"
+        );
+        assert!(
+            !k.headers.contains_key("x-ctxgc-keepalive"),
+            "ctxgc's header stays here"
+        );
+        let body: Value = serde_json::from_slice(&k.body).unwrap();
+        assert_eq!(body["stream"], false);
+        assert_eq!(
+            body["messages"][0]["content"][0]["text"],
+            "task of sk-ant-on"
+        );
+        assert_eq!(
+            body["system"][0]["cache_control"]["type"], "ephemeral",
+            "the same breakpoints"
+        );
+    }
+    let stats: Value = client
+        .get(format!("{proxy}/ctxgc/stats"))
+        .header("x-api-key", "sk-ant-on")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(stats["keepalives"].as_u64() >= Some(1), "{stats}");
+    let session = stats["usage"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .clone();
+    assert!(session["keepalives"].as_u64() >= Some(1), "{session}");
+    assert!(
+        session["keepalive_cache_read_tokens"].as_u64() >= Some(5000),
+        "{session}"
+    );
+    let metrics = client
+        .get(format!("{proxy}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("ctxgc_keepalives_total{outcome=\"sent\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("ctxgc_keepalives_total{outcome=\"failed\"} 0"),
+        "{metrics}"
+    );
+}

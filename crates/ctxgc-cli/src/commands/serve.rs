@@ -237,6 +237,7 @@ pub fn run(config: &Config, args: ServeArgs) -> Result<ExitCode> {
             rewrite_deadline: Duration::from_millis(config.proxy.rewrite_deadline_ms),
             inflight_bytes: (config.proxy.inflight_memory_mb as usize).saturating_mul(1 << 20),
         },
+        keepalive: Default::default(),
     };
     crate::logging::init(args.log_format)?;
     let gone = store.expire(retention)?;

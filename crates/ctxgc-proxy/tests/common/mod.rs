@@ -34,6 +34,7 @@ pub fn settings(upstream: &str) -> ProxySettings {
         timeouts: Timeouts::default(),
         limits: Default::default(),
         tokens: Default::default(),
+        keepalive: Default::default(),
     }
 }
 

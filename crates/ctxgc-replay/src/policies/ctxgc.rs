@@ -5,7 +5,6 @@ use ctxgc_core::cache_life::{self, CacheSettings, Pauses};
 use ctxgc_core::config::Config;
 use ctxgc_core::engine::summary::SUMMARY_HEADER;
 use ctxgc_core::engine::{EventKind, PlanKind, Session};
-use ctxgc_core::provider_cache;
 use ctxgc_core::store::MemoryStore;
 use ctxgc_core::tokens::ProviderFamily;
 
@@ -47,20 +46,11 @@ struct Life {
 
 impl Life {
     fn ttl_secs(&self, provider: ProviderFamily) -> u64 {
-        match (provider, self.long_in_force) {
-            (ProviderFamily::Anthropic, true) => provider_cache::ANTHROPIC_LONG_TTL_SECS,
-            (ProviderFamily::Anthropic, false) => provider_cache::ANTHROPIC_TTL_SECS,
-            (_, true) => provider_cache::OPENAI_EXTENDED_RETENTION_SECS,
-            (_, false) => provider_cache::OPENAI_RETENTION_SECS,
-        }
+        cache_life::entry_lifetime(provider, self.long_in_force).0
     }
 
     fn write_cost(&self, provider: ProviderFamily) -> f64 {
-        match (provider, self.long_in_force) {
-            (ProviderFamily::Anthropic, true) => cache_life::ANTHROPIC_LONG_WRITE_COST,
-            (ProviderFamily::Anthropic, false) => provider_cache::ANTHROPIC_WRITE_COST,
-            _ => 1.0,
-        }
+        cache_life::entry_lifetime(provider, self.long_in_force).1
     }
 }
 

@@ -1,0 +1,403 @@
+//! Keep-alive requests (`[cache] keepalive`, off by default): while an Anthropic session is
+//! idle, a minimal request on its cached prefix shortly before the entry would expire, so the
+//! request that resumes the session reads the prefix instead of writing it again.
+//!
+//! Whether one is worth sending is [`ctxgc_core::cache_life::keepalive_due`], the decision the
+//! replay lab prices: the session's own pauses say how likely it is to resume within the next
+//! lifetime, given how long it has been idle. Each session has a budget of keep-alives and none
+//! is sent after `keepalive_max_idle_secs` of idleness.
+//!
+//! They are sent on the caller's key, so only for a caller that turned them on (the header
+//! `x-ctxgc-keepalive: on`, or `keepalive_every_caller` on a proxy whose callers are all its
+//! operator's). The key is held in memory only, with the latest request of the session, until
+//! the session's keep-alives end; it is never logged or written anywhere. What is held is
+//! bounded in sessions and bytes (the least recently active go first).
+//!
+//! A keep-alive is the session's latest request as it was sent (same system prompt, tools,
+//! messages and breakpoints, so it reads the same entries), asking for one output token and no
+//! stream. A request with a thinking budget gets none: its `max_tokens` must exceed the budget,
+//! and the model could spend all of it.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderMap, Uri};
+use bytes::Bytes;
+use ctxgc_core::cache_life::{self, CacheSettings, Pauses};
+use ctxgc_core::store::SessionId;
+use ctxgc_core::tokens::ProviderFamily;
+use serde_json::Value;
+
+/// What keep-alives may hold and how long they may take.
+#[derive(Debug, Clone, Copy)]
+pub struct KeepAliveSettings {
+    /// Sessions waiting for a keep-alive, at most.
+    pub max_sessions: usize,
+    /// Bytes of their latest requests held, at most.
+    pub max_bytes: usize,
+    /// A keep-alive's deadline, for the whole answer.
+    pub deadline: Duration,
+    /// How long one second of the providers' cache lifetimes and of a session's idleness lasts
+    /// on this proxy's clock: one second, except in tests, which shorten it to see a
+    /// five-minute lifetime pass.
+    pub second: Duration,
+}
+
+impl Default for KeepAliveSettings {
+    fn default() -> Self {
+        KeepAliveSettings {
+            max_sessions: 1_000,
+            max_bytes: 64 << 20,
+            deadline: Duration::from_secs(60),
+            second: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The header with which a caller turns keep-alives on or off for itself.
+pub(crate) const CONSENT_HEADER: &str = "x-ctxgc-keepalive";
+
+/// Whether the caller of a request with `headers` gets keep-alives.
+pub(crate) fn consents(settings: &CacheSettings, headers: &HeaderMap) -> bool {
+    if !settings.keepalive {
+        return false;
+    }
+    let said = headers
+        .get(CONSENT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().to_ascii_lowercase());
+    match said.as_deref() {
+        Some("on" | "true" | "1") => true,
+        Some(_) => false,
+        None => settings.keepalive_every_caller,
+    }
+}
+
+/// A session waiting for its next keep-alive.
+struct Waiting {
+    uri: Uri,
+    /// The caller's headers (its key among them), held for the keep-alive only.
+    headers: HeaderMap,
+    /// The latest request as it was sent.
+    body: Bytes,
+    /// When the latest request was sent.
+    last_at: Instant,
+    /// When the next keep-alive is due to be judged.
+    next_at: Instant,
+    ttl_secs: u64,
+    write_cost: f64,
+    pauses: Pauses,
+    /// Keep-alives sent in this session so far.
+    sent: u32,
+}
+
+/// A keep-alive to send now.
+pub(crate) struct Due {
+    pub(crate) session: SessionId,
+    pub(crate) uri: Uri,
+    pub(crate) headers: HeaderMap,
+    /// The keep-alive's body.
+    pub(crate) body: Vec<u8>,
+}
+
+/// What the session's cache lifetime is now, for [`KeepAlives::note`].
+pub(crate) struct Lifetime {
+    pub(crate) pauses: Pauses,
+    /// The latest request asked for the long lifetime.
+    pub(crate) long: bool,
+}
+
+/// The sessions waiting for a keep-alive.
+pub(crate) struct KeepAlives {
+    settings: KeepAliveSettings,
+    waiting: Mutex<HashMap<SessionId, Waiting>>,
+}
+
+impl KeepAlives {
+    pub(crate) fn new(settings: KeepAliveSettings) -> KeepAlives {
+        KeepAlives {
+            settings,
+            waiting: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// How often the waiting sessions are looked at.
+    pub(crate) fn tick(&self) -> Duration {
+        (self.settings.second * 5).min(Duration::from_secs(1))
+    }
+
+    /// The deadline of one keep-alive.
+    pub(crate) fn deadline(&self) -> Duration {
+        self.settings.deadline
+    }
+
+    /// A request of `session` was sent at `now` with `body`: its next keep-alive, if any, is
+    /// judged shortly before the entry it wrote or read expires. Returns whether the session
+    /// waits (false: too large to hold, or no room after the least recently active left).
+    pub(crate) fn note(
+        &self,
+        session: &SessionId,
+        (uri, headers): (&Uri, &HeaderMap),
+        body: Bytes,
+        life: Lifetime,
+        now: Instant,
+    ) -> bool {
+        if body.len() > self.settings.max_bytes {
+            self.forget(session);
+            return false;
+        }
+        let (ttl_secs, write_cost) =
+            cache_life::entry_lifetime(ProviderFamily::Anthropic, life.long);
+        let Ok(mut waiting) = self.waiting.lock() else {
+            return false;
+        };
+        let sent = waiting.get(session).map_or(0, |w| w.sent);
+        waiting.remove(session);
+        // Room for it: the sessions whose latest request is oldest leave first.
+        let held =
+            |w: &HashMap<SessionId, Waiting>| w.values().map(|w| w.body.len()).sum::<usize>();
+        while !waiting.is_empty()
+            && (waiting.len() >= self.settings.max_sessions
+                || held(&waiting) + body.len() > self.settings.max_bytes)
+        {
+            let oldest = waiting
+                .iter()
+                .min_by_key(|(_, w)| w.last_at)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                waiting.remove(&k);
+            }
+        }
+        let mut headers = headers.clone();
+        for value in headers.values_mut() {
+            value.set_sensitive(true);
+        }
+        waiting.insert(
+            session.clone(),
+            Waiting {
+                uri: uri.clone(),
+                headers,
+                body,
+                last_at: now,
+                next_at: now + self.step(ttl_secs),
+                ttl_secs,
+                write_cost,
+                pauses: life.pauses,
+                sent,
+            },
+        );
+        true
+    }
+
+    /// The session's keep-alives end (its caller turned them off, or one failed).
+    pub(crate) fn forget(&self, session: &SessionId) {
+        if let Ok(mut waiting) = self.waiting.lock() {
+            waiting.remove(session);
+        }
+    }
+
+    /// Sessions waiting now.
+    pub(crate) fn len(&self) -> usize {
+        self.waiting.lock().map_or(0, |w| w.len())
+    }
+
+    /// The time between keep-alives of an entry that lives `ttl_secs`: its lifetime less the
+    /// margin a request needs to arrive.
+    fn step(&self, ttl_secs: u64) -> Duration {
+        let secs = ttl_secs
+            .saturating_sub(cache_life::KEEPALIVE_MARGIN_SECS)
+            .max(1);
+        self.settings.second * u32::try_from(secs).unwrap_or(u32::MAX)
+    }
+
+    /// The keep-alives due at `now`, as the lab decides them: each waiting session whose entry
+    /// is about to expire gets one when [`cache_life::keepalive_due`] says it pays, and leaves
+    /// when it does not (idle too long, budget spent, or a resume now too unlikely).
+    pub(crate) fn due(&self, settings: &CacheSettings, now: Instant) -> Vec<Due> {
+        let Ok(mut waiting) = self.waiting.lock() else {
+            return Vec::new();
+        };
+        let second = self.settings.second.as_secs_f64().max(1e-9);
+        let mut out = Vec::new();
+        let mut done = Vec::new();
+        for (session, w) in waiting.iter_mut() {
+            if w.next_at > now {
+                continue;
+            }
+            let idle = (now.duration_since(w.last_at).as_secs_f64() / second) as u64;
+            let send = cache_life::keepalive_due(
+                settings,
+                &w.pauses,
+                idle,
+                w.ttl_secs,
+                w.write_cost,
+                w.sent,
+            );
+            let body = send.then(|| keepalive_body(&w.body)).flatten();
+            match body {
+                Some(body) => {
+                    w.sent += 1;
+                    w.next_at += self.step(w.ttl_secs);
+                    out.push(Due {
+                        session: session.clone(),
+                        uri: w.uri.clone(),
+                        headers: w.headers.clone(),
+                        body,
+                    });
+                }
+                None => done.push(session.clone()),
+            }
+        }
+        for session in done {
+            waiting.remove(&session);
+        }
+        out
+    }
+}
+
+/// The keep-alive for a request `sent`: the same request, one output token, no stream. `None`
+/// for a request with a thinking budget (or one that is not a JSON object).
+fn keepalive_body(sent: &[u8]) -> Option<Vec<u8>> {
+    let mut body: Value = serde_json::from_slice(sent).ok()?;
+    let object = body.as_object_mut()?;
+    if object
+        .get("thinking")
+        .is_some_and(|t| t["type"] == "enabled" || t.get("budget_tokens").is_some())
+    {
+        return None;
+    }
+    object.insert("max_tokens".into(), Value::from(1));
+    object.insert("stream".into(), Value::from(false));
+    serde_json::to_vec(&body).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn settings(keepalive: bool) -> CacheSettings {
+        CacheSettings {
+            keepalive,
+            ..CacheSettings::default()
+        }
+    }
+
+    #[test]
+    fn a_caller_gets_keepalives_only_when_it_turned_them_on() {
+        let mut on = HeaderMap::new();
+        on.insert(CONSENT_HEADER, HeaderValue::from_static("on"));
+        let mut off = HeaderMap::new();
+        off.insert(CONSENT_HEADER, HeaderValue::from_static("off"));
+        let none = HeaderMap::new();
+        assert!(
+            !consents(&settings(false), &on),
+            "the operator did not allow them"
+        );
+        assert!(consents(&settings(true), &on));
+        assert!(!consents(&settings(true), &none), "the caller did not ask");
+        let every = CacheSettings {
+            keepalive_every_caller: true,
+            ..settings(true)
+        };
+        assert!(consents(&every, &none));
+        assert!(!consents(&every, &off), "a caller can always say no");
+    }
+
+    #[test]
+    fn a_keepalive_is_the_same_request_for_one_token_and_none_with_a_thinking_budget() {
+        let sent = br#"{"model":"claude-sonnet-4-5","max_tokens":32000,"stream":true,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"hi"}]}"#;
+        let body: Value = serde_json::from_slice(&keepalive_body(sent).unwrap()).unwrap();
+        assert_eq!(body["max_tokens"], 1);
+        assert_eq!(body["stream"], false);
+        assert_eq!(body["system"][0]["cache_control"]["type"], "ephemeral");
+        let thinking = br#"{"model":"m","max_tokens":32000,"thinking":{"type":"enabled","budget_tokens":16000},"messages":[]}"#;
+        assert!(keepalive_body(thinking).is_none());
+        let adaptive =
+            br#"{"model":"m","max_tokens":32000,"thinking":{"type":"adaptive"},"messages":[]}"#;
+        assert!(keepalive_body(adaptive).is_some());
+    }
+
+    /// A session whose every third pause outlives five minutes: after its latest request, one
+    /// keep-alive is due shortly before the entry expires, then one per lifetime while it pays,
+    /// within the budget; none before.
+    #[test]
+    fn keepalives_come_before_expiry_and_stop_within_the_budget() {
+        let keep = KeepAlives::new(KeepAliveSettings {
+            second: Duration::from_millis(1),
+            ..KeepAliveSettings::default()
+        });
+        let mut pauses = Pauses::default();
+        for i in 0..30 {
+            pauses.note(if i % 3 == 0 { 900 } else { 20 });
+        }
+        let session = SessionId::new("t.s");
+        let start = Instant::now();
+        let body = Bytes::from_static(br#"{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}"#);
+        let uri: Uri = "/v1/messages".parse().unwrap();
+        assert!(keep.note(
+            &session,
+            (&uri, &HeaderMap::new()),
+            body,
+            Lifetime {
+                pauses,
+                long: false
+            },
+            start
+        ));
+        let s = CacheSettings {
+            keepalive_budget: 3,
+            ..settings(true)
+        };
+        assert!(
+            keep.due(&s, start + Duration::from_millis(200)).is_empty(),
+            "not yet"
+        );
+        let mut sent = 0;
+        for ms in (270..4_000).step_by(10) {
+            sent += keep.due(&s, start + Duration::from_millis(ms)).len();
+        }
+        assert_eq!(sent, 3, "the budget");
+        assert_eq!(keep.len(), 0, "the session left once its budget was spent");
+    }
+
+    #[test]
+    fn what_is_held_is_bounded() {
+        let keep = KeepAlives::new(KeepAliveSettings {
+            max_sessions: 3,
+            max_bytes: 1_000,
+            ..KeepAliveSettings::default()
+        });
+        let uri: Uri = "/v1/messages".parse().unwrap();
+        let now = Instant::now();
+        for i in 0..10u64 {
+            let session = SessionId::new(format!("t.s{i}"));
+            let life = Lifetime {
+                pauses: Pauses::default(),
+                long: false,
+            };
+            let body = Bytes::from(vec![b' '; 300]);
+            keep.note(
+                &session,
+                (&uri, &HeaderMap::new()),
+                body,
+                life,
+                now + Duration::from_secs(i),
+            );
+        }
+        assert_eq!(keep.len(), 3);
+        let big = Bytes::from(vec![b' '; 2_000]);
+        let life = Lifetime {
+            pauses: Pauses::default(),
+            long: false,
+        };
+        assert!(!keep.note(
+            &SessionId::new("t.big"),
+            (&uri, &HeaderMap::new()),
+            big,
+            life,
+            now
+        ));
+    }
+}
