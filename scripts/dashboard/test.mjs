@@ -33,6 +33,12 @@ try {
   // What the upstream billed, at the lab's prices (the test's model has one: nothing unpriced).
   const billed = await card("billed");
   if (Math.abs(n(billed) - a.billed_usd) > 0.01 || a.unpriced_sessions !== 0) fail(`billed card ${billed} vs ${a.billed_usd} (${a.unpriced_sessions} unpriced)`);
+  // What the clients' own requests would have been billed (the lab's cache model on them),
+  // and the ratio, each dividing what it says over the sessions that have both figures.
+  const client = await card("client_billed");
+  if (!(a.client_billed_usd > 0) || Math.abs(n(client) - a.client_billed_usd) > 0.01) fail(`client-alone card ${client} vs ${a.client_billed_usd}`);
+  const ratio = await card("billed_vs_client");
+  if (a.billed_vs_client == null || Math.abs(n(ratio) - a.billed_vs_client) > 0.001) fail(`billed ÷ client card ${ratio} vs ${a.billed_vs_client}`);
   const shown = await page.$$eval("tr.session", (rows) => rows.map((r) => r.dataset.session));
   const mine = Object.keys(a.usage).sort(), theirs = Object.keys(b.usage);
   if (JSON.stringify(shown.slice().sort()) !== JSON.stringify(mine)) fail(`sessions shown ${shown} vs ${mine}`);

@@ -184,6 +184,9 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         if api == Api::Messages && !counting {
             note_keepalive(&s, &session, &parts, &forward_bytes, prepared);
         }
+        if !counting {
+            bill_as_the_client_alone(&s, &session, (api, model.clone()), bytes.clone());
+        }
         let upstream = api.wire().upstream();
         if let Some(end) = injected {
             let cx = agentic::Context {
@@ -236,6 +239,38 @@ fn note_keepalive(
         }
         None => s.keepalives.forget(session),
     }
+}
+
+/// What the client's own request `raw` would have been billed, off the request path: the
+/// session's simulated cache serves it ([`crate::client_bill`]) on a blocking task.
+fn bill_as_the_client_alone(
+    s: &Arc<AppState>,
+    session: &ctxgc_core::store::SessionId,
+    (api, model): (Api, Option<String>),
+    raw: Bytes,
+) {
+    if !s.client_bills.enter() {
+        s.sessions.record_client_unsimulated(session);
+        return;
+    }
+    let (s, session) = (s.clone(), session.clone());
+    let at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    tokio::task::spawn_blocking(move || {
+        let _held = s.client_bills.held();
+        let scale = (
+            s.settings.rewrite.trim.bytes_per_token,
+            s.sessions.calibration(&session),
+        );
+        let served = s
+            .client_bills
+            .serve(&session, (api, model.as_deref()), &raw, at_ms, scale);
+        match served {
+            Some(served) => s.sessions.record_client_served(&session, served.served),
+            None => s.sessions.record_client_unsimulated(&session),
+        }
+    });
 }
 
 /// Sends one keep-alive and records what the upstream billed for it. One that fails (refused,

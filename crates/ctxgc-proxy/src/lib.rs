@@ -21,6 +21,7 @@
 pub mod agent;
 mod agentic;
 mod breaker;
+mod client_bill;
 mod error;
 mod gate;
 mod handler;

@@ -114,6 +114,31 @@ pub struct SessionUsage {
     pub billed_usd: Option<f64>,
     /// Output tokens reported.
     pub output_tokens: u64,
+    /// The client's own requests, served by the lab's cache model of the session's provider
+    /// (what they would have been billed without ctxgc; [`crate::client_bill`]): requests,
+    /// then uncached input, cache reads and writes (one-hour ones apart), ctxgc's estimates.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub client_requests: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    #[allow(missing_docs)]
+    pub client_input_tokens: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    #[allow(missing_docs)]
+    pub client_cache_read_tokens: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    #[allow(missing_docs)]
+    pub client_cache_write_tokens: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    #[allow(missing_docs)]
+    pub client_cache_write_1h_tokens: u64,
+    /// The client's requests not simulated (a body not of its API's shape, or more requests at
+    /// once than the simulation keeps up with): the session's client figure is then unknown.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub client_unsimulated: u64,
+    /// What the client's own requests would have been billed at the lab's prices (USD), with
+    /// the output the upstream reported; `None` without a price, without a simulated request,
+    /// or when one of its requests was not simulated.
+    pub client_billed_usd: Option<f64>,
     /// Keep-alive requests ctxgc sent for the session while it was idle (`[cache] keepalive`);
     /// their usage is in the counts above, as the upstream billed it.
     #[serde(skip_serializing_if = "is_zero")]
@@ -250,6 +275,22 @@ impl SessionTable {
                 point.reported = Some([small(u.input), small(u.cache_read), small(u.cache_write)]);
             }
         });
+    }
+
+    /// Records how the lab's cache model served one of the client's own requests.
+    pub(crate) fn record_client_served(&self, session: &SessionId, s: ctxgc_replay::cache::Served) {
+        self.with(session, |entry| {
+            entry.client_requests += 1;
+            entry.client_input_tokens += s.uncached as u64;
+            entry.client_cache_read_tokens += s.cached as u64;
+            entry.client_cache_write_tokens += s.written as u64;
+            entry.client_cache_write_1h_tokens += s.written_long.min(s.written) as u64;
+        });
+    }
+
+    /// Records a client request that was not simulated.
+    pub(crate) fn record_client_unsimulated(&self, session: &SessionId) {
+        self.with(session, |entry| entry.client_unsimulated += 1);
     }
 
     /// Records a keep-alive ctxgc sent for the session, with the usage the upstream reported:

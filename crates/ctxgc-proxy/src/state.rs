@@ -34,6 +34,8 @@ pub struct AppState {
     pub(crate) memos: Memos,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) sessions: SessionTable,
+    /// What each session's client alone would have been billed (the lab's cache model).
+    pub(crate) client_bills: crate::client_bill::ClientBills,
     /// Sessions waiting for a keep-alive (`[cache] keepalive`).
     pub(crate) keepalives: crate::keepalive::KeepAlives,
     pub(crate) responses: ResponseIndex,
@@ -150,6 +152,7 @@ impl AppState {
         let keepalives = crate::keepalive::KeepAlives::new(settings.keepalive);
         let state = Arc::new(AppState {
             keepalives,
+            client_bills: Default::default(),
             upstreams: Upstreams::new(&settings, metrics.clone())?,
             summarizer: SummarizerGate::new(
                 settings.summarizer.clone(),

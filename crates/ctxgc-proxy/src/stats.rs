@@ -56,6 +56,14 @@ pub struct Stats {
     /// price (USD, at the replay lab's prices; [`SessionUsage::billed_usd`]). An absolute sum,
     /// not a ratio: it divides by nothing.
     pub billed_usd: f64,
+    /// What the clients' own requests would have been billed, over the sessions shown that
+    /// have both figures (the lab's cache model run on the requests as the clients sent them,
+    /// at the lab's prices; [`SessionUsage::client_billed_usd`]).
+    pub client_billed_usd: f64,
+    /// What the upstream billed for what was sent divided by what the clients' own requests
+    /// would have been billed, over the same sessions (those with both figures): below 1,
+    /// ctxgc saved that share of the bill. `None` until a session has both.
+    pub billed_vs_client: Option<f64>,
     /// Sessions shown whose model has no price in the table: their bill is not in `billed_usd`
     /// (unknown, not $0).
     pub unpriced_sessions: usize,
@@ -71,35 +79,65 @@ pub struct Stats {
 /// table (the same lookup the lab prices a log's sessions with: `claude-sonnet-4-5-20250929`
 /// is `claude-sonnet-4.5`); `None` for a model the table does not have.
 fn input_usd_per_token(model: &str) -> Option<f64> {
-    static TABLE: std::sync::OnceLock<ctxgc_replay::prices::Catalog> = std::sync::OnceLock::new();
-    TABLE
-        .get_or_init(ctxgc_replay::prices::builtin)
+    ctxgc_replay::prices::builtin_shared()
         .find(model)
         .map(|m| m.input / 1e6)
 }
 
-/// What the upstream billed a session for what was sent, at its model's prices (USD), as a
-/// lookup by model name; `None` for a model without a price.
-fn billed_usd_of(u: &SessionUsage) -> impl Fn(&str) -> Option<f64> + '_ {
-    move |model| {
-        static TABLE: std::sync::OnceLock<ctxgc_replay::prices::Catalog> =
-            std::sync::OnceLock::new();
-        let p = TABLE
-            .get_or_init(ctxgc_replay::prices::builtin)
-            .find(model)?;
-        let long = u.cache_write_1h_tokens.min(u.cache_write_tokens);
-        let short = u.cache_write_tokens - long;
-        let write = p.cache_write.unwrap_or(p.input);
-        let write_1h = p.cache_write_1h.unwrap_or(write);
-        Some(
-            (u.input_tokens as f64 * p.input
-                + u.cache_read_tokens as f64 * p.cache_read
-                + short as f64 * write
-                + long as f64 * write_1h
-                + u.output_tokens as f64 * p.output)
-                / 1e6,
-        )
+/// Input tokens as a bill counts them: uncached, cache reads, cache writes (five-minute) and
+/// one-hour writes, then output.
+type BillTokens = [u64; 5];
+
+/// What `tokens` cost at `model`'s prices (USD); `None` for a model without a price.
+fn usd_of(model: &str, [input, read, write, write_1h, output]: BillTokens) -> Option<f64> {
+    let p = ctxgc_replay::prices::builtin_shared().find(model)?;
+    let write_price = p.cache_write.unwrap_or(p.input);
+    let write_1h_price = p.cache_write_1h.unwrap_or(write_price);
+    Some(
+        (input as f64 * p.input
+            + read as f64 * p.cache_read
+            + write as f64 * write_price
+            + write_1h as f64 * write_1h_price
+            + output as f64 * p.output)
+            / 1e6,
+    )
+}
+
+/// What the upstream billed a session for what was sent, at its model's prices (USD).
+fn billed_usd_of(u: &SessionUsage, model: &str) -> Option<f64> {
+    let long = u.cache_write_1h_tokens.min(u.cache_write_tokens);
+    usd_of(
+        model,
+        [
+            u.input_tokens,
+            u.cache_read_tokens,
+            u.cache_write_tokens - long,
+            long,
+            u.output_tokens,
+        ],
+    )
+}
+
+/// What the client's own requests would have been billed (the lab's cache model on them), with
+/// the output the upstream reported (the model's answers are the same either way) and without
+/// keep-alives (a client alone sends none).
+fn client_billed_usd_of(u: &SessionUsage, model: &str) -> Option<f64> {
+    if u.client_requests == 0 || u.client_unsimulated > 0 {
+        return None;
     }
+    let long = u
+        .client_cache_write_1h_tokens
+        .min(u.client_cache_write_tokens);
+    usd_of(
+        model,
+        [
+            u.client_input_tokens,
+            u.client_cache_read_tokens,
+            u.client_cache_write_tokens - long,
+            long,
+            u.output_tokens.saturating_sub(u.keepalives),
+        ],
+    )
 }
 
 impl Stats {
@@ -130,6 +168,8 @@ impl Stats {
             cache_read_share: None,
             saved_usd_estimate: 0.0,
             billed_usd: 0.0,
+            client_billed_usd: 0.0,
+            billed_vs_client: None,
             unpriced_sessions: 0,
             bytes_per_token: bytes_per_token.max(1.0),
             sessions: usage.len(),
@@ -167,8 +207,18 @@ impl Stats {
             })
             .sum();
         for u in self.usage.values_mut() {
-            u.billed_usd = u.model.as_deref().and_then(billed_usd_of(u));
+            u.billed_usd = u.model.as_deref().and_then(|m| billed_usd_of(u, m));
+            u.client_billed_usd = u.model.as_deref().and_then(|m| client_billed_usd_of(u, m));
         }
+        let both: Vec<(f64, f64)> = self
+            .usage
+            .values()
+            .filter_map(|u| Some((u.billed_usd?, u.client_billed_usd?)))
+            .collect();
+        self.client_billed_usd = both.iter().map(|(_, c)| c).sum();
+        let billed_of_both: f64 = both.iter().map(|(b, _)| b).sum();
+        self.billed_vs_client =
+            (self.client_billed_usd > 0.0).then(|| billed_of_both / self.client_billed_usd);
         self.billed_usd = self.usage.values().filter_map(|u| u.billed_usd).sum();
         self.unpriced_sessions = self
             .usage

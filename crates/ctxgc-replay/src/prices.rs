@@ -136,6 +136,12 @@ pub fn builtin() -> Catalog {
     Catalog::parse(include_str!("../data/prices.toml")).expect("the bundled table parses")
 }
 
+/// The built-in table, parsed once for the process (the proxy prices every session with it).
+pub fn builtin_shared() -> &'static Catalog {
+    static TABLE: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+    TABLE.get_or_init(builtin)
+}
+
 /// A model name as matched: lower case, the last path segment (`openai/gpt-5` is `gpt-5`),
 /// dots as dashes.
 fn normalize(name: &str) -> String {

@@ -1,0 +1,262 @@
+//! What the client's own requests would have been billed without ctxgc: the replay lab's cache
+//! model of the session's provider ([`ctxgc_replay::cache`], with the rules of its price
+//! table, the model `none` is validated with against billed usage) run on the requests as the
+//! clients sent them, at the times they came. Beside what the upstream billed for what was
+//! sent, it says what ctxgc saved in the provider's own terms.
+//!
+//! Off the request path: each request's bytes (shared, not copied) go to a blocking task after
+//! it was forwarded. A request is cut into blocks as the lab cuts one: its system prompt and
+//! tools, then each item of its conversation, each with a hash of the prefix so far and its
+//! tokens, estimated from its bytes (`[trim] bytes_per_token`) and scaled by the session's
+//! calibration to the upstream's counts. The client's own breakpoints and TTL are read from the
+//! items that carry them.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use ctxgc_core::store::SessionId;
+use ctxgc_formats::Api;
+use ctxgc_replay::cache::{Block, CacheKind, CacheModel, SentAt, Served, chain};
+use serde_json::value::RawValue;
+
+/// Sessions whose client-side cache is simulated, at most (the least recently used go first).
+const MAX_SESSIONS: usize = 10_000;
+
+/// One session's simulated cache.
+struct Simulated {
+    model: Box<dyn CacheModel>,
+    /// When it was last used (a counter): the least recently used leave a full table.
+    used: u64,
+}
+
+/// Requests waiting or being simulated at once, at most: each holds its body, so under a load
+/// the simulation cannot keep up with, a request is not simulated (and its session's figure
+/// becomes unknown) rather than bodies piling up in memory.
+const IN_FLIGHT: usize = 4;
+
+/// Every session's simulated cache of its client's own requests.
+#[derive(Default)]
+pub(crate) struct ClientBills {
+    sessions: Mutex<HashMap<SessionId, Simulated>>,
+    clock: std::sync::atomic::AtomicU64,
+    in_flight: std::sync::atomic::AtomicUsize,
+}
+
+/// A place among the requests being simulated, taken by [`ClientBills::enter`]; given back
+/// when dropped.
+pub(crate) struct Slot<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// How the client's request would have been served, and the model its session is priced as.
+pub(crate) struct ClientServed {
+    pub(crate) served: Served,
+}
+
+impl ClientBills {
+    /// Takes a place for one more request to simulate, if there is one: the request path takes
+    /// it, and the task that simulates holds it ([`Self::held`]) until it is done.
+    pub(crate) fn enter(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < IN_FLIGHT).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// The place [`Self::enter`] took, given back when the returned guard drops.
+    pub(crate) fn held(&self) -> Slot<'_> {
+        Slot(&self.in_flight)
+    }
+
+    /// Runs the session's simulated cache on one request of the client (`raw`, of `api`, for
+    /// `model`) sent at `at_ms`, with `bytes_per_token` and the session's `calibration`.
+    pub(crate) fn serve(
+        &self,
+        session: &SessionId,
+        (api, model): (Api, Option<&str>),
+        raw: &[u8],
+        at_ms: i64,
+        (bytes_per_token, calibration): (f64, f64),
+    ) -> Option<ClientServed> {
+        let (blocks, long) = blocks_of(api, raw, bytes_per_token.max(1.0) / calibration.max(0.1))?;
+        let catalog = ctxgc_replay::prices::builtin_shared();
+        let fallback = match api {
+            Api::Messages => CacheKind::Anthropic,
+            Api::Gemini => CacheKind::Gemini,
+            _ => CacheKind::Openai,
+        };
+        let price = catalog.price_of(model, fallback).price;
+        let kind = catalog.cache_of(&price);
+        let used = self
+            .clock
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut sessions = self.sessions.lock().ok()?;
+        if !sessions.contains_key(session) && sessions.len() >= MAX_SESSIONS {
+            // The least recently used tenth leaves.
+            let mut ages: Vec<(u64, SessionId)> =
+                sessions.iter().map(|(k, s)| (s.used, k.clone())).collect();
+            ages.sort_unstable_by_key(|(u, _)| *u);
+            for (_, k) in ages.into_iter().take(MAX_SESSIONS / 10) {
+                sessions.remove(&k);
+            }
+        }
+        let entry = sessions
+            .entry(session.clone())
+            .or_insert_with(|| Simulated {
+                model: kind.new_model(catalog.rules(kind, &price)),
+                used,
+            });
+        entry.used = used;
+        let served = entry.model.serve_at(
+            &blocks,
+            Some(SentAt {
+                ms: at_ms,
+                long_ttl: long,
+            }),
+        );
+        Some(ClientServed { served })
+    }
+}
+
+/// The top-level members of a request, borrowed from its bytes.
+type Members<'a> = HashMap<std::borrow::Cow<'a, str>, &'a RawValue>;
+
+/// A request's blocks as the lab cuts them (system prompt and tools, then each item), with
+/// `bytes_per_token` bytes to a token, and whether it asks for the long lifetime. `None` for a
+/// body that is not a JSON object with the API's conversation array.
+fn blocks_of(api: Api, raw: &[u8], bytes_per_token: f64) -> Option<(Vec<Block>, bool)> {
+    let members: Members<'_> = serde_json::from_slice(raw).ok()?;
+    let wire = api.wire();
+    let items: Vec<&RawValue> = serde_json::from_str(members.get(wire.items_key())?.get()).ok()?;
+    let tokens = |bytes: usize| ((bytes as f64 / bytes_per_token).ceil() as usize).max(1);
+    // A breakpoint moves from request to request (clients mark their latest message): the
+    // content it marks is what is cached, so blocks are hashed without their `cache_control`.
+    let block = |text: &str| {
+        let content = without_cache_control(text);
+        (
+            xxhash_rust::xxh3::xxh3_64(content.as_bytes()),
+            tokens(content.len()),
+        )
+    };
+    let mut head = String::new();
+    for key in wire.system_key().into_iter().chain(["tools"]) {
+        if let Some(v) = members.get(key) {
+            head.push_str(v.get());
+        }
+    }
+    let mut parts: Vec<(u64, usize)> = Vec::with_capacity(items.len() + 1);
+    let mut marks: Vec<bool> = Vec::with_capacity(items.len() + 1);
+    if !head.is_empty() {
+        parts.push(block(&head));
+        marks.push(head.contains("\"cache_control\""));
+    }
+    for item in &items {
+        parts.push(block(item.get()));
+        marks.push(item.get().contains("\"cache_control\""));
+    }
+    let long = raw
+        .windows(11)
+        .any(|w| w == b"\"ttl\":\"1h\"}" || w == b"\"ttl\": \"1h\"")
+        || members
+            .get("prompt_cache_retention")
+            .is_some_and(|v| v.get() == "\"24h\"");
+    let mut blocks = chain(parts);
+    for (block, marked) in blocks.iter_mut().zip(marks) {
+        block.breakpoint = marked;
+    }
+    Some((blocks, long))
+}
+
+/// `text` (JSON) without its `"cache_control": {...}` members.
+fn without_cache_control(text: &str) -> std::borrow::Cow<'_, str> {
+    const KEY: &str = "\"cache_control\"";
+    if !text.contains(KEY) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(KEY) {
+        // The member's object: from its `{` to the matching `}` (its values are short strings
+        // without braces).
+        let after = &rest[at + KEY.len()..];
+        let open = after.find('{');
+        let close = open.and_then(|o| after[o..].find('}').map(|c| o + c));
+        let Some(close) = close else {
+            break;
+        };
+        out.push_str(rest[..at].trim_end_matches([' ', ',']));
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sid() -> SessionId {
+        SessionId::new("t.s")
+    }
+
+    /// A growing Anthropic conversation with the client's own breakpoint on its latest message:
+    /// the second request reads what the first wrote; after a pause past five minutes it
+    /// writes it all again; a client asking for the hour keeps it.
+    #[test]
+    fn the_clients_own_requests_are_served_by_the_labs_cache_model() {
+        let bills = ClientBills::default();
+        let body = |n: usize, ttl: &str| {
+            let messages: Vec<String> = (0..n)
+                .map(|i| {
+                    let cc = if i + 1 == n {
+                        format!(r#","cache_control":{{"type":"ephemeral"{ttl}}}"#)
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        r#"{{"role":"{}","content":[{{"type":"text","text":"{}"{cc}}}]}}"#,
+                        if i % 2 == 0 { "user" } else { "assistant" },
+                        "x".repeat(20_000)
+                    )
+                })
+                .collect();
+            format!(
+                r#"{{"model":"claude-sonnet-4-5","system":[{{"type":"text","text":"{}","cache_control":{{"type":"ephemeral"}}}}],"messages":[{}]}}"#,
+                "s".repeat(8_000),
+                messages.join(",")
+            )
+        };
+        let serve = |n: usize, at_ms: i64, ttl: &str| {
+            bills
+                .serve(
+                    &sid(),
+                    (Api::Messages, Some("claude-sonnet-4-5")),
+                    body(n, ttl).as_bytes(),
+                    at_ms,
+                    (4.0, 1.0),
+                )
+                .unwrap()
+                .served
+        };
+        let first = serve(1, 0, "");
+        assert_eq!(first.cached, 0);
+        assert!(first.written > 5_000, "{first:?}");
+        let second = serve(3, 10_000, "");
+        assert!(second.cached >= first.written, "{second:?} after {first:?}");
+        let late = serve(5, 10_000 + 600_000, "");
+        assert!(
+            late.cached < 3_000,
+            "ten minutes later only what stays warm: {late:?}"
+        );
+        let hour = serve(7, 10_000 + 620_000, r#","ttl":"1h""#);
+        let after = serve(9, 10_000 + 620_000 + 1_200_000, r#","ttl":"1h""#);
+        assert!(after.cached >= hour.written, "{after:?} after {hour:?}");
+        assert!(blocks_of(Api::Messages, b"[1,2]", 4.0).is_none());
+    }
+}
