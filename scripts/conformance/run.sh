@@ -84,8 +84,9 @@ run() {
   local flags=(); [ "$config" = agent ] && flags=(--compact --inject-tools --window 16000)
   [ "$config" = observe ] && flags=(--observe)
   printf '[proxy]\nadmin_token = "conformance-admin-token"\n' >"$dir/ctxgc.toml"
-  # The cache-lifetime decisions forced to the hour: every breakpoint gets it.
-  [ "$config" = cache1h ] && printf '[cache]\nttl = "1h"\n' >>"$dir/ctxgc.toml"
+  # The cache-lifetime decisions forced to the hour: every breakpoint gets it; keep-alives on
+  # for every caller (the client's requests must run as clean with the sessions held for them).
+  [ "$config" = cache1h ] && printf '[cache]\nttl = "1h"\nkeepalive = true\nkeepalive_every_caller = true\n' >>"$dir/ctxgc.toml"
   "$ctxgc" serve --config "$dir/ctxgc.toml" --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
     --anthropic-upstream "http://127.0.0.1:$up_port" --gemini-upstream "http://127.0.0.1:$up_port" --store memory "${flags[@]}" 2>"$dir/serve.log" & local px=$!
   local client_url="http://127.0.0.1:$px_port" rl=""

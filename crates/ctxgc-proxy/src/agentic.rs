@@ -18,7 +18,7 @@ use tracing::Instrument;
 
 use crate::agent::{self, Call, ClientEnd, Exchange, Merge};
 use crate::error::ProxyError;
-use crate::pipeline::{Prepared, prepare};
+use crate::pipeline::{Prepared, Purpose, prepare};
 use crate::relay::Tap;
 use crate::relay::relay;
 use crate::reply::error_response;
@@ -155,7 +155,7 @@ impl Context {
                 return Ok(None);
             }
             let mut request = ApiRequest::parse(api, &raw)?;
-            let Prepared { out, .. } = prepare(&s, &mut request, &raw, &session, false)?;
+            let Prepared { out, .. } = prepare(&s, &mut request, &raw, &session, Purpose::Request)?;
             if last {
                 // The client could not run a call the model makes now: ask for an answer.
                 api.wire().set_no_tool_calls(&mut request.body);

@@ -15,7 +15,7 @@ use tracing::Instrument;
 
 use crate::error::ProxyError;
 use crate::metrics::Forwarded;
-use crate::pipeline::{self, Prepared};
+use crate::pipeline::{self, Prepared, Purpose};
 use crate::relay::relay;
 use crate::reply::{Refusal, error_response};
 use crate::sessions::Forwarding;
@@ -140,8 +140,13 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     async move {
         let path = parts.uri.path();
         let counting = path.ends_with("/count_tokens") || path.ends_with(":countTokens");
+        let purpose = if counting {
+            Purpose::Count
+        } else {
+            Purpose::Request
+        };
         let (forward_bytes, injected, cache_edit, prepared) =
-            match run_pipeline(&s, request, &bytes, (tenant.as_str(), &session), counting).await {
+            match run_pipeline(&s, request, &bytes, (tenant.as_str(), &session), purpose).await {
                 Ok(Prepared {
                     out,
                     injected,
@@ -186,6 +191,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         }
         if !counting {
             bill_as_the_client_alone(&s, &session, (api, model.clone()), bytes.clone());
+            note_idle(&s, &session, api, &parts.headers, (&bytes, prepared));
         }
         let upstream = api.wire().upstream();
         if let Some(end) = injected {
@@ -271,6 +277,79 @@ fn bill_as_the_client_alone(
             None => s.sessions.record_client_unsimulated(&session),
         }
     });
+}
+
+/// With events only after a pause, the session's latest request is held until its cache
+/// expires, then prepared ([`crate::idle`]); not when its caller gets keep-alives, nor after a
+/// request that failed open.
+fn note_idle(
+    s: &AppState,
+    session: &ctxgc_core::store::SessionId,
+    api: Api,
+    headers: &HeaderMap,
+    (raw, prepared): (&Bytes, bool),
+) {
+    let rewrite = &s.settings.rewrite;
+    let kept_alive = api == Api::Messages && keepalive::consents(&rewrite.cache, headers);
+    let wire = api.wire();
+    // When the engine counts this session's cache cold (the lifetime in force taken into
+    // account, as it judges the request that resumes it).
+    let cold_after = rewrite
+        .engine
+        .as_ref()
+        .filter(|_| rewrite.events_only_when_cold && prepared && !kept_alive)
+        .and_then(|policy| {
+            let long = s
+                .sessions
+                .life(session, |l| l.long_secs(wire.cache_hint()))
+                .flatten();
+            policy.cold_after_secs(wire.family(), long)
+        });
+    match cold_after {
+        Some(secs) => {
+            let now = std::time::Instant::now();
+            s.idle.note(session, api, raw.clone(), secs, now);
+        }
+        None => s.idle.forget(session),
+    }
+}
+
+/// Prepares an idle session whose cache expired: its latest request runs through the pipeline
+/// as after the pause, and the event it runs is stored with the session's lineage for the
+/// request that resumes it. A failure changes nothing: that request runs the event itself.
+pub(crate) async fn prepare_idle(s: Arc<AppState>, due: crate::idle::Due) {
+    let Ok(request) = ApiRequest::parse_envelope(due.api, &due.raw) else {
+        return;
+    };
+    // The session id begins with its tenant's id: the rewrite slots are shared by tenant.
+    let tenant = due
+        .session
+        .as_str()
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let span = tracing::info_span!("idle", session = due.session.as_str());
+    let prepared = run_pipeline(
+        &s,
+        request,
+        &due.raw,
+        (tenant.as_str(), &due.session),
+        Purpose::Idle,
+    )
+    .instrument(span.clone())
+    .await;
+    let _entered = span.enter();
+    match prepared {
+        Ok(Prepared {
+            event: Some(kind), ..
+        }) => tracing::info!(
+            event = kind,
+            "prepared while idle: the request that resumes the session carries it"
+        ),
+        Ok(_) => tracing::debug!("prepared while idle: no event was due"),
+        Err(why) => tracing::debug!(error = %why, "idle preparation failed"),
+    }
 }
 
 /// Sends one keep-alive and records what the upstream billed for it. One that fails (refused,
@@ -436,7 +515,7 @@ async fn run_pipeline(
     mut request: ApiRequest,
     raw: &Bytes,
     (tenant, session): (&str, &ctxgc_core::store::SessionId),
-    counting: bool,
+    purpose: Purpose,
 ) -> Result<Prepared, ProxyError> {
     let Some(slot) = s
         .gate
@@ -451,7 +530,7 @@ async fn run_pipeline(
     let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        let prepared = pipeline::prepare(&state, &mut request, &raw, &session, counting);
+        let prepared = pipeline::prepare(&state, &mut request, &raw, &session, purpose);
         drop(slot);
         prepared
     })

@@ -26,6 +26,7 @@ mod error;
 mod gate;
 mod handler;
 pub mod identity;
+mod idle;
 mod keepalive;
 mod lifetime;
 pub mod lineage;

@@ -10,6 +10,19 @@ use crate::error::ProxyError;
 use crate::state::AppState;
 use crate::{agent, lifetime, lineage, rewrite, splice_json};
 
+/// What the pipeline runs for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// A request to forward.
+    Request,
+    /// A token count: it sees the lineage in force but runs and records no event.
+    Count,
+    /// A session idle past its cache's lifetime: its latest request again, the cache taken as
+    /// cold, so that the event the next request would carry is ready when it comes. Nothing
+    /// about the session's requests (pauses, estimates, cache fields) is recorded.
+    Idle,
+}
+
 /// A request ready to forward.
 pub(crate) struct Prepared {
     /// The rewrite: the new body, if any, and the originals it hides.
@@ -33,8 +46,9 @@ pub(crate) fn prepare(
     request: &mut ApiRequest,
     raw: &[u8],
     session: &SessionId,
-    counting: bool,
+    purpose: Purpose,
 ) -> Result<Prepared, ProxyError> {
+    let counting = purpose == Purpose::Count;
     let deadline = std::time::Instant::now() + state.settings.limits.rewrite_deadline;
     let settings = &state.settings.rewrite;
     let mut agent_changed = false;
@@ -50,7 +64,7 @@ pub(crate) fn prepare(
         // calls to run.
         if agent::inject(&mut request.body, request.api) {
             agent_changed = true;
-            injected = (!counting).then_some(end);
+            injected = (purpose == Purpose::Request).then_some(end);
         }
     }
     // The lineage in force: what its events hid is never pointed to by a new repeat. Read
@@ -96,10 +110,11 @@ pub(crate) fn prepare(
             .cloned()
             .unwrap_or_default();
         // How long the session was silent: past the cache TTL, the next event is free.
-        let idle_secs = if counting {
-            None
-        } else {
-            state.sessions.idle_secs(session)
+        let idle_secs = match purpose {
+            Purpose::Count => None,
+            Purpose::Request => state.sessions.idle_secs(session),
+            // Past any lifetime: the task runs only once the one in force has passed.
+            Purpose::Idle => Some(u64::from(u32::MAX)),
         };
         // A client that asked the provider to keep its cache longer keeps it warm longer. That
         // can only matter after a pause past the provider's default lifetime, so the body is
@@ -155,7 +170,7 @@ pub(crate) fn prepare(
             rewrite::mark_breakpoint(&mut messages[last]);
         }
         out.originals.append(&mut outcome.originals);
-        if !counting {
+        if purpose == Purpose::Request {
             state
                 .sessions
                 .record_estimate(session, outcome.estimated_tokens);
@@ -192,7 +207,7 @@ pub(crate) fn prepare(
         .collect::<Vec<_>>();
     // The cache's lifetime, last: it only sets cache fields on the bytes about to be sent.
     let mut cache_edit = None;
-    if !counting {
+    if purpose == Purpose::Request {
         let base = out.body.as_deref().unwrap_or(raw);
         let asked = lifetime::asked(request, base.len());
         let settings = &state.settings.rewrite.cache;

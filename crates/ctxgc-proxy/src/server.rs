@@ -207,10 +207,14 @@ pub async fn serve_until(
             let _ = tokio::task::spawn_blocking(move || state.watch_store()).await;
         }
     });
-    // Keep-alives (`[cache] keepalive`): the waiting sessions are looked at every tick, and
-    // each keep-alive due goes out on its own task, with its own deadline.
+    // Keep-alives (`[cache] keepalive`) and idle sessions' preparation (events only after a
+    // pause): the waiting sessions are looked at every tick, and each keep-alive or
+    // preparation due runs on its own task, with its own deadline.
     let keeper = Arc::downgrade(&state);
-    let keepalive = state.settings.rewrite.cache.keepalive.then(|| {
+    let rewrite = &state.settings.rewrite;
+    let idle_work =
+        rewrite.cache.keepalive || (rewrite.engine.is_some() && rewrite.events_only_when_cold);
+    let keepalive = idle_work.then(|| {
         let tick = state.keepalives.tick();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(tick);
@@ -223,6 +227,9 @@ pub async fn serve_until(
                 let now = std::time::Instant::now();
                 for due in state.keepalives.due(&state.settings.rewrite.cache, now) {
                     tokio::spawn(crate::handler::send_keepalive(state.clone(), due));
+                }
+                for due in state.idle.due(now) {
+                    tokio::spawn(crate::handler::prepare_idle(state.clone(), due));
                 }
             }
         })

@@ -60,7 +60,13 @@ fn observe_one(state: &AppState, job: Job) -> Result<(), ProxyError> {
         session,
     } = job;
     let sent = pipeline::prompt_tokens(state, &request);
-    let prepared = pipeline::prepare(state, &mut request, &raw, &session, false)?;
+    let prepared = pipeline::prepare(
+        state,
+        &mut request,
+        &raw,
+        &session,
+        pipeline::Purpose::Request,
+    )?;
     let would = match prepared.out.body {
         Some(body) => pipeline::prompt_tokens(state, &ApiRequest::parse(request.api, &body)?),
         None => sent,

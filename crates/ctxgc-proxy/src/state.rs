@@ -36,6 +36,8 @@ pub struct AppState {
     pub(crate) sessions: SessionTable,
     /// What each session's client alone would have been billed (the lab's cache model).
     pub(crate) client_bills: crate::client_bill::ClientBills,
+    /// Sessions idle until their cache expires, then prepared ([`crate::idle`]).
+    pub(crate) idle: crate::idle::IdleSessions,
     /// Sessions waiting for a keep-alive (`[cache] keepalive`).
     pub(crate) keepalives: crate::keepalive::KeepAlives,
     pub(crate) responses: ResponseIndex,
@@ -150,8 +152,10 @@ impl AppState {
         let secret_configured = settings.tenant_secret.is_some();
         let metrics = Arc::new(Metrics::default());
         let keepalives = crate::keepalive::KeepAlives::new(settings.keepalive);
+        let idle = crate::idle::IdleSessions::new(settings.keepalive.second);
         let state = Arc::new(AppState {
             keepalives,
+            idle,
             client_bills: Default::default(),
             upstreams: Upstreams::new(&settings, metrics.clone())?,
             summarizer: SummarizerGate::new(

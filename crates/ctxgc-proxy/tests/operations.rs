@@ -985,3 +985,78 @@ async fn keepalives_go_only_to_callers_that_turned_them_on() {
         "{metrics}"
     );
 }
+
+/// Idle preparation, on a clock where a second lasts 50 ms: a session whose cache the engine
+/// counts cold after 1 s idle is prepared about 32 "seconds" (1.6 s) after its latest request.
+/// The prune its next request would have run runs then, in the background, and the request that
+/// resumes the session carries it without running another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_sessions_event_is_ready_before_it_resumes() {
+    let upstream = FakeUpstream::start(reply).await;
+    let mut settings = settings(&upstream.url);
+    settings.rewrite.window = 200_000;
+    settings.rewrite.engine = Some(ctxgc_core::engine::Policy {
+        cold_cache_secs: 1,
+        openai_cold_cache_secs: 1,
+        ..ctxgc_core::engine::Policy::default()
+    });
+    settings.rewrite.events_only_when_cold = true;
+    settings.keepalive.second = Duration::from_millis(50);
+    let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let client = reqwest::Client::new();
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a coding agent."}),
+        json!({"role": "user", "content": "Fix the flaky test."}),
+    ];
+    let turn = async |messages: &mut Vec<Value>, n: usize| {
+        let id = format!("call_{n}");
+        messages.push(json!({"role": "assistant", "content": format!("Step {n}."), "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"command\":\"pytest -k case_{n}\"}}")}}]}));
+        let output: String = (0..900)
+            .map(|i| format!("w{} ", (i * 7919 + n * 104_729) % 10_007))
+            .collect();
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": format!("{output}\nexit status: {}\n", n % 2)}));
+        let r = client
+            .post(format!("{proxy}/v1/chat/completions"))
+            .json(&json!({"model": "gpt-4o", "messages": messages}))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success());
+        let sent: Value = serde_json::from_slice(&upstream.log.last().unwrap().body).unwrap();
+        sent["messages"].as_array().unwrap().clone()
+    };
+    for n in 0..30 {
+        turn(&mut messages, n).await;
+    }
+    assert_eq!(state.stats().events, 0, "no event while the cache is warm");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while state.stats().events == 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        state.stats().events,
+        1,
+        "prepared while idle, before any request came"
+    );
+    let resumed = turn(&mut messages, 30).await;
+    assert_eq!(
+        state.stats().events,
+        1,
+        "the resumed request ran no event of its own"
+    );
+    let size = |m: &[Value]| serde_json::to_vec(m).unwrap().len();
+    assert!(
+        size(&resumed) * 2 < size(&messages),
+        "it carries the prune: {} of {} bytes sent",
+        size(&resumed),
+        size(&messages)
+    );
+    assert_eq!(
+        resumed[..2],
+        messages[..2],
+        "the system prompt and task stay"
+    );
+}

@@ -268,12 +268,22 @@ impl Policy {
         family: ProviderFamily,
         requested_ttl_secs: Option<u64>,
     ) -> bool {
+        let ttl = self.cold_after_secs(family, requested_ttl_secs);
+        ttl.is_some_and(|ttl| idle_secs.is_some_and(|s| s > ttl))
+    }
+
+    /// How long a session must be idle before its cache counts as cold ([`Self::is_cache_cold`]
+    /// past it); `None` when the policy never counts it cold.
+    pub fn cold_after_secs(
+        &self,
+        family: ProviderFamily,
+        requested_ttl_secs: Option<u64>,
+    ) -> Option<u64> {
         let default = match family {
             ProviderFamily::Anthropic => self.cold_cache_secs,
             ProviderFamily::Openai => self.openai_cold_cache_secs.max(self.cold_cache_secs),
         };
-        let ttl = default.max(requested_ttl_secs.unwrap_or(0));
-        self.cold_cache_secs > 0 && idle_secs.is_some_and(|s| s > ttl)
+        (self.cold_cache_secs > 0).then(|| default.max(requested_ttl_secs.unwrap_or(0)))
     }
 
     /// Whether a prune that reclaims `reclaimed` tokens and makes the next request write
