@@ -29,26 +29,39 @@ struct Simulated {
     used: u64,
 }
 
-/// Requests waiting or being simulated at once, at most: each holds its body, so under a load
-/// the simulation cannot keep up with, a request is not simulated (and its session's figure
-/// becomes unknown) rather than bodies piling up in memory.
-const IN_FLIGHT: usize = 4;
+/// Requests waiting to be simulated, at most: each holds its body, so under a load the
+/// simulation cannot keep up with, a request is not simulated (and its session's figure becomes
+/// unknown) rather than bodies piling up in memory. One thread simulates, off the async
+/// workers (a thread per request had cost the soak 9 MB of resident memory).
+const QUEUE: usize = 4;
 
-/// Every session's simulated cache of its client's own requests.
-#[derive(Default)]
+/// One of the client's requests to simulate.
+pub(crate) struct Job {
+    pub(crate) session: SessionId,
+    pub(crate) api: Api,
+    pub(crate) model: Option<String>,
+    pub(crate) raw: bytes::Bytes,
+    pub(crate) at_ms: i64,
+}
+
+/// Every session's simulated cache of its client's own requests, and the queue to its thread.
 pub(crate) struct ClientBills {
     sessions: Mutex<HashMap<SessionId, Simulated>>,
     clock: std::sync::atomic::AtomicU64,
-    in_flight: std::sync::atomic::AtomicUsize,
+    queue: std::sync::mpsc::SyncSender<Job>,
+    /// Taken by the thread when it starts.
+    jobs: Mutex<Option<std::sync::mpsc::Receiver<Job>>>,
 }
 
-/// A place among the requests being simulated, taken by [`ClientBills::enter`]; given back
-/// when dropped.
-pub(crate) struct Slot<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+impl Default for ClientBills {
+    fn default() -> Self {
+        let (queue, jobs) = std::sync::mpsc::sync_channel(QUEUE);
+        ClientBills {
+            sessions: Mutex::default(),
+            clock: std::sync::atomic::AtomicU64::new(0),
+            queue,
+            jobs: Mutex::new(Some(jobs)),
+        }
     }
 }
 
@@ -58,20 +71,14 @@ pub(crate) struct ClientServed {
 }
 
 impl ClientBills {
-    /// Takes a place for one more request to simulate, if there is one: the request path takes
-    /// it, and the task that simulates holds it ([`Self::held`]) until it is done.
-    pub(crate) fn enter(&self) -> bool {
-        use std::sync::atomic::Ordering;
-        self.in_flight
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < IN_FLIGHT).then_some(n + 1)
-            })
-            .is_ok()
+    /// Queues a request for the thread; `false` when the queue is full.
+    pub(crate) fn offer(&self, job: Job) -> bool {
+        self.queue.try_send(job).is_ok()
     }
 
-    /// The place [`Self::enter`] took, given back when the returned guard drops.
-    pub(crate) fn held(&self) -> Slot<'_> {
-        Slot(&self.in_flight)
+    /// The queue's receiving end, once: whoever gets it starts the thread.
+    pub(crate) fn take_jobs(&self) -> Option<std::sync::mpsc::Receiver<Job>> {
+        self.jobs.lock().ok()?.take()
     }
 
     /// Runs the session's simulated cache on one request of the client (`raw`, of `api`, for

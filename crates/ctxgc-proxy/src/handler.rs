@@ -247,36 +247,60 @@ fn note_keepalive(
     }
 }
 
-/// What the client's own request `raw` would have been billed, off the request path: the
-/// session's simulated cache serves it ([`crate::client_bill`]) on a blocking task.
+/// What the client's own request `raw` would have been billed, off the request path: queued
+/// for the thread that serves it with the session's simulated cache ([`crate::client_bill`]),
+/// started with the first request.
 fn bill_as_the_client_alone(
     s: &Arc<AppState>,
     session: &ctxgc_core::store::SessionId,
     (api, model): (Api, Option<String>),
     raw: Bytes,
 ) {
-    if !s.client_bills.enter() {
-        s.sessions.record_client_unsimulated(session);
-        return;
+    if let Some(jobs) = s.client_bills.take_jobs() {
+        let state = Arc::downgrade(s);
+        let started = std::thread::Builder::new()
+            .name("ctxgc-client-bill".into())
+            .spawn(move || {
+                while let Ok(job) = jobs.recv() {
+                    let Some(s) = state.upgrade() else {
+                        return;
+                    };
+                    let scale = (
+                        s.settings.rewrite.trim.bytes_per_token,
+                        s.sessions.calibration(&job.session),
+                    );
+                    let served = s.client_bills.serve(
+                        &job.session,
+                        (job.api, job.model.as_deref()),
+                        &job.raw,
+                        job.at_ms,
+                        scale,
+                    );
+                    match served {
+                        Some(served) => {
+                            s.sessions.record_client_served(&job.session, served.served)
+                        }
+                        None => s.sessions.record_client_unsimulated(&job.session),
+                    }
+                }
+            });
+        if let Err(e) = started {
+            tracing::error!(error = %e, "cannot start the client-bill thread: no request is simulated");
+        }
     }
-    let (s, session) = (s.clone(), session.clone());
     let at_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    tokio::task::spawn_blocking(move || {
-        let _held = s.client_bills.held();
-        let scale = (
-            s.settings.rewrite.trim.bytes_per_token,
-            s.sessions.calibration(&session),
-        );
-        let served = s
-            .client_bills
-            .serve(&session, (api, model.as_deref()), &raw, at_ms, scale);
-        match served {
-            Some(served) => s.sessions.record_client_served(&session, served.served),
-            None => s.sessions.record_client_unsimulated(&session),
-        }
-    });
+    let job = crate::client_bill::Job {
+        session: session.clone(),
+        api,
+        model,
+        raw,
+        at_ms,
+    };
+    if !s.client_bills.offer(job) {
+        s.sessions.record_client_unsimulated(session);
+    }
 }
 
 /// With events only after a pause, the session's latest request is held until its cache
