@@ -13,14 +13,13 @@ use axum::response::Response;
 use ctxgc_formats::{Api, ApiRequest, FormatError};
 use tracing::Instrument;
 
-use crate::error::ProxyError;
 use crate::metrics::Forwarded;
 use crate::pipeline::{self, Prepared, Purpose};
 use crate::relay::relay;
 use crate::reply::{Refusal, error_response};
 use crate::sessions::Forwarding;
-use crate::state::{AppState, REWRITE_QUEUE_DEADLINE};
-use crate::{agentic, keepalive, shadow};
+use crate::state::AppState;
+use crate::{agentic, background, shadow};
 
 /// A body larger than this is parsed off the async workers.
 const INLINE_PARSE_BYTES: usize = 256 * 1024;
@@ -146,7 +145,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
             Purpose::Request
         };
         let (forward_bytes, injected, cache_edit, prepared) =
-            match run_pipeline(&s, request, &bytes, (tenant.as_str(), &session), purpose).await {
+            match pipeline::run(&s, request, &bytes, (tenant.as_str(), &session), purpose).await {
                 Ok(Prepared {
                     out,
                     injected,
@@ -186,12 +185,13 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
                     (bytes.clone(), None, None, false)
                 }
             };
-        if api == Api::Messages && !counting {
-            note_keepalive(&s, &session, &parts, &forward_bytes, prepared);
-        }
         if !counting {
-            bill_as_the_client_alone(&s, &session, (api, model.clone()), bytes.clone());
-            note_idle(&s, &session, api, &parts.headers, (&bytes, prepared));
+            // Work beside the request: its keep-alives, its idle preparation, the client's bill.
+            if api == Api::Messages {
+                background::note_keepalive(&s, &session, &parts, &forward_bytes, prepared);
+            }
+            background::bill_as_the_client_alone(&s, &session, (api, model.clone()), bytes.clone());
+            background::note_idle(&s, &session, api, &parts.headers, (&bytes, prepared));
         }
         let upstream = api.wire().upstream();
         if let Some(end) = injected {
@@ -216,218 +216,6 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     }
     .instrument(span)
     .await
-}
-
-/// A Messages request of `session` is about to be sent as `body`: the session waits for a
-/// keep-alive when its caller turned them on (and the pipeline ran: a request forwarded after
-/// an internal failure ends them), else any it was waiting for end.
-fn note_keepalive(
-    s: &AppState,
-    session: &ctxgc_core::store::SessionId,
-    parts: &axum::http::request::Parts,
-    body: &Bytes,
-    prepared: bool,
-) {
-    let cache = &s.settings.rewrite.cache;
-    let life = (prepared && keepalive::consents(cache, &parts.headers))
-        .then(|| s.sessions.life(session, |l| l.for_keepalive()))
-        .flatten();
-    match life {
-        Some(life) => {
-            let now = std::time::Instant::now();
-            s.keepalives.note(
-                session,
-                (&parts.uri, &parts.headers),
-                body.clone(),
-                life,
-                now,
-            );
-        }
-        None => s.keepalives.forget(session),
-    }
-}
-
-/// What the client's own request `raw` would have been billed, off the request path: queued
-/// for the thread that serves it with the session's simulated cache ([`crate::client_bill`]),
-/// started with the first request.
-fn bill_as_the_client_alone(
-    s: &Arc<AppState>,
-    session: &ctxgc_core::store::SessionId,
-    (api, model): (Api, Option<String>),
-    raw: Bytes,
-) {
-    if let Some(jobs) = s.client_bills.take_jobs() {
-        let state = Arc::downgrade(s);
-        let started = std::thread::Builder::new()
-            .name("ctxgc-client-bill".into())
-            .spawn(move || {
-                while let Ok(job) = jobs.recv() {
-                    let Some(s) = state.upgrade() else {
-                        return;
-                    };
-                    let scale = (
-                        s.settings.rewrite.trim.bytes_per_token,
-                        s.sessions.calibration(&job.session),
-                    );
-                    let served = s.client_bills.serve(
-                        &job.session,
-                        (job.api, job.model.as_deref()),
-                        &job.raw,
-                        job.at_ms,
-                        scale,
-                    );
-                    match served {
-                        Some(served) => {
-                            s.sessions.record_client_served(&job.session, served.served)
-                        }
-                        None => s.sessions.record_client_unsimulated(&job.session),
-                    }
-                }
-            });
-        if let Err(e) = started {
-            tracing::error!(error = %e, "cannot start the client-bill thread: no request is simulated");
-        }
-    }
-    let at_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
-    let job = crate::client_bill::Job {
-        session: session.clone(),
-        api,
-        model,
-        raw,
-        at_ms,
-    };
-    if !s.client_bills.offer(job) {
-        s.sessions.record_client_unsimulated(session);
-    }
-}
-
-/// With events only after a pause, the session's latest request is held until its cache
-/// expires, then prepared ([`crate::idle`]); not when its caller gets keep-alives, nor after a
-/// request that failed open.
-fn note_idle(
-    s: &AppState,
-    session: &ctxgc_core::store::SessionId,
-    api: Api,
-    headers: &HeaderMap,
-    (raw, prepared): (&Bytes, bool),
-) {
-    let rewrite = &s.settings.rewrite;
-    let kept_alive = api == Api::Messages && keepalive::consents(&rewrite.cache, headers);
-    let wire = api.wire();
-    // When the engine counts this session's cache cold (the lifetime in force taken into
-    // account, as it judges the request that resumes it).
-    let cold_after = rewrite
-        .engine
-        .as_ref()
-        .filter(|_| rewrite.events_only_when_cold && prepared && !kept_alive)
-        .and_then(|policy| {
-            let long = s
-                .sessions
-                .life(session, |l| l.long_secs(wire.cache_hint()))
-                .flatten();
-            policy.cold_after_secs(wire.family(), long)
-        });
-    match cold_after {
-        Some(secs) => {
-            let now = std::time::Instant::now();
-            s.idle.note(session, api, raw.clone(), secs, now);
-        }
-        None => s.idle.forget(session),
-    }
-}
-
-/// Prepares an idle session whose cache expired: its latest request runs through the pipeline
-/// as after the pause, and the event it runs is stored with the session's lineage for the
-/// request that resumes it. A failure changes nothing: that request runs the event itself.
-pub(crate) async fn prepare_idle(s: Arc<AppState>, due: crate::idle::Due) {
-    let Ok(request) = ApiRequest::parse_envelope(due.api, &due.raw) else {
-        return;
-    };
-    // The session id begins with its tenant's id: the rewrite slots are shared by tenant.
-    let tenant = due
-        .session
-        .as_str()
-        .split('.')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
-    let span = tracing::info_span!("idle", session = due.session.as_str());
-    let prepared = run_pipeline(
-        &s,
-        request,
-        &due.raw,
-        (tenant.as_str(), &due.session),
-        Purpose::Idle,
-    )
-    .instrument(span.clone())
-    .await;
-    let _entered = span.enter();
-    match prepared {
-        Ok(Prepared {
-            event: Some(kind), ..
-        }) => tracing::info!(
-            event = kind,
-            "prepared while idle: the request that resumes the session carries it"
-        ),
-        Ok(_) => tracing::debug!("prepared while idle: no event was due"),
-        Err(why) => tracing::debug!(error = %why, "idle preparation failed"),
-    }
-}
-
-/// Sends one keep-alive and records what the upstream billed for it. One that fails (refused,
-/// unreachable, past its deadline) ends the session's keep-alives; the log names the session
-/// and the status, never a header.
-pub(crate) async fn send_keepalive(s: Arc<AppState>, due: keepalive::Due) {
-    let session = due.session.clone();
-    let answered = tokio::time::timeout(s.keepalives.deadline(), async {
-        let response = s
-            .upstreams
-            .send(
-                ctxgc_formats::Upstream::Anthropic,
-                axum::http::Method::POST,
-                &due.uri,
-                &due.headers,
-                due.body,
-            )
-            .await
-            .ok()?;
-        let status = response.status();
-        let body = response.bytes().await.ok()?;
-        Some((status, body))
-    })
-    .await;
-    match answered {
-        Ok(Some((status, body))) if status.is_success() => {
-            let usage = serde_json::from_slice::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| Api::Messages.wire().response_summary(&v).0);
-            s.metrics
-                .keepalive("sent", usage.map_or(0, |u| u.cache_read));
-            s.sessions.record_keepalive(&session, usage);
-            tracing::info!(
-                session = session.as_str(),
-                cache_read = usage.map_or(0, |u| u.cache_read),
-                cache_write = usage.map_or(0, |u| u.cache_write),
-                "keep-alive sent"
-            );
-        }
-        other => {
-            s.metrics.keepalive("failed", 0);
-            s.keepalives.forget(&session);
-            let status = match &other {
-                Ok(Some((status, _))) => status.as_u16().to_string(),
-                Ok(None) => "unreachable".to_owned(),
-                Err(_) => "deadline".to_owned(),
-            };
-            tracing::warn!(
-                session = session.as_str(),
-                status,
-                "keep-alive failed: the session's keep-alives end"
-            );
-        }
-    }
 }
 
 /// Sends a request on which ctxgc set cache fields; when the upstream answers 400 naming one
@@ -529,37 +317,6 @@ async fn unbuffered(
     let stream = first.chain(body.into_data_stream());
     let upstream = api.wire().upstream();
     send_and_relay(s, upstream, parts, reqwest::Body::wrap_stream(stream), None).await
-}
-
-/// Runs the pipeline in a blocking task once a rewrite slot is free: rewriting is synchronous
-/// CPU work plus a local store write. A panic, a store failure or no free slot within the
-/// deadline is an error, and the caller forwards the original (fail open).
-async fn run_pipeline(
-    s: &Arc<AppState>,
-    mut request: ApiRequest,
-    raw: &Bytes,
-    (tenant, session): (&str, &ctxgc_core::store::SessionId),
-    purpose: Purpose,
-) -> Result<Prepared, ProxyError> {
-    let Some(slot) = s
-        .gate
-        .enter(tenant, raw.len(), REWRITE_QUEUE_DEADLINE)
-        .await
-    else {
-        return Err(ProxyError::Busy {
-            waited: REWRITE_QUEUE_DEADLINE,
-        });
-    };
-    let (state, raw, session) = (s.clone(), raw.clone(), session.clone());
-    let span = tracing::Span::current();
-    tokio::task::spawn_blocking(move || {
-        let _entered = span.enter();
-        let prepared = pipeline::prepare(&state, &mut request, &raw, &session, purpose);
-        drop(slot);
-        prepared
-    })
-    .await
-    .map_err(|e| ProxyError::Task(e.to_string()))?
 }
 
 /// Every other request: forwarded untouched.

@@ -20,6 +20,7 @@
 
 pub mod agent;
 mod agentic;
+mod background;
 mod breaker;
 mod client_bill;
 mod error;

@@ -233,6 +233,37 @@ pub(crate) fn prepare(
     })
 }
 
+/// Runs the pipeline in a blocking task once a rewrite slot is free: rewriting is synchronous
+/// CPU work plus a local store write. A panic, a store failure or no free slot within the
+/// deadline is an error, and the caller forwards the original (fail open).
+pub(crate) async fn run(
+    s: &std::sync::Arc<AppState>,
+    mut request: ApiRequest,
+    raw: &bytes::Bytes,
+    (tenant, session): (&str, &ctxgc_core::store::SessionId),
+    purpose: Purpose,
+) -> Result<Prepared, ProxyError> {
+    let Some(slot) = s
+        .gate
+        .enter(tenant, raw.len(), crate::state::REWRITE_QUEUE_DEADLINE)
+        .await
+    else {
+        return Err(ProxyError::Busy {
+            waited: crate::state::REWRITE_QUEUE_DEADLINE,
+        });
+    };
+    let (state, raw, session) = (s.clone(), raw.clone(), session.clone());
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
+        let prepared = prepare(&state, &mut request, &raw, &session, purpose);
+        drop(slot);
+        prepared
+    })
+    .await
+    .map_err(|e| ProxyError::Task(e.to_string()))?
+}
+
 /// ctxgc's count of a request's prompt: its conversation as the provider frames it, its system
 /// prompt and its tool definitions.
 pub(crate) fn prompt_tokens(state: &AppState, request: &ApiRequest) -> usize {

@@ -226,10 +226,10 @@ pub async fn serve_until(
                 };
                 let now = std::time::Instant::now();
                 for due in state.keepalives.due(&state.settings.rewrite.cache, now) {
-                    tokio::spawn(crate::handler::send_keepalive(state.clone(), due));
+                    tokio::spawn(crate::background::send_keepalive(state.clone(), due));
                 }
                 for due in state.idle.due(now) {
-                    tokio::spawn(crate::handler::prepare_idle(state.clone(), due));
+                    tokio::spawn(crate::background::prepare_idle(state.clone(), due));
                 }
             }
         })

@@ -1,0 +1,227 @@
+//! Work beside a request, off its path: the keep-alives its session waits for
+//! ([`crate::keepalive`]), the idle preparation of its next event ([`crate::idle`]), and what
+//! its client alone would have been billed ([`crate::client_bill`]); then, when due, sending a
+//! keep-alive and preparing an idle session.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::http::HeaderMap;
+use ctxgc_formats::{Api, ApiRequest};
+use tracing::Instrument;
+
+use crate::keepalive;
+use crate::pipeline::{self, Prepared, Purpose};
+use crate::state::AppState;
+
+/// A Messages request of `session` is about to be sent as `body`: the session waits for a
+/// keep-alive when its caller turned them on (and the pipeline ran: a request forwarded after
+/// an internal failure ends them), else any it was waiting for end.
+pub(crate) fn note_keepalive(
+    s: &AppState,
+    session: &ctxgc_core::store::SessionId,
+    parts: &axum::http::request::Parts,
+    body: &Bytes,
+    prepared: bool,
+) {
+    let cache = &s.settings.rewrite.cache;
+    let life = (prepared && keepalive::consents(cache, &parts.headers))
+        .then(|| s.sessions.life(session, |l| l.for_keepalive()))
+        .flatten();
+    match life {
+        Some(life) => {
+            let now = std::time::Instant::now();
+            s.keepalives.note(
+                session,
+                (&parts.uri, &parts.headers),
+                body.clone(),
+                life,
+                now,
+            );
+        }
+        None => s.keepalives.forget(session),
+    }
+}
+
+/// What the client's own request `raw` would have been billed, off the request path: queued
+/// for the thread that serves it with the session's simulated cache ([`crate::client_bill`]),
+/// started with the first request.
+pub(crate) fn bill_as_the_client_alone(
+    s: &Arc<AppState>,
+    session: &ctxgc_core::store::SessionId,
+    (api, model): (Api, Option<String>),
+    raw: Bytes,
+) {
+    if let Some(jobs) = s.client_bills.take_jobs() {
+        let state = Arc::downgrade(s);
+        let started = std::thread::Builder::new()
+            .name("ctxgc-client-bill".into())
+            .spawn(move || {
+                while let Ok(job) = jobs.recv() {
+                    let Some(s) = state.upgrade() else {
+                        return;
+                    };
+                    let scale = (
+                        s.settings.rewrite.trim.bytes_per_token,
+                        s.sessions.calibration(&job.session),
+                    );
+                    let served = s.client_bills.serve(
+                        &job.session,
+                        (job.api, job.model.as_deref()),
+                        &job.raw,
+                        job.at_ms,
+                        scale,
+                    );
+                    match served {
+                        Some(served) => {
+                            s.sessions.record_client_served(&job.session, served.served)
+                        }
+                        None => s.sessions.record_client_unsimulated(&job.session),
+                    }
+                }
+            });
+        if let Err(e) = started {
+            tracing::error!(error = %e, "cannot start the client-bill thread: no request is simulated");
+        }
+    }
+    let at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let job = crate::client_bill::Job {
+        session: session.clone(),
+        api,
+        model,
+        raw,
+        at_ms,
+    };
+    if !s.client_bills.offer(job) {
+        s.sessions.record_client_unsimulated(session);
+    }
+}
+
+/// With events only after a pause, the session's latest request is held until its cache
+/// expires, then prepared ([`crate::idle`]); not when its caller gets keep-alives, nor after a
+/// request that failed open.
+pub(crate) fn note_idle(
+    s: &AppState,
+    session: &ctxgc_core::store::SessionId,
+    api: Api,
+    headers: &HeaderMap,
+    (raw, prepared): (&Bytes, bool),
+) {
+    let rewrite = &s.settings.rewrite;
+    let kept_alive = api == Api::Messages && keepalive::consents(&rewrite.cache, headers);
+    let wire = api.wire();
+    // When the engine counts this session's cache cold (the lifetime in force taken into
+    // account, as it judges the request that resumes it).
+    let cold_after = rewrite
+        .engine
+        .as_ref()
+        .filter(|_| rewrite.events_only_when_cold && prepared && !kept_alive)
+        .and_then(|policy| {
+            let long = s
+                .sessions
+                .life(session, |l| l.long_secs(wire.cache_hint()))
+                .flatten();
+            policy.cold_after_secs(wire.family(), long)
+        });
+    match cold_after {
+        Some(secs) => {
+            let now = std::time::Instant::now();
+            s.idle.note(session, api, raw.clone(), secs, now);
+        }
+        None => s.idle.forget(session),
+    }
+}
+
+/// Prepares an idle session whose cache expired: its latest request runs through the pipeline
+/// as after the pause, and the event it runs is stored with the session's lineage for the
+/// request that resumes it. A failure changes nothing: that request runs the event itself.
+pub(crate) async fn prepare_idle(s: Arc<AppState>, due: crate::idle::Due) {
+    let Ok(request) = ApiRequest::parse_envelope(due.api, &due.raw) else {
+        return;
+    };
+    // The session id begins with its tenant's id: the rewrite slots are shared by tenant.
+    let tenant = due
+        .session
+        .as_str()
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let span = tracing::info_span!("idle", session = due.session.as_str());
+    let prepared = pipeline::run(
+        &s,
+        request,
+        &due.raw,
+        (tenant.as_str(), &due.session),
+        Purpose::Idle,
+    )
+    .instrument(span.clone())
+    .await;
+    let _entered = span.enter();
+    match prepared {
+        Ok(Prepared {
+            event: Some(kind), ..
+        }) => tracing::info!(
+            event = kind,
+            "prepared while idle: the request that resumes the session carries it"
+        ),
+        Ok(_) => tracing::debug!("prepared while idle: no event was due"),
+        Err(why) => tracing::debug!(error = %why, "idle preparation failed"),
+    }
+}
+
+/// Sends one keep-alive and records what the upstream billed for it. One that fails (refused,
+/// unreachable, past its deadline) ends the session's keep-alives; the log names the session
+/// and the status, never a header.
+pub(crate) async fn send_keepalive(s: Arc<AppState>, due: keepalive::Due) {
+    let session = due.session.clone();
+    let answered = tokio::time::timeout(s.keepalives.deadline(), async {
+        let response = s
+            .upstreams
+            .send(
+                ctxgc_formats::Upstream::Anthropic,
+                axum::http::Method::POST,
+                &due.uri,
+                &due.headers,
+                due.body,
+            )
+            .await
+            .ok()?;
+        let status = response.status();
+        let body = response.bytes().await.ok()?;
+        Some((status, body))
+    })
+    .await;
+    match answered {
+        Ok(Some((status, body))) if status.is_success() => {
+            let usage = serde_json::from_slice::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| Api::Messages.wire().response_summary(&v).0);
+            s.metrics
+                .keepalive("sent", usage.map_or(0, |u| u.cache_read));
+            s.sessions.record_keepalive(&session, usage);
+            tracing::info!(
+                session = session.as_str(),
+                cache_read = usage.map_or(0, |u| u.cache_read),
+                cache_write = usage.map_or(0, |u| u.cache_write),
+                "keep-alive sent"
+            );
+        }
+        other => {
+            s.metrics.keepalive("failed", 0);
+            s.keepalives.forget(&session);
+            let status = match &other {
+                Ok(Some((status, _))) => status.as_u16().to_string(),
+                Ok(None) => "unreachable".to_owned(),
+                Err(_) => "deadline".to_owned(),
+            };
+            tracing::warn!(
+                session = session.as_str(),
+                status,
+                "keep-alive failed: the session's keep-alives end"
+            );
+        }
+    }
+}
