@@ -13,6 +13,9 @@
 //! body, tenant, session) → `pipeline` → `rewrite` (insertion trimming) and `lineage` (the
 //! engine's events, decided in `ctxgc-core`); then `upstream` (sending) and `relay` (the answer
 //! back, its usage read through `sse`), or `agentic` (the agent tools' rounds, with `splice`).
+//! Beside a request, off its path, `background` notes what its session waits for: keep-alives
+//! (`keepalive`), the preparation of its next event once idle (`idle`), and what its client
+//! alone would have been billed (`client_bill`); the server's ticker runs what is due.
 //! The state the requests share is `state`'s [`AppState`], made of parts at the bottom:
 //! `metrics`, `sessions`, `responses`, `memos`, `summarizer`, `identity`, `settings`.
 
