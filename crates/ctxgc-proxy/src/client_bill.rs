@@ -33,7 +33,7 @@ struct Simulated {
 /// simulation cannot keep up with, a request is not simulated (and its session's figure becomes
 /// unknown) rather than bodies piling up in memory. One thread simulates, off the async
 /// workers (a thread per request had cost the soak 9 MB of resident memory).
-const QUEUE: usize = 4;
+const QUEUE: usize = 2;
 
 /// One of the client's requests to simulate.
 pub(crate) struct Job {

@@ -20,11 +20,12 @@ use ctxgc_core::store::SessionId;
 use ctxgc_formats::Api;
 
 /// Sessions held for preparation, at most.
-const MAX_SESSIONS: usize = 64;
-/// Bytes of their latest requests held, at most: the most recently active sessions' (about ten
-/// at 200K tokens). Holding every session's latest request (64 MB) had lifted the soak's
-/// resident memory from 90 to 160 MB: a proxy with many sessions prepares the latest few.
-const MAX_BYTES: usize = 8 << 20;
+const MAX_SESSIONS: usize = 32;
+/// Bytes of their latest requests held, at most: the most recently active sessions' (about
+/// five at 200K tokens). Holding every session's latest request (64 MB) had lifted the soak's
+/// resident memory from 90 to 160 MB, and 8 MB its peak to 129 MB: a proxy with many sessions
+/// prepares the latest few.
+const MAX_BYTES: usize = 4 << 20;
 
 /// A session's latest request, waiting for its cache to expire.
 struct Waiting {
