@@ -36,6 +36,10 @@ done
 status=0
 target/release/examples/soak "http://127.0.0.1:$px_port" "$px" "${1:-1000}" "${2:-40}" "${3:-50000}" "${4:-200}" "${5:-8}" "${6:-128}" || status=$?
 # What the proxy did meanwhile (aggregate counts: no session of any tenant is shown).
+# Where the proxy's memory is at the end (anonymous or file-backed) and its threads: a figure
+# that differs between machines says which kind differs.
+grep -E '^(Rss|Anonymous|Private_Dirty|Pss_File):' "/proc/$px/smaps_rollup" 2>/dev/null | tr -s ' ' | paste -sd ' ' || true
+grep -E '^Threads:' "/proc/$px/status" 2>/dev/null || true
 stats=$(curl -s "http://127.0.0.1:$px_port/ctxgc/stats")
 echo "$stats" | python3 -c "import json,sys; d=json.load(sys.stdin); print('proxy stats:', {k: d[k] for k in ('requests','rewritten','passed_through','fail_open','bytes_saved','originals_stored')})"
 # A fail-open under load is ctxgc not doing its job: its causes, and the first lines that said why.
