@@ -150,6 +150,7 @@ pub(crate) async fn prepare_idle(s: Arc<AppState>, due: crate::idle::Due) {
         .unwrap_or_default()
         .to_owned();
     let span = tracing::info_span!("idle", session = due.session.as_str());
+    let began = std::time::Instant::now();
     let prepared = pipeline::run(
         &s,
         request,
@@ -163,10 +164,13 @@ pub(crate) async fn prepare_idle(s: Arc<AppState>, due: crate::idle::Due) {
     match prepared {
         Ok(Prepared {
             event: Some(kind), ..
-        }) => tracing::info!(
-            event = kind,
-            "prepared while idle: the request that resumes the session carries it"
-        ),
+        }) => {
+            s.sessions.mark_prepared(&due.session, began);
+            tracing::info!(
+                event = kind,
+                "prepared while idle: the request that resumes the session carries it"
+            );
+        }
         Ok(_) => tracing::debug!("prepared while idle: no event was due"),
         Err(why) => tracing::debug!(error = %why, "idle preparation failed"),
     }

@@ -10,7 +10,6 @@
 //! in sessions and bytes (the least recently active go first); a session is held until its
 //! preparation runs or a newer request replaces it.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -18,6 +17,8 @@ use bytes::Bytes;
 use ctxgc_core::cache_life;
 use ctxgc_core::store::SessionId;
 use ctxgc_formats::Api;
+
+use crate::recent::RecentSessions;
 
 /// Sessions held for preparation, at most.
 const MAX_SESSIONS: usize = 32;
@@ -32,7 +33,6 @@ struct Waiting {
     api: Api,
     /// The request as the client sent it (the pipeline's input).
     raw: Bytes,
-    sent_at: Instant,
     due_at: Instant,
 }
 
@@ -47,14 +47,14 @@ pub(crate) struct Due {
 pub(crate) struct IdleSessions {
     /// How long a second of the cache lifetimes lasts on this clock (tests shorten it).
     second: Duration,
-    waiting: Mutex<HashMap<SessionId, Waiting>>,
+    waiting: Mutex<RecentSessions<Waiting>>,
 }
 
 impl IdleSessions {
     pub(crate) fn new(second: Duration) -> IdleSessions {
         IdleSessions {
             second,
-            waiting: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(RecentSessions::new(MAX_SESSIONS, MAX_BYTES)),
         }
     }
 
@@ -72,32 +72,10 @@ impl IdleSessions {
         let Ok(mut waiting) = self.waiting.lock() else {
             return;
         };
-        waiting.remove(session);
-        if raw.len() > MAX_BYTES {
-            return;
-        }
         let secs = cold_after_secs.saturating_add(1 + cache_life::KEEPALIVE_MARGIN_SECS);
-        let held = |w: &HashMap<SessionId, Waiting>| w.values().map(|w| w.raw.len()).sum::<usize>();
-        while !waiting.is_empty()
-            && (waiting.len() >= MAX_SESSIONS || held(&waiting) + raw.len() > MAX_BYTES)
-        {
-            let oldest = waiting
-                .iter()
-                .min_by_key(|(_, w)| w.sent_at)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                waiting.remove(&k);
-            }
-        }
-        waiting.insert(
-            session.clone(),
-            Waiting {
-                api,
-                raw,
-                sent_at: now,
-                due_at: now + self.second * u32::try_from(secs).unwrap_or(u32::MAX),
-            },
-        );
+        let bytes = raw.len();
+        let due_at = now + self.second * u32::try_from(secs).unwrap_or(u32::MAX);
+        waiting.hold(session, Waiting { api, raw, due_at }, bytes, now);
     }
 
     /// The session is not prepared (a newer request failed open, it has keep-alives).
@@ -112,20 +90,13 @@ impl IdleSessions {
         let Ok(mut waiting) = self.waiting.lock() else {
             return Vec::new();
         };
-        let expired: Vec<SessionId> = waiting
-            .iter()
-            .filter(|(_, w)| w.due_at <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        expired
+        waiting
+            .take_where(|w| w.due_at <= now)
             .into_iter()
-            .filter_map(|session| {
-                let w = waiting.remove(&session)?;
-                Some(Due {
-                    session,
-                    api: w.api,
-                    raw: w.raw,
-                })
+            .map(|(session, w)| Due {
+                session,
+                api: w.api,
+                raw: w.raw,
             })
             .collect()
     }

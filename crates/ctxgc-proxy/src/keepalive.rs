@@ -18,7 +18,6 @@
 //! stream. A request with a thinking budget gets none: its `max_tokens` must exceed the budget,
 //! and the model could spend all of it.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -28,6 +27,8 @@ use ctxgc_core::cache_life::{self, CacheSettings, Pauses};
 use ctxgc_core::store::SessionId;
 use ctxgc_core::tokens::ProviderFamily;
 use serde_json::Value;
+
+use crate::recent::RecentSessions;
 
 /// What keep-alives may hold and how long they may take.
 #[derive(Debug, Clone, Copy)]
@@ -81,8 +82,6 @@ struct Waiting {
     headers: HeaderMap,
     /// The latest request as it was sent.
     body: Bytes,
-    /// When the latest request was sent.
-    last_at: Instant,
     /// When the next keep-alive is due to be judged.
     next_at: Instant,
     ttl_secs: u64,
@@ -111,14 +110,17 @@ pub(crate) struct Lifetime {
 /// The sessions waiting for a keep-alive.
 pub(crate) struct KeepAlives {
     settings: KeepAliveSettings,
-    waiting: Mutex<HashMap<SessionId, Waiting>>,
+    waiting: Mutex<RecentSessions<Waiting>>,
 }
 
 impl KeepAlives {
     pub(crate) fn new(settings: KeepAliveSettings) -> KeepAlives {
         KeepAlives {
             settings,
-            waiting: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(RecentSessions::new(
+                settings.max_sessions,
+                settings.max_bytes,
+            )),
         }
     }
 
@@ -143,51 +145,28 @@ impl KeepAlives {
         life: Lifetime,
         now: Instant,
     ) -> bool {
-        if body.len() > self.settings.max_bytes {
-            self.forget(session);
-            return false;
-        }
         let (ttl_secs, write_cost) =
             cache_life::entry_lifetime(ProviderFamily::Anthropic, life.long);
         let Ok(mut waiting) = self.waiting.lock() else {
             return false;
         };
         let sent = waiting.get(session).map_or(0, |w| w.sent);
-        waiting.remove(session);
-        // Room for it: the sessions whose latest request is oldest leave first.
-        let held =
-            |w: &HashMap<SessionId, Waiting>| w.values().map(|w| w.body.len()).sum::<usize>();
-        while !waiting.is_empty()
-            && (waiting.len() >= self.settings.max_sessions
-                || held(&waiting) + body.len() > self.settings.max_bytes)
-        {
-            let oldest = waiting
-                .iter()
-                .min_by_key(|(_, w)| w.last_at)
-                .map(|(k, _)| k.clone());
-            if let Some(k) = oldest {
-                waiting.remove(&k);
-            }
-        }
         let mut headers = headers.clone();
         for value in headers.values_mut() {
             value.set_sensitive(true);
         }
-        waiting.insert(
-            session.clone(),
-            Waiting {
-                uri: uri.clone(),
-                headers,
-                body,
-                last_at: now,
-                next_at: now + self.step(ttl_secs),
-                ttl_secs,
-                write_cost,
-                pauses: life.pauses,
-                sent,
-            },
-        );
-        true
+        let bytes = body.len();
+        let next = Waiting {
+            uri: uri.clone(),
+            headers,
+            body,
+            next_at: now + self.step(ttl_secs),
+            ttl_secs,
+            write_cost,
+            pauses: life.pauses,
+            sent,
+        };
+        waiting.hold(session, next, bytes, now)
     }
 
     /// The session's keep-alives end (its caller turned them off, or one failed).
@@ -221,11 +200,11 @@ impl KeepAlives {
         let second = self.settings.second.as_secs_f64().max(1e-9);
         let mut out = Vec::new();
         let mut done = Vec::new();
-        for (session, w) in waiting.iter_mut() {
+        for (session, w, last_at) in waiting.iter_mut() {
             if w.next_at > now {
                 continue;
             }
-            let idle = (now.duration_since(w.last_at).as_secs_f64() / second) as u64;
+            let idle = (now.duration_since(last_at).as_secs_f64() / second) as u64;
             let send = cache_life::keepalive_due(
                 settings,
                 &w.pauses,

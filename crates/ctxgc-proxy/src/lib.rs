@@ -38,6 +38,7 @@ mod memos;
 mod metrics;
 mod observe;
 mod pipeline;
+mod recent;
 pub mod relay;
 mod reply;
 mod responses;

@@ -131,8 +131,12 @@ pub(crate) fn prepare(
                 })
             })
             .flatten();
-        let when = !settings.events_only_when_cold
-            || policy.is_cache_cold(idle_secs, wire.family(), requested_ttl_secs);
+        // One event per pause: when it was prepared while the session was idle, the request
+        // that resumes it carries that one (through the lineage) and adds no latency of its own.
+        let prepared = purpose == Purpose::Request && state.sessions.take_prepared(session);
+        let when = !prepared
+            && (!settings.events_only_when_cold
+                || policy.is_cache_cold(idle_secs, wire.family(), requested_ttl_secs));
         let step = lineage::StepInput {
             api: request.api,
             client: &client,

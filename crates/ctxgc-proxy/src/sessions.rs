@@ -176,6 +176,10 @@ pub struct SessionUsage {
     /// What the session's cache lifetime depends on (its pauses, what it asked for last).
     #[serde(skip)]
     life: crate::lifetime::LifeState,
+    /// The session's event for its current pause was prepared while it was idle: the request
+    /// that resumes it carries that one and runs none of its own.
+    #[serde(skip)]
+    prepared_in_pause: bool,
 }
 
 impl SessionUsage {
@@ -223,6 +227,27 @@ impl SessionTable {
         let idle = entry.last_request.map(|t| now.duration_since(t).as_secs());
         entry.last_request = Some(now);
         idle
+    }
+
+    /// The session's event for this pause ran while it was idle, in a preparation that began
+    /// at `began`; not when a request of the session came since (it ran its own).
+    pub(crate) fn mark_prepared(&self, session: &SessionId, began: Instant) {
+        if let Ok(mut sessions) = self.sessions.lock()
+            && let Some(entry) = sessions.get_mut(session.as_str())
+            && entry.last_request.is_none_or(|t| t <= began)
+        {
+            entry.prepared_in_pause = true;
+        }
+    }
+
+    /// Whether the session's event for the pause now ending was prepared while it was idle;
+    /// the pause ends with this request, so the next one is judged on its own.
+    pub(crate) fn take_prepared(&self, session: &SessionId) -> bool {
+        self.sessions.lock().ok().is_some_and(|mut sessions| {
+            sessions
+                .get_mut(session.as_str())
+                .is_some_and(|entry| std::mem::take(&mut entry.prepared_in_pause))
+        })
     }
 
     /// Runs `f` on the session's cache-lifetime state (the session enters the table).

@@ -72,6 +72,18 @@ async fn start(store: Box<dyn Store>) -> (String, FakeUpstream, Arc<AppState>) {
     (proxy, upstream, state)
 }
 
+/// The proxy's `/metrics` text.
+async fn metrics(client: &reqwest::Client, proxy: &str) -> String {
+    client
+        .get(format!("{proxy}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 fn chat_body() -> Value {
     let log: String = (0..3000)
         .map(|i| format!("[{i:05}] compiling module_{i} ... ok\n"))
@@ -236,14 +248,7 @@ async fn health_is_the_process_and_readiness_is_the_store() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(state.stats().fail_open, 1);
-    let text = client
-        .get(format!("{down}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics(&client, &down).await;
     // The failure is the store's: its call failed, or (the store failed at start-up, when the
     // proxy first looked at it) was not made while the store rests.
     assert!(
@@ -445,14 +450,7 @@ async fn a_stalled_store_costs_one_deadline_and_readiness_answers_at_once() {
     assert_eq!(state.stats().fail_open, 10);
     let calls = store.calls.load(std::sync::atomic::Ordering::SeqCst);
     assert!(calls <= 4, "{calls} store calls for 10 requests");
-    let text = client
-        .get(format!("{proxy}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics(&client, &proxy).await;
     assert!(text.contains("ctxgc_store_resting 1\n"), "{text}");
     assert!(
         text.contains("ctxgc_fail_open_total{cause=\"store_resting\"}"),
@@ -567,14 +565,7 @@ async fn a_store_that_restarts_empty_gets_the_secret_and_the_originals_back() {
         store.get(&session, id).unwrap().as_deref(),
         Some(log.as_str())
     );
-    let text = client
-        .get(format!("{proxy}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics(&client, &proxy).await;
     assert!(text.contains("ctxgc_store_losses_total 1\n"), "{text}");
 }
 
@@ -635,14 +626,7 @@ async fn past_the_memory_budget_a_request_streams_upstream_unchanged() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(upstream.log.all().pop().unwrap().body, big.as_bytes());
-    let text = client
-        .get(format!("{proxy}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics(&client, &proxy).await;
     assert!(
         text.contains("ctxgc_fail_open_total{cause=\"memory\"} 2\n"),
         "{text}"
@@ -684,12 +668,7 @@ async fn a_rewrite_past_its_deadline_goes_upstream_unchanged() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     assert_eq!(upstream.log.all().pop().unwrap().body, body.as_bytes());
-    let text = reqwest::get(format!("{proxy}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics(&reqwest::Client::new(), &proxy).await;
     assert!(
         text.contains("ctxgc_fail_open_total{cause=\"deadline\"} 1\n"),
         "{text}"
@@ -797,14 +776,7 @@ async fn a_refused_cache_field_is_dropped_and_the_request_resent_once() {
         first["messages"], second["messages"],
         "only the cache field differs"
     );
-    let metrics = client
-        .get(format!("{proxy}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&client, &proxy).await;
     assert!(
         metrics.contains("cause=\"cache_field\"} 1"),
         "{}",
@@ -968,14 +940,7 @@ async fn keepalives_go_only_to_callers_that_turned_them_on() {
         session["keepalive_cache_read_tokens"].as_u64() >= Some(5000),
         "{session}"
     );
-    let metrics = client
-        .get(format!("{proxy}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(&client, &proxy).await;
     assert!(
         metrics.contains("ctxgc_keepalives_total{outcome=\"sent\"}"),
         "{metrics}"
@@ -992,6 +957,7 @@ async fn keepalives_go_only_to_callers_that_turned_them_on() {
 /// resumes the session carries it without running another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_sessions_event_is_ready_before_it_resumes() {
+    let logs = ctxgc_test_support::logs::capture();
     let upstream = FakeUpstream::start(reply).await;
     let mut settings = settings(&upstream.url);
     settings.rewrite.window = 200_000;
@@ -1041,11 +1007,15 @@ async fn an_idle_sessions_event_is_ready_before_it_resumes() {
         1,
         "prepared while idle, before any request came"
     );
+    // Past the engine's cold threshold for certain (whole seconds): the request is judged cold
+    // and would prune again but for the prepared event.
+    tokio::time::sleep(Duration::from_millis(600)).await;
     let resumed = turn(&mut messages, 30).await;
     assert_eq!(
         state.stats().events,
         1,
-        "the resumed request ran no event of its own"
+        "the resumed request ran no event of its own: {}",
+        logs.text()
     );
     let size = |m: &[Value]| serde_json::to_vec(m).unwrap().len();
     assert!(
