@@ -38,10 +38,12 @@ pub fn classify_run(t: &Transcript, run: &SessionRun, cache: &str) -> [u64; RUN_
                     let slack = 256 + prev_prompt / 20;
                     let ttl = if prev_long { TTL_1H_MS } else { TTL_MS };
                     let idle = r.sent_ms.zip(prev_ms).map(|(now, then)| now - then);
+                    // As for recorded writes: growth, then the client's compaction, then a
+                    // pause past the lifetime. An event the policy ran after such a pause
+                    // (ctxgc's cold prune) rewrote what had expired anyway: its write is the
+                    // expiry's, so the expiry's share is not flattered by the event's.
                     if served.cached as u64 + slack >= prev_prompt {
                         "growth"
-                    } else if r.event.is_some() {
-                        "policy event"
                     } else if t.recording.as_ref().is_some_and(|rec| {
                         rec.compactions
                             .iter()
@@ -50,6 +52,8 @@ pub fn classify_run(t: &Transcript, run: &SessionRun, cache: &str) -> [u64; RUN_
                         "client compaction"
                     } else if idle.is_some_and(|ms| ms > ttl) {
                         "TTL expiry"
+                    } else if r.event.is_some() {
+                        "policy event"
                     } else {
                         "prefix change"
                     }
@@ -60,4 +64,40 @@ pub fn classify_run(t: &Transcript, run: &SessionRun, cache: &str) -> [u64; RUN_
         previous = Some((r.tokens as u64, r.sent_ms, r.long_ttl, r.source_index));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Served;
+
+    /// Three requests of 10,000 tokens: the second after a pause past five minutes, with the
+    /// policy's event; the third a minute later, with another event that rewrote from the
+    /// middle. The first event's write is the expiry's, the second's the event's own.
+    #[test]
+    fn an_event_after_an_expiry_is_counted_as_the_expiry() {
+        let mut run = SessionRun::for_test("p", true, vec![((0, 0), Vec::new()); 3]);
+        let minute = 60_000;
+        let served = [(0, 10_000), (0, 10_000), (5_000, 5_000)];
+        for (i, r) in run.requests.iter_mut().enumerate() {
+            r.tokens = 10_000;
+            r.sent_ms = Some([0, 10 * minute, 11 * minute][i]);
+            r.event = (i > 0).then(|| "prune".to_owned());
+            let (cached, written) = served[i];
+            r.served.insert(
+                "anthropic",
+                Served {
+                    cached,
+                    written,
+                    written_long: 0,
+                    uncached: 0,
+                },
+            );
+        }
+        let by_cause = classify_run(&Transcript::default(), &run, "anthropic");
+        let of = |name: &str| by_cause[RUN_CAUSES.iter().position(|c| *c == name).unwrap()];
+        assert_eq!(of("cold start"), 10_000);
+        assert_eq!(of("TTL expiry"), 10_000);
+        assert_eq!(of("policy event"), 5_000);
+    }
 }
