@@ -134,21 +134,77 @@ impl ClientBills {
 /// The top-level members of a request, borrowed from its bytes.
 type Members<'a> = HashMap<std::borrow::Cow<'a, str>, &'a RawValue>;
 
+/// A request's top-level members and the items of its conversation array (`items_key`), read
+/// in one pass over its bytes (reading the members, then the array again, read the bulk twice).
+/// `None` when it is not a JSON object with that array.
+fn split_request<'a>(
+    raw: &'a [u8],
+    items_key: &'static str,
+) -> Option<(Members<'a>, Vec<&'a RawValue>)> {
+    use serde::de::{DeserializeSeed, MapAccess, Visitor};
+
+    struct Split(&'static str);
+    type Parts<'a> = (Members<'a>, Option<Vec<&'a RawValue>>);
+
+    impl<'de> Visitor<'de> for Split {
+        type Value = Parts<'de>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Parts<'de>, A::Error> {
+            let mut members = Members::new();
+            let mut items = None;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == self.0 {
+                    items = Some(map.next_value::<Vec<&'de RawValue>>()?);
+                } else {
+                    members.insert(key, map.next_value::<&'de RawValue>()?);
+                }
+            }
+            Ok((members, items))
+        }
+    }
+
+    impl<'de> DeserializeSeed<'de> for Split {
+        type Value = Parts<'de>;
+
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Parts<'de>, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+
+    let mut de = serde_json::Deserializer::from_slice(raw);
+    let (members, items) = Split(items_key).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some((members, items?))
+}
+
 /// A request's blocks as the lab cuts them (system prompt and tools, then each item), with
 /// `bytes_per_token` bytes to a token, and whether it asks for the long lifetime. `None` for a
 /// body that is not a JSON object with the API's conversation array.
 fn blocks_of(api: Api, raw: &[u8], bytes_per_token: f64) -> Option<(Vec<Block>, bool)> {
-    let members: Members<'_> = serde_json::from_slice(raw).ok()?;
     let wire = api.wire();
-    let items: Vec<&RawValue> = serde_json::from_str(members.get(wire.items_key())?.get()).ok()?;
+    let (members, items) = split_request(raw, wire.items_key())?;
     let tokens = |bytes: usize| ((bytes as f64 / bytes_per_token).ceil() as usize).max(1);
     // A breakpoint moves from request to request (clients mark their latest message): the
     // content it marks is what is cached, so blocks are hashed without their `cache_control`.
+    // The block's hash and tokens, and whether it carries a breakpoint (one search of its
+    // text for the key serves both).
     let block = |text: &str| {
-        let content = without_cache_control(text);
+        let marked = memchr::memmem::find(text.as_bytes(), CACHE_CONTROL.as_bytes()).is_some();
+        let content = if marked {
+            without_cache_control(text)
+        } else {
+            std::borrow::Cow::Borrowed(text)
+        };
         (
-            xxhash_rust::xxh3::xxh3_64(content.as_bytes()),
-            tokens(content.len()),
+            (
+                xxhash_rust::xxh3::xxh3_64(content.as_bytes()),
+                tokens(content.len()),
+            ),
+            marked,
         )
     };
     let mut head = String::new();
@@ -159,17 +215,16 @@ fn blocks_of(api: Api, raw: &[u8], bytes_per_token: f64) -> Option<(Vec<Block>, 
     }
     let mut parts: Vec<(u64, usize)> = Vec::with_capacity(items.len() + 1);
     let mut marks: Vec<bool> = Vec::with_capacity(items.len() + 1);
-    if !head.is_empty() {
-        parts.push(block(&head));
-        marks.push(head.contains("\"cache_control\""));
+    let texts = (!head.is_empty())
+        .then_some(head.as_str())
+        .into_iter()
+        .chain(items.iter().map(|item| item.get()));
+    for text in texts {
+        let (part, marked) = block(text);
+        parts.push(part);
+        marks.push(marked);
     }
-    for item in &items {
-        parts.push(block(item.get()));
-        marks.push(item.get().contains("\"cache_control\""));
-    }
-    let long = raw
-        .windows(11)
-        .any(|w| w == b"\"ttl\":\"1h\"}" || w == b"\"ttl\": \"1h\"")
+    let long = asks_for_the_hour(raw)
         || members
             .get("prompt_cache_retention")
             .is_some_and(|v| v.get() == "\"24h\"");
@@ -180,9 +235,21 @@ fn blocks_of(api: Api, raw: &[u8], bytes_per_token: f64) -> Option<(Vec<Block>, 
     Some((blocks, long))
 }
 
+const CACHE_CONTROL: &str = "\"cache_control\"";
+
+/// Whether a request's bytes ask for Anthropic's hour on a breakpoint (`"ttl":"1h"`, with or
+/// without a space), found with one substring search per `"ttl"` key, not a window per byte.
+fn asks_for_the_hour(raw: &[u8]) -> bool {
+    memchr::memmem::find_iter(raw, b"\"ttl\":").any(|at| {
+        let value = &raw[at + 6..];
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        value.starts_with(b"\"1h\"")
+    })
+}
+
 /// `text` (JSON) without its `"cache_control": {...}` members.
 fn without_cache_control(text: &str) -> std::borrow::Cow<'_, str> {
-    const KEY: &str = "\"cache_control\"";
+    const KEY: &str = CACHE_CONTROL;
     if !text.contains(KEY) {
         return std::borrow::Cow::Borrowed(text);
     }
@@ -215,6 +282,24 @@ mod tests {
     /// A growing Anthropic conversation with the client's own breakpoint on its latest message:
     /// the second request reads what the first wrote; after a pause past five minutes it
     /// writes it all again; a client asking for the hour keeps it.
+    #[test]
+    fn the_hour_is_found_however_the_client_spaced_it() {
+        assert!(asks_for_the_hour(
+            br#"{"cache_control":{"type":"ephemeral","ttl":"1h"}}"#
+        ));
+        assert!(asks_for_the_hour(
+            br#"{"cache_control": {"ttl": "1h", "type": "ephemeral"}}"#
+        ));
+        assert!(!asks_for_the_hour(
+            br#"{"cache_control":{"type":"ephemeral","ttl":"5m"}}"#
+        ));
+        assert!(!asks_for_the_hour(br#"{"text":"ttl 1h","x":""ttl""}"#));
+        assert!(
+            !asks_for_the_hour(br#"{"a":""ttl":"}"#),
+            "ends after the key"
+        );
+    }
+
     #[test]
     fn the_clients_own_requests_are_served_by_the_labs_cache_model() {
         let bills = ClientBills::default();
