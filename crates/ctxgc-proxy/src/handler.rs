@@ -208,8 +208,16 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         }
         match cache_edit {
             Some(edit) => {
-                send_with_cache_fallback(&s, upstream, parts, forward_bytes, edit, (api, session))
-                    .await
+                send_with_cache_fallback(
+                    &s,
+                    upstream,
+                    parts,
+                    forward_bytes,
+                    edit,
+                    (api, session),
+                    bytes,
+                )
+                .await
             }
             None => send_and_relay(&s, upstream, parts, forward_bytes, Some((api, session))).await,
         }
@@ -228,6 +236,7 @@ async fn send_with_cache_fallback(
     body: Bytes,
     edit: crate::lifetime::CacheEdit,
     tapped: (Api, ctxgc_core::store::SessionId),
+    client_bytes: Bytes,
 ) -> Response {
     let first = s
         .upstreams
@@ -270,7 +279,8 @@ async fn send_with_cache_fallback(
         field = edit.what,
         "fail open: the upstream refused a cache field ctxgc set; resent without it"
     );
-    send_and_relay(s, upstream, parts, edit.without, Some(tapped)).await
+    let without = edit.without.map_or(client_bytes, Bytes::from);
+    send_and_relay(s, upstream, parts, without, Some(tapped)).await
 }
 
 /// Sends `body` upstream with the client's request line and headers, and relays the answer

@@ -60,8 +60,10 @@ impl LifeState {
 /// The cache fields ctxgc set on a request, and the body without them (what is resent when
 /// the upstream rejects them).
 pub(crate) struct CacheEdit {
-    /// The body as it was before the cache fields were set.
-    pub(crate) without: Vec<u8>,
+    /// The body as it was before the cache fields were set: the rewritten bytes, or `None`
+    /// for the client's own (which the handler still holds: no copy of a large body is made
+    /// for a resend that almost never happens).
+    pub(crate) without: Option<Vec<u8>>,
     /// What was set, for logs and metrics: `ttl_1h` or `retention_24h`.
     pub(crate) what: &'static str,
 }
@@ -183,31 +185,22 @@ pub(crate) fn asked(request: &ApiRequest, body_len: usize) -> Asked {
     }
 }
 
-/// Sets the cache field [`decide`] chose (`what`) in `body`, the bytes about to be sent (the
-/// rewritten ones, else the client's).
+/// `body`, the bytes about to be sent (the rewritten ones, else the client's), with the cache
+/// field [`decide`] chose (`what`) set.
 pub(crate) fn edit(
     request: &mut ApiRequest,
     asked: &Asked,
     what: &'static str,
     body: &[u8],
-) -> (Vec<u8>, CacheEdit) {
-    let edited = if what == "ttl_1h" {
+) -> Vec<u8> {
+    if what == "ttl_1h" {
         with_hour(request, &asked.pointers, body)
     } else {
-        splice_json::splice(body, &[], Some(("prompt_cache_retention", "24h"))).unwrap_or_else(
-            || {
-                request.body["prompt_cache_retention"] = Value::from("24h");
-                request.to_bytes()
-            },
-        )
-    };
-    (
-        edited,
-        CacheEdit {
-            without: body.to_vec(),
-            what,
-        },
-    )
+        splice_json::append_member(body, "prompt_cache_retention", "24h").unwrap_or_else(|| {
+            request.body["prompt_cache_retention"] = Value::from("24h");
+            request.to_bytes()
+        })
+    }
 }
 
 /// `body` with every breakpoint at `pointers` asking for the hour: each as the client wrote it,

@@ -212,7 +212,8 @@ pub(crate) fn prepare(
     // The cache's lifetime, last: it only sets cache fields on the bytes about to be sent.
     let mut cache_edit = None;
     if purpose == Purpose::Request {
-        let base = out.body.as_deref().unwrap_or(raw);
+        let rewritten = out.body.take();
+        let base = rewritten.as_deref().unwrap_or(raw);
         let asked = lifetime::asked(request, base.len());
         let settings = &state.settings.rewrite.cache;
         let now = std::time::Instant::now();
@@ -222,10 +223,15 @@ pub(crate) fn prepare(
                 lifetime::decide(settings, life, now, &asked)
             })
             .flatten();
-        if let Some(what) = what {
-            let (edited, edit) = lifetime::edit(request, &asked, what, base);
-            out.body = Some(edited);
-            cache_edit = Some(edit);
+        match what {
+            Some(what) => {
+                out.body = Some(lifetime::edit(request, &asked, what, base));
+                cache_edit = Some(lifetime::CacheEdit {
+                    without: rewritten,
+                    what,
+                });
+            }
+            None => out.body = rewritten,
         }
     }
     Ok(Prepared {

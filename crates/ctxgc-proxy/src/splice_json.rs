@@ -47,6 +47,29 @@ pub fn splice(
     Some(out)
 }
 
+/// `raw`, a JSON object already parsed as one (a request body the proxy read), with the member
+/// `key: value` appended before its closing brace. Only the ends of the body are looked at: a
+/// valid object's first and last non-space bytes are its braces, and it is empty when nothing
+/// but space lies between. `None` when the ends are not braces.
+pub fn append_member(raw: &[u8], key: &str, value: &str) -> Option<Vec<u8>> {
+    let start = raw.iter().position(|b| !b.is_ascii_whitespace())?;
+    let close = raw.iter().rposition(|b| !b.is_ascii_whitespace())?;
+    if raw[start] != b'{' || raw[close] != b'}' || close <= start {
+        return None;
+    }
+    let empty = raw[start + 1..close].iter().all(u8::is_ascii_whitespace);
+    let mut out = Vec::with_capacity(raw.len() + key.len() + value.len() + 8);
+    out.extend_from_slice(&raw[..close]);
+    if !empty {
+        out.push(b',');
+    }
+    serde_json::to_writer(&mut out, key).ok()?;
+    out.push(b':');
+    serde_json::to_writer(&mut out, value).ok()?;
+    out.extend_from_slice(&raw[close..]);
+    Some(out)
+}
+
 /// Replaces the first `count` elements of the top-level array `key` with `elements` (JSON
 /// values, comma-separated, already encoded): what a lineage in force sends instead of the
 /// client's first messages, spliced in without re-serialising the rest. `None` when the array
@@ -251,6 +274,28 @@ impl Scanner<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_member_is_appended_to_an_object_as_splice_would() {
+        for raw in [
+            &br#"{"model":"gpt-5","messages":[{"role":"user","content":"}"}]}"#[..],
+            b" {\n \"a\": {\"b\": 1}\n}\n",
+            b"{}",
+            b"{ }",
+        ] {
+            let appended = append_member(raw, "prompt_cache_retention", "24h").unwrap();
+            assert_eq!(
+                Some(appended.clone()),
+                splice(raw, &[], Some(("prompt_cache_retention", "24h"))),
+                "{}",
+                String::from_utf8_lossy(raw)
+            );
+            let v: serde_json::Value = serde_json::from_slice(&appended).unwrap();
+            assert_eq!(v["prompt_cache_retention"], "24h");
+        }
+        assert!(append_member(b"[1]", "k", "v").is_none());
+        assert!(append_member(b"  ", "k", "v").is_none());
+    }
     use proptest::prelude::*;
     use serde_json::{Value, json};
 

@@ -787,6 +787,26 @@ async fn a_refused_cache_field_is_dropped_and_the_request_resent_once() {
             .join("\n")
     );
     assert!(metrics.contains("ctxgc_cache_fields_set_total{field=\"retention_24h\"} 1"));
+    // A request ctxgc did not rewrite (its own cache key, nothing to trim) is resent as the
+    // client's own bytes.
+    let small = r#"{"model":"gpt-5-mini","prompt_cache_key":"k","messages":[{"role":"user","content":"hi"}]}"#;
+    let before = upstream.log.len();
+    let r = client
+        .post(format!("{proxy}/v1/chat/completions"))
+        .bearer_auth("sk-gateway")
+        .header("content-type", "application/json")
+        .body(small)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let sent = upstream.log.all();
+    assert_eq!(sent.len(), before + 2);
+    assert_eq!(
+        sent[before + 1].body,
+        small.as_bytes(),
+        "the client's bytes"
+    );
     // An error that names no cache field is the client's to see, not retried.
     let mut bad = chat_body();
     bad["model"] = json!("gpt-4o");
