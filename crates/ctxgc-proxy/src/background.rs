@@ -26,7 +26,7 @@ pub(crate) fn note_keepalive(
 ) {
     let cache = &s.settings.rewrite.cache;
     let life = (prepared && keepalive::consents(cache, &parts.headers))
-        .then(|| s.sessions.life(session, |l| l.for_keepalive()))
+        .then(|| s.sessions.keepalive_lifetime(session))
         .flatten();
     match life {
         Some(life) => {

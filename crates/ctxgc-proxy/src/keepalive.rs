@@ -105,6 +105,9 @@ pub(crate) struct Lifetime {
     pub(crate) pauses: Pauses,
     /// The latest request asked for the long lifetime.
     pub(crate) long: bool,
+    /// Keep-alives the session was sent so far, over all its pauses: the budget is the
+    /// session's, as in the lab.
+    pub(crate) sent: u32,
 }
 
 /// The sessions waiting for a keep-alive.
@@ -150,7 +153,8 @@ impl KeepAlives {
         let Ok(mut waiting) = self.waiting.lock() else {
             return false;
         };
-        let sent = waiting.get(session).map_or(0, |w| w.sent);
+        // One sent a moment ago may not be recorded in the session yet.
+        let sent = waiting.get(session).map_or(0, |w| w.sent).max(life.sent);
         let mut headers = headers.clone();
         for value in headers.values_mut() {
             value.set_sensitive(true);
@@ -321,7 +325,8 @@ mod tests {
             body,
             Lifetime {
                 pauses,
-                long: false
+                long: false,
+                sent: 0
             },
             start
         ));
@@ -341,6 +346,52 @@ mod tests {
         assert_eq!(keep.len(), 0, "the session left once its budget was spent");
     }
 
+    /// The budget is the session's: keep-alives sent in earlier pauses count, as in the lab.
+    #[test]
+    fn a_budget_spent_in_earlier_pauses_stays_spent() {
+        let keep = KeepAlives::new(KeepAliveSettings {
+            second: Duration::from_millis(1),
+            ..KeepAliveSettings::default()
+        });
+        let mut pauses = Pauses::default();
+        for i in 0..30 {
+            pauses.note(if i % 3 == 0 { 900 } else { 20 });
+        }
+        let s = CacheSettings {
+            keepalive_budget: 3,
+            ..settings(true)
+        };
+        let uri: Uri = "/v1/messages".parse().unwrap();
+        let body = Bytes::from_static(br#"{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}"#);
+        let sent_in = |sent: u32| {
+            let session = SessionId::new(format!("t.s{sent}"));
+            let start = Instant::now();
+            let life = Lifetime {
+                pauses: pauses.clone(),
+                long: false,
+                sent,
+            };
+            keep.note(
+                &session,
+                (&uri, &HeaderMap::new()),
+                body.clone(),
+                life,
+                start,
+            );
+            (270..4_000)
+                .step_by(10)
+                .map(|ms| keep.due(&s, start + Duration::from_millis(ms)).len())
+                .sum::<usize>()
+        };
+        assert_eq!(sent_in(0), 3);
+        assert_eq!(
+            sent_in(2),
+            0,
+            "two were sent in an earlier pause: the one left cannot bridge a 15-minute pause"
+        );
+        assert_eq!(sent_in(3), 0, "the budget was spent");
+    }
+
     #[test]
     fn what_is_held_is_bounded() {
         let keep = KeepAlives::new(KeepAliveSettings {
@@ -355,6 +406,7 @@ mod tests {
             let life = Lifetime {
                 pauses: Pauses::default(),
                 long: false,
+                sent: 0,
             };
             let body = Bytes::from(vec![b' '; 300]);
             keep.note(
@@ -370,6 +422,7 @@ mod tests {
         let life = Lifetime {
             pauses: Pauses::default(),
             long: false,
+            sent: 0,
         };
         assert!(!keep.note(
             &SessionId::new("t.big"),

@@ -36,12 +36,13 @@ impl LifeState {
         })
     }
 
-    /// What a keep-alive after the latest request depends on: the session's pauses, and whether
-    /// that request asked for the long lifetime.
-    pub(crate) fn for_keepalive(&self) -> crate::keepalive::Lifetime {
+    /// What a keep-alive after the latest request depends on: the session's pauses, whether
+    /// that request asked for the long lifetime, and the keep-alives `sent` so far.
+    pub(crate) fn for_keepalive(&self, sent: u32) -> crate::keepalive::Lifetime {
         crate::keepalive::Lifetime {
             pauses: self.pauses.clone(),
             long: self.long_in_force,
+            sent,
         }
     }
 

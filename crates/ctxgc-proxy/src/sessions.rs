@@ -250,6 +250,18 @@ impl SessionTable {
         })
     }
 
+    /// What the session's next keep-alive depends on (the session enters the table).
+    pub(crate) fn keepalive_lifetime(
+        &self,
+        session: &SessionId,
+    ) -> Option<crate::keepalive::Lifetime> {
+        self.with(session, |entry| {
+            entry
+                .life
+                .for_keepalive(u32::try_from(entry.keepalives).unwrap_or(u32::MAX))
+        })
+    }
+
     /// Runs `f` on the session's cache-lifetime state (the session enters the table).
     pub(crate) fn life<T>(
         &self,
