@@ -42,8 +42,16 @@ pub fn start() -> Option<(Server, String)> {
 /// Starts a server on a free port with these extra arguments (`--requirepass`, ACL users, TLS:
 /// then the port given is its TLS port). Returns it and `redis://127.0.0.1:PORT`.
 pub fn start_with(extra: &[String]) -> Option<(Server, String)> {
-    // A port found free can be taken by another test's server before this one binds it: then
-    // this server exits at once, and another port is tried.
+    // Tests of one binary start their servers one at a time: a port found free could otherwise
+    // be bound by another test's server first, and this one, failing to bind, might still be
+    // running when the port answers (slow to exit on a loaded machine), so the test would talk
+    // to the other test's server until that one stopped ("connection refused" on CI).
+    static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = STARTING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    // A port found free can still be taken by another process before this server binds it:
+    // then it exits, and another port is tried.
     for _ in 0..5 {
         match start_on_a_free_port(extra) {
             Started::Up(server, url) => return Some((server, url)),
