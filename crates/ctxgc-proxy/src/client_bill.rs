@@ -32,10 +32,8 @@ struct Simulated {
 /// Requests waiting to be simulated, at most: each holds its body, so under a load the
 /// simulation cannot keep up with, a request is not simulated (and its session's figure becomes
 /// unknown) rather than bodies piling up in memory. One thread simulates, off the async
-/// workers (a thread per request had cost the soak 9 MB of resident memory), at a lower
-/// priority: under a load that fills the cores it falls behind, and each queued body stays
-/// resident meanwhile, so one waits at most.
-const QUEUE: usize = 1;
+/// workers (a thread per request had cost the soak 9 MB of resident memory).
+const QUEUE: usize = 2;
 
 /// One of the client's requests to simulate.
 pub(crate) struct Job {
