@@ -57,7 +57,6 @@ pub(crate) fn bill_as_the_client_alone(
         let started = std::thread::Builder::new()
             .name("ctxgc-client-bill".into())
             .spawn(move || {
-                yield_to_requests();
                 while let Ok(job) = jobs.recv() {
                     let Some(s) = state.upgrade() else {
                         return;
@@ -227,22 +226,6 @@ pub(crate) async fn send_keepalive(s: Arc<AppState>, due: keepalive::Due) {
                 status,
                 "keep-alive failed: the session's keep-alives end"
             );
-        }
-    }
-}
-
-/// Lowers the calling thread's scheduling priority (nice 10): the client-bill simulation is
-/// bookkeeping, and on a busy machine the requests' threads should get the cores first.
-fn yield_to_requests() {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid has no preconditions; setpriority on this thread's own id changes
-        // only its scheduling priority, and a failure (reported by its return value) is
-        // harmless: the thread runs at the normal priority.
-        let lowered =
-            unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10) };
-        if lowered != 0 {
-            tracing::debug!("the client-bill thread runs at the normal priority");
         }
     }
 }
