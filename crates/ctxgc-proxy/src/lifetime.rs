@@ -118,6 +118,8 @@ pub(crate) struct Asked {
     has_breakpoints: bool,
     /// It set OpenAI's retention itself.
     client_retention: bool,
+    /// The client changed its fixed part: it writes every message, whatever the pause.
+    rewritten: bool,
     model: String,
 }
 
@@ -137,7 +139,7 @@ pub(crate) fn decide(
             } else {
                 provider_cache::ANTHROPIC_TTL_SECS
             };
-            let cold = idle.is_some_and(|i| i > ttl);
+            let cold = asked.rewritten || idle.is_some_and(|i| i > ttl);
             let written = cache_life::written_tokens(asked.prompt, life.last_prompt, cold);
             let d = cache_life::anthropic_ttl(
                 settings,
@@ -165,8 +167,9 @@ pub(crate) fn decide(
 }
 
 /// What `request` (whose bytes about to be sent are `body_len` long) says about its cache
-/// lifetime: read before the session's state is locked for [`decide`].
-pub(crate) fn asked(request: &ApiRequest, body_len: usize) -> Asked {
+/// lifetime: read before the session's state is locked for [`decide`]; `rewritten` when the
+/// client changed its fixed part (the request writes all its messages).
+pub(crate) fn asked(request: &ApiRequest, body_len: usize, rewritten: bool) -> Asked {
     let hint = request.api.wire().cache_hint();
     let (pointers, client_long) = match hint {
         CacheHint::Breakpoints => breakpoints(&request.body),
@@ -178,6 +181,7 @@ pub(crate) fn asked(request: &ApiRequest, body_len: usize) -> Asked {
         client_long,
         has_breakpoints: !pointers.is_empty(),
         client_retention: request.body.get("prompt_cache_retention").is_some(),
+        rewritten,
         model: request.body["model"]
             .as_str()
             .unwrap_or_default()
@@ -290,6 +294,7 @@ mod tests {
                         client_long,
                         has_breakpoints: true,
                         client_retention: false,
+                        rewritten: false,
                         model: "claude-sonnet-4-5".into(),
                     };
                     decide(settings, &mut life, now, &asked)
@@ -320,6 +325,7 @@ mod tests {
             client_long: false,
             has_breakpoints: false,
             client_retention,
+            rewritten: false,
             model: model.into(),
         };
         let mut life = LifeState::default();

@@ -97,6 +97,8 @@ pub(crate) fn prepare(
     };
     // The engine's events across requests.
     let wire = request.api.wire();
+    // The client changed the fixed part of the conversation: this request writes every message.
+    let mut client_rewrote = false;
     let (items_key, system_key) = (wire.items_key(), wire.system_key());
     if let Some(policy) = &settings.engine
         && let Some(serde_json::Value::Array(slot)) = request.body.get_mut(items_key)
@@ -109,10 +111,23 @@ pub(crate) fn prepare(
             .and_then(serde_json::Value::as_array)
             .cloned()
             .unwrap_or_default();
-        // How long the session was silent: past the cache TTL, the next event is free.
+        // How long the session was silent: past the cache TTL, the next event is free. So it
+        // is when the client changed the fixed part of the conversation (its tools, thinking
+        // settings, model): every message is written again, whatever an event does. (A new
+        // system prompt starts a new session: it names the conversation, see `identity`.)
         let idle_secs = match purpose {
             Purpose::Count => None,
-            Purpose::Request => state.sessions.idle_secs(session),
+            Purpose::Request => {
+                let fixed = fixed_part(&request.body, system_key);
+                match state.sessions.arrive(session, fixed) {
+                    (_, true) => {
+                        tracing::debug!("the client changed its fixed part: events are free");
+                        client_rewrote = true;
+                        Some(u64::from(u32::MAX))
+                    }
+                    (idle, false) => idle,
+                }
+            }
             // Past any lifetime: the task runs only once the one in force has passed.
             Purpose::Idle => Some(u64::from(u32::MAX)),
         };
@@ -214,7 +229,7 @@ pub(crate) fn prepare(
     if purpose == Purpose::Request {
         let rewritten = out.body.take();
         let base = rewritten.as_deref().unwrap_or(raw);
-        let asked = lifetime::asked(request, base.len());
+        let asked = lifetime::asked(request, base.len(), client_rewrote);
         let settings = &state.settings.rewrite.cache;
         let now = std::time::Instant::now();
         let what = state
@@ -426,6 +441,22 @@ fn commit_originals(
         .memos
         .note_committed(session, fresh.iter().map(|(id, _)| *id));
     Ok(fresh.iter().map(|(id, text)| (*id, text.len())).collect())
+}
+
+/// A hash of what a request carries besides its conversation that the provider's cache depends
+/// on for every message: the model, the tools and tool choice, the system prompt, and
+/// Anthropic's thinking settings (a change of which invalidates the messages' cache, as its
+/// prompt caching guide says). Breakpoints aside.
+fn fixed_part(body: &serde_json::Value, system_key: Option<&str>) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    let keys = ["model", "tools", "tool_choice", "toolConfig", "thinking"];
+    for key in keys.into_iter().chain(system_key) {
+        h.update(key.as_bytes());
+        if let Some(v) = body.get(key) {
+            h.update(&crate::agent::fingerprint(v).to_le_bytes());
+        }
+    }
+    h.digest()
 }
 
 #[cfg(test)]

@@ -180,6 +180,10 @@ pub struct SessionUsage {
     /// that resumes it carries that one and runs none of its own.
     #[serde(skip)]
     prepared_in_pause: bool,
+    /// A hash of the fixed part its latest request was sent with (tools, thinking settings,
+    /// model: what the provider's cache of every message depends on).
+    #[serde(skip)]
+    fixed_part: Option<u64>,
 }
 
 impl SessionUsage {
@@ -217,16 +221,25 @@ impl SessionTable {
         Some(f(entry))
     }
 
-    /// Seconds since the session's previous request, when it had one; the request now is the
-    /// session's latest. A session not in the table yet is not entered (it enters when its
-    /// estimate is recorded).
-    pub(crate) fn idle_secs(&self, session: &SessionId) -> Option<u64> {
-        let mut sessions = self.sessions.lock().ok()?;
-        let entry = sessions.get_mut(session.as_str())?;
+    /// Seconds since the session's previous request, when it had one, and whether the client
+    /// changed the fixed part (`fixed`, hashed) since then; the request now is the session's
+    /// latest. A session not in the table yet is not entered (it enters when its estimate is
+    /// recorded).
+    pub(crate) fn arrive(&self, session: &SessionId, fixed: u64) -> (Option<u64>, bool) {
+        let Some(mut sessions) = self.sessions.lock().ok() else {
+            return (None, false);
+        };
+        let Some(entry) = sessions.get_mut(session.as_str()) else {
+            return (None, false);
+        };
         let now = Instant::now();
         let idle = entry.last_request.map(|t| now.duration_since(t).as_secs());
         entry.last_request = Some(now);
-        idle
+        let changed = entry
+            .fixed_part
+            .replace(fixed)
+            .is_some_and(|was| was != fixed);
+        (idle, changed)
     }
 
     /// The session's event for this pause ran while it was idle, in a preparation that began

@@ -1149,6 +1149,88 @@ async fn by_default_an_event_runs_only_after_the_cache_went_cold() {
     );
 }
 
+/// A client that changes the fixed part of its conversation (its system prompt, tools, or
+/// thinking settings) has the provider write every message again: the request that carries the
+/// change may run the event a pause would, and no pause is needed. A side conversation of the
+/// same client session with its own system prompt (Claude Code's sub-agents and title requests
+/// share its session id) is a conversation of its own and changes nothing.
+#[tokio::test]
+async fn an_event_rides_on_a_change_the_client_made_to_its_fixed_part() {
+    let h = start_full(
+        Box::new(MemoryStore::default()),
+        200_000,
+        Some((Policy::default(), true)),
+        None,
+    )
+    .await;
+    let session = json!({"user_id": "user_abc_account_def_session_s-fixed"});
+    let system = |version: &str| json!([{"type": "text", "text": format!("You are a coding agent ({version}).")}]);
+    let mut messages = vec![json!({"role": "user", "content": "Fix the flaky test."})];
+    let send = async |messages: &[Value], system: Value, thinking: Option<u32>| {
+        let mut body = json!({"model": "claude-sonnet-4-5", "max_tokens": 1_000,
+            "metadata": session, "system": system, "messages": messages});
+        if let Some(budget) = thinking {
+            body["thinking"] = json!({"type": "enabled", "budget_tokens": budget});
+        }
+        let seen = h.post("/v1/messages", &body).await;
+        let upstream: Value = serde_json::from_slice(&seen.2).unwrap();
+        upstream["messages"].as_array().unwrap().clone()
+    };
+    let turn = |messages: &mut Vec<Value>, turn: usize| {
+        let id = format!("toolu_{turn}");
+        messages.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "Bash", "input": {"command": format!("pytest -k case_{turn}")}}]}));
+        let output = format!("{}\nexit status: {}\n", words(900, turn), turn % 2);
+        messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": output}]}));
+    };
+    for t in 0..30 {
+        turn(&mut messages, t);
+        send(&messages, system("v1"), None).await;
+        // A side request of the same session: another conversation, another system prompt.
+        let side = [json!({"role": "user", "content": format!("Title for turn {t}?")})];
+        send(&side, system("titles"), None).await;
+    }
+    assert_eq!(
+        h.state.stats().events,
+        0,
+        "no event while the cache is warm"
+    );
+    turn(&mut messages, 30);
+    let changed = send(&messages, system("v1"), Some(2_000)).await;
+    assert_eq!(
+        h.state.stats().events,
+        1,
+        "the request whose thinking settings changed pruned"
+    );
+    let size = |m: &[Value]| serde_json::to_vec(m).unwrap().len();
+    assert!(
+        size(&changed) * 2 < size(&messages),
+        "old outputs pruned: {} of {} bytes sent",
+        size(&changed),
+        size(&messages)
+    );
+    turn(&mut messages, 31);
+    let next = send(&messages, system("v1"), Some(2_000)).await;
+    assert_eq!(h.state.stats().events, 1, "the same fixed part: no event");
+    // Breakpoints move with the end of the prompt; the content before them stays.
+    fn without_breakpoints(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .filter(|(k, _)| k.as_str() != "cache_control")
+                    .map(|(k, v)| (k.clone(), without_breakpoints(v)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(without_breakpoints).collect()),
+            other => other.clone(),
+        }
+    }
+    let (next, changed) = (
+        without_breakpoints(&Value::from(next[..changed.len()].to_vec())),
+        without_breakpoints(&Value::from(changed)),
+    );
+    assert!(next == changed, "the pruned prefix is extended");
+}
+
 #[tokio::test]
 async fn a_second_replica_continues_the_lineage_from_the_shared_store() {
     // Two replicas on one SQLite file.

@@ -503,6 +503,17 @@ pub fn replay(
                 long_ttl: client_long,
             });
             let output = counter.count_message(message);
+            if client_path {
+                let from = client
+                    .prompt_changes
+                    .iter()
+                    .filter(|c| c.0 == index)
+                    .map(|c| c.1)
+                    .min_by_key(|m| m.map_or(0, |m| m + 1));
+                if let Some(from) = from {
+                    policy.client_changed_prompt(from);
+                }
+            }
             policy.clock(at);
             let request = policy.request();
             // The policy's own cache-lifetime decision, where it makes one.

@@ -9,8 +9,11 @@
 //!
 //! Tokens from the start up to the hit are read; tokens from the hit up to the last breakpoint
 //! are written (a new entry at each breakpoint); tokens after the last breakpoint are plain
-//! input. An entry lives 5 minutes (1 hour when the request asked for it) from when it was last
-//! written or read; requests of unknown time never expire anything.
+//! input. An entry lives 5 minutes (1 hour when the request that wrote it asked for it) from when
+//! it was last written or read: a read refreshes it by its own lifetime, so an hour-long entry
+//! read by a request that asks for 5 minutes still lives an hour (an entry's lifetime is set
+//! when it is written; mixing lifetimes in one prompt is documented, and a read is a refresh of
+//! the entry, not a write). Requests of unknown time never expire anything.
 
 use std::collections::HashMap;
 
@@ -22,11 +25,20 @@ pub const TTL_MS: i64 = provider_cache::ANTHROPIC_TTL_SECS as i64 * 1_000;
 /// The extended lifetime (`cache_control: {"type": "ephemeral", "ttl": "1h"}`).
 pub const TTL_1H_MS: i64 = provider_cache::ANTHROPIC_LONG_TTL_SECS as i64 * 1_000;
 
+/// One cache entry.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    expires: Option<i64>,
+    /// The lifetime it was written with, by which a read refreshes it.
+    ttl_ms: i64,
+}
+
 /// The cache of one session.
 #[derive(Debug)]
 pub struct AnthropicCache {
-    /// Entry (prefix chain hash) -> when it expires (None: never, written at an unknown time).
-    entries: HashMap<u64, Option<i64>>,
+    /// Entry (prefix chain hash) -> when it expires (None: never, written at an unknown time)
+    /// and the lifetime it was written with.
+    entries: HashMap<u64, Entry>,
     rules: CacheRules,
 }
 
@@ -70,18 +82,41 @@ impl AnthropicCache {
         None
     }
 
-    fn expiry(&self, at: Option<SentAt>) -> Option<i64> {
+    /// The lifetime a request asks for its writes.
+    fn ttl_ms(&self, at: Option<SentAt>) -> i64 {
         let ttl = match at {
             Some(SentAt { long_ttl: true, .. }) => self.rules.long_ttl_ms.or(self.rules.ttl_ms),
             _ => self.rules.ttl_ms,
         };
-        at.map(|a| a.ms + ttl.unwrap_or(i64::MAX / 4))
+        ttl.unwrap_or(i64::MAX / 4)
+    }
+
+    /// A new entry written at `at`.
+    fn written(&self, at: Option<SentAt>) -> Entry {
+        let ttl_ms = self.ttl_ms(at);
+        Entry {
+            expires: at.map(|a| a.ms + ttl_ms),
+            ttl_ms,
+        }
+    }
+
+    /// A read at `now` refreshes the entry by its own lifetime.
+    fn refresh(&mut self, chain: u64, now: Option<i64>) {
+        if let Some(entry) = self.entries.get_mut(&chain) {
+            entry.expires = now.map(|now| now + entry.ttl_ms);
+        }
     }
 
     fn live(&self, block: &Block, now: Option<i64>) -> bool {
         match (self.entries.get(&block.chain), now) {
             (None, _) => false,
-            (Some(Some(expires)), Some(now)) => block.warm || now <= *expires,
+            (
+                Some(Entry {
+                    expires: Some(expires),
+                    ..
+                }),
+                Some(now),
+            ) => block.warm || now <= *expires,
             (Some(_), _) => true,
         }
     }
@@ -90,7 +125,6 @@ impl AnthropicCache {
 impl CacheModel for AnthropicCache {
     fn serve_at(&mut self, blocks: &[Block], at: Option<SentAt>) -> Served {
         let now = at.map(|a| a.ms);
-        let expires = self.expiry(at);
         let (max_breakpoints, lookback) = (self.rules.max_breakpoints, self.rules.lookback_blocks);
         let min_cacheable = self.rules.min_tokens;
         let total: usize = blocks.iter().map(|b| b.tokens).sum();
@@ -114,15 +148,17 @@ impl CacheModel for AnthropicCache {
         for &bp in &breakpoints {
             if let Some(k) = self.lookup(blocks, bp, lookback, now) {
                 hit_end = hit_end.max(ends[k]);
-                // A read refreshes the entry's lifetime.
-                self.entries.insert(blocks[k].chain, expires);
+                self.refresh(blocks[k].chain, now);
             }
         }
         let last_bp_end = breakpoints.last().map_or(0, |&bp| ends[bp]);
         let mut written = 0;
         for &bp in &breakpoints {
-            if ends[bp] >= min_cacheable {
-                self.entries.insert(blocks[bp].chain, expires);
+            // A live entry at a breakpoint was just read and refreshed by its own lifetime;
+            // anywhere else the breakpoint makes a new entry with this request's lifetime.
+            if ends[bp] >= min_cacheable && !self.live(&blocks[bp], now) {
+                let entry = self.written(at);
+                self.entries.insert(blocks[bp].chain, entry);
             }
         }
         if last_bp_end >= min_cacheable && last_bp_end > hit_end {
@@ -143,8 +179,8 @@ impl CacheModel for AnthropicCache {
     fn preload(&mut self, blocks: &[Block], tokens: usize, at: Option<SentAt>) {
         // The earlier session's last breakpoint ended where the read ends.
         if let Some(last) = super::within(blocks, tokens).last() {
-            let expires = self.expiry(at);
-            self.entries.insert(last.chain, expires);
+            let entry = self.written(at);
+            self.entries.insert(last.chain, entry);
         }
     }
 }
@@ -271,6 +307,37 @@ mod tests {
         let mut cache = AnthropicCache::documented(1_024);
         cache.serve(&r);
         assert_eq!(cache.serve(&r).cached, 2_300);
+    }
+
+    /// An entry keeps the lifetime it was written with: read by a request that asks for five
+    /// minutes, an hour-long entry still lives an hour, and the request writes only its own
+    /// growth with five minutes.
+    #[test]
+    fn an_hour_long_entry_read_by_a_five_minute_request_keeps_its_hour() {
+        let at = |minutes: i64, long_ttl: bool| {
+            Some(SentAt {
+                ms: minutes * 60_000,
+                long_ttl,
+            })
+        };
+        let mut cache = AnthropicCache::documented(1_024);
+        let r1 = with_breakpoints(blocks(&[(1, 2_000), (2, 3_000)]), &[0, 1]);
+        let served = cache.serve_at(&r1, at(0, true));
+        assert_eq!((served.written, served.written_long), (5_000, 5_000));
+        // One minute later, five minutes asked: the hour entry is read, the growth written.
+        let r2 = with_breakpoints(blocks(&[(1, 2_000), (2, 3_000), (3, 400)]), &[0, 2]);
+        let served = cache.serve_at(&r2, at(1, false));
+        assert_eq!(
+            (served.cached, served.written, served.written_long),
+            (5_000, 400, 0)
+        );
+        // Twenty minutes later the five-minute entry is gone, the hour entry is not.
+        let r3 = with_breakpoints(
+            blocks(&[(1, 2_000), (2, 3_000), (3, 400), (4, 600)]),
+            &[0, 3],
+        );
+        let served = cache.serve_at(&r3, at(21, false));
+        assert_eq!((served.cached, served.written), (5_000, 1_000));
     }
 
     /// A session that resumes an earlier one: its first request reads what that one cached

@@ -23,6 +23,8 @@ pub struct Ctxgc {
     provider: ProviderFamily,
     /// The cache-lifetime decisions, as `ctxgc serve` makes them.
     life: Life,
+    /// The client changed the fixed part of the request being built.
+    client_rewrote: bool,
 }
 
 /// What the cache-lifetime decisions need from the session so far (the proxy keeps the same
@@ -82,6 +84,7 @@ impl Ctxgc {
                 settings: config.cache.clone(),
                 ..Life::default()
             },
+            client_rewrote: false,
         }
     }
 
@@ -166,6 +169,14 @@ impl ReplayPolicy for Ctxgc {
         let _ = self.session.insert_tool_results(&self.store, results);
     }
 
+    fn client_changed_prompt(&mut self, from: Option<usize>) {
+        // A change of the fixed part (system prompt, tools, or what invalidates the messages'
+        // cache: thinking, tool choice) rewrites every message: an event then costs no write
+        // of its own, as after a pause. A change further on leaves the messages before it
+        // read, which an event would write again.
+        self.client_rewrote |= from.is_none();
+    }
+
     fn clock(&mut self, at: Option<SentAt>) {
         let sent_ms = at.map(|at| at.ms);
         let idle = match (self.last_sent_ms, sent_ms) {
@@ -183,9 +194,18 @@ impl ReplayPolicy for Ctxgc {
         // request's `cache_control` and its own decisions.
         let ttl = self.life.ttl_secs(self.provider);
         let requested_ttl = self.life.long_in_force.then_some(ttl);
-        self.session.set_idle(unused, self.provider, requested_ttl);
+        // The engine judges an event's cost by the cache it would break: none is left to break
+        // after the client changed its fixed part, as after any pause past every lifetime.
+        let rewrote = std::mem::take(&mut self.client_rewrote);
+        let judged = if rewrote {
+            Some(u64::from(u32::MAX))
+        } else {
+            unused
+        };
+        self.session.set_idle(judged, self.provider, requested_ttl);
         self.life.client_long = at.is_some_and(|at| at.long_ttl);
-        self.life.cold = unused.is_some_and(|i| i > ttl);
+        // Either way the request writes its whole prompt (its TTL decision prices that).
+        self.life.cold = rewrote || unused.is_some_and(|i| i > ttl);
         self.life.last_keepalive_ms = None;
         if let Some(idle) = idle {
             self.life.pauses.note(idle);
@@ -269,13 +289,20 @@ mod tests {
     /// of turn 20 comes `pause_secs` after the one before; every request asks for the one-hour
     /// cache TTL when `long_ttl`. The events, by turn.
     fn served(config: Config, pause_secs: i64, long_ttl: bool) -> Vec<Option<String>> {
-        served_by(ProviderFamily::Anthropic, config, pause_secs, long_ttl)
+        served_by(
+            ProviderFamily::Anthropic,
+            config,
+            (pause_secs, None),
+            long_ttl,
+        )
     }
 
+    /// `served` with the pause before turn 20, and there the client's change of its prompt
+    /// (from the message at `Some(m)` of its request, `None`: its fixed prefix), if any.
     fn served_by(
         provider: ProviderFamily,
         config: Config,
-        pause_secs: i64,
+        (pause_secs, change): (i64, Option<Option<usize>>),
         long_ttl: bool,
     ) -> Vec<Option<String>> {
         let mut policy = Ctxgc {
@@ -288,6 +315,9 @@ mod tests {
         let mut events = Vec::new();
         for turn in 0..30 {
             now_ms += if turn == 20 { pause_secs * 1000 } else { 5_000 };
+            if let Some(from) = change.filter(|_| turn == 20) {
+                policy.client_changed_prompt(from);
+            }
             policy.clock(Some(SentAt {
                 ms: now_ms,
                 long_ttl,
@@ -383,8 +413,35 @@ mod tests {
         assert!(at(&served(Config::default(), 600, true)).is_empty());
         assert_eq!(at(&served(Config::default(), 3_700, true)), [20]);
         // OpenAI keeps a prefix up to 10 minutes: a 6-minute pause may find it warm.
-        let openai = |pause| served_by(ProviderFamily::Openai, Config::default(), pause, false);
+        let openai = |pause| {
+            served_by(
+                ProviderFamily::Openai,
+                Config::default(),
+                (pause, None),
+                false,
+            )
+        };
         assert!(at(&openai(360)).is_empty());
         assert_eq!(at(&openai(660)), [20]);
+    }
+
+    /// A change the client made to its fixed prefix (system prompt, tools, thinking settings)
+    /// rewrites every message: the event a pause would allow runs then, with no pause. A change
+    /// further on leaves the messages before it read: no event.
+    #[test]
+    fn an_event_rides_on_the_clients_change_of_its_fixed_prefix() {
+        let events = |change| {
+            let events = served_by(
+                ProviderFamily::Anthropic,
+                Config::default(),
+                (5, Some(change)),
+                false,
+            );
+            (0..events.len())
+                .filter(|&i| events[i].is_some())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(events(None), [20]);
+        assert!(events(Some(40)).is_empty());
     }
 }

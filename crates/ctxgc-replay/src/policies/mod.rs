@@ -62,6 +62,12 @@ pub trait ReplayPolicy: Send {
     fn clock(&mut self, at: Option<crate::cache::SentAt>) {
         let _ = at;
     }
+    /// The client changed its prompt for the next request (from the message at `from` of the
+    /// request the client sent; `None`: from its fixed prefix), so that request rewrites
+    /// the cache from there whatever the policy does: called before [`Self::clock`].
+    fn client_changed_prompt(&mut self, from: Option<usize>) {
+        let _ = from;
+    }
     /// The request sent before the next assistant message.
     fn request(&mut self) -> Request<'_>;
     /// Tokens of tool definitions the policy adds to every request.
