@@ -31,6 +31,8 @@ struct Entry {
     expires: Option<i64>,
     /// The lifetime it was written with, by which a read refreshes it.
     ttl_ms: i64,
+    /// Kept warm outside the session ([`Block::warm`]): never dropped when it expires.
+    warm: bool,
 }
 
 /// The cache of one session.
@@ -39,6 +41,10 @@ pub struct AnthropicCache {
     /// Entry (prefix chain hash) -> when it expires (None: never, written at an unknown time)
     /// and the lifetime it was written with.
     entries: HashMap<u64, Entry>,
+    /// How many entries there were after the latest sweep of the expired ones: the next
+    /// sweep comes when they have doubled, so what a long session holds stays bounded by its
+    /// live entries at a constant cost per request.
+    swept_len: usize,
     rules: CacheRules,
 }
 
@@ -47,6 +53,7 @@ impl AnthropicCache {
     pub fn new(rules: CacheRules) -> AnthropicCache {
         AnthropicCache {
             entries: HashMap::new(),
+            swept_len: 0,
             rules: CacheRules {
                 max_breakpoints: rules.max_breakpoints.max(1),
                 lookback_blocks: rules.lookback_blocks.max(1),
@@ -91,12 +98,26 @@ impl AnthropicCache {
         ttl.unwrap_or(i64::MAX / 4)
     }
 
-    /// A new entry written at `at`.
-    fn written(&self, at: Option<SentAt>) -> Entry {
+    /// A new entry for `block` written at `at`.
+    fn written(&self, block: &Block, at: Option<SentAt>) -> Entry {
         let ttl_ms = self.ttl_ms(at);
         Entry {
             expires: at.map(|a| a.ms + ttl_ms),
             ttl_ms,
+            warm: block.warm,
+        }
+    }
+
+    /// Drops the entries expired at `now` once they may have doubled since the last sweep
+    /// (an expired entry is never read again: a block kept warm outside the session aside).
+    fn sweep(&mut self, now: Option<i64>) {
+        let Some(now) = now else {
+            return;
+        };
+        if self.entries.len() > 2 * self.swept_len + 64 {
+            self.entries
+                .retain(|_, e| e.warm || e.expires.is_none_or(|x| now <= x));
+            self.swept_len = self.entries.len();
         }
     }
 
@@ -157,10 +178,11 @@ impl CacheModel for AnthropicCache {
             // A live entry at a breakpoint was just read and refreshed by its own lifetime;
             // anywhere else the breakpoint makes a new entry with this request's lifetime.
             if ends[bp] >= min_cacheable && !self.live(&blocks[bp], now) {
-                let entry = self.written(at);
+                let entry = self.written(&blocks[bp], at);
                 self.entries.insert(blocks[bp].chain, entry);
             }
         }
+        self.sweep(now);
         if last_bp_end >= min_cacheable && last_bp_end > hit_end {
             written = last_bp_end - hit_end;
         }
@@ -179,7 +201,7 @@ impl CacheModel for AnthropicCache {
     fn preload(&mut self, blocks: &[Block], tokens: usize, at: Option<SentAt>) {
         // The earlier session's last breakpoint ended where the read ends.
         if let Some(last) = super::within(blocks, tokens).last() {
-            let entry = self.written(at);
+            let entry = self.written(last, at);
             self.entries.insert(last.chain, entry);
         }
     }
@@ -338,6 +360,31 @@ mod tests {
         );
         let served = cache.serve_at(&r3, at(21, false));
         assert_eq!((served.cached, served.written), (5_000, 1_000));
+    }
+
+    /// What a long session holds is bounded by its live entries: expired ones are swept, the
+    /// entries of blocks kept warm outside the session kept.
+    #[test]
+    fn expired_entries_are_swept() {
+        let mut cache = AnthropicCache::documented(1_024);
+        for i in 0..2_000u64 {
+            let mut r = with_breakpoints(blocks(&[(1, 2_000), (i + 2, 300)]), &[0, 1]);
+            r[0].warm = true;
+            // Ten minutes apart: each request's own entry has expired by the next.
+            let at = Some(SentAt {
+                ms: i as i64 * 600_000,
+                long_ttl: false,
+            });
+            let served = cache.serve_at(&r, at);
+            if i > 0 {
+                assert_eq!(served.cached, 2_000, "the warm prefix is still read");
+            }
+        }
+        assert!(
+            cache.entries.len() < 200,
+            "{} entries held",
+            cache.entries.len()
+        );
     }
 
     /// A session that resumes an earlier one: its first request reads what that one cached
