@@ -115,19 +115,21 @@ pub(crate) fn prepare(
         // is when the client changed the fixed part of the conversation (its tools, thinking
         // settings, model): every message is written again, whatever an event does. (A new
         // system prompt starts a new session: it names the conversation, see `identity`.)
-        let idle_secs = match purpose {
-            Purpose::Count => None,
+        let arrival = match purpose {
             Purpose::Request => {
                 let fixed = fixed_part(&request.body, system_key);
-                match state.sessions.arrive(session, fixed) {
-                    (_, true) => {
-                        tracing::debug!("the client changed its fixed part: events are free");
-                        client_rewrote = true;
-                        Some(u64::from(u32::MAX))
-                    }
-                    (idle, false) => idle,
-                }
+                state.sessions.arrive(session, fixed)
             }
+            _ => crate::sessions::Arrival::default(),
+        };
+        if arrival.fixed_changed {
+            tracing::debug!("the client changed its fixed part: events are free");
+            client_rewrote = true;
+        }
+        let idle_secs = match purpose {
+            Purpose::Count => None,
+            Purpose::Request if arrival.fixed_changed => Some(u64::from(u32::MAX)),
+            Purpose::Request => arrival.idle_secs,
             // Past any lifetime: the task runs only once the one in force has passed.
             Purpose::Idle => Some(u64::from(u32::MAX)),
         };
@@ -148,7 +150,7 @@ pub(crate) fn prepare(
             .flatten();
         // One event per pause: when it was prepared while the session was idle, the request
         // that resumes it carries that one (through the lineage) and adds no latency of its own.
-        let prepared = purpose == Purpose::Request && state.sessions.take_prepared(session);
+        let prepared = arrival.prepared;
         let when = !prepared
             && (!settings.events_only_when_cold
                 || policy.is_cache_cold(idle_secs, wire.family(), requested_ttl_secs));

@@ -186,6 +186,17 @@ pub struct SessionUsage {
     fixed_part: Option<u64>,
 }
 
+/// What the session table says of a request as it arrives.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Arrival {
+    /// Seconds since the session's previous request, when it had one.
+    pub(crate) idle_secs: Option<u64>,
+    /// The client changed the fixed part since that request.
+    pub(crate) fixed_changed: bool,
+    /// The session's event for the pause now ending was prepared while it was idle.
+    pub(crate) prepared: bool,
+}
+
 impl SessionUsage {
     /// Folds one request's reported input into the calibration (exponential moving average,
     /// clamped so one odd report cannot derail the thresholds). It never goes below 1: a prompt
@@ -221,25 +232,29 @@ impl SessionTable {
         Some(f(entry))
     }
 
-    /// Seconds since the session's previous request, when it had one, and whether the client
-    /// changed the fixed part (`fixed`, hashed) since then; the request now is the session's
-    /// latest. A session not in the table yet is not entered (it enters when its estimate is
-    /// recorded).
-    pub(crate) fn arrive(&self, session: &SessionId, fixed: u64) -> (Option<u64>, bool) {
-        let Some(mut sessions) = self.sessions.lock().ok() else {
-            return (None, false);
+    /// A request of the session arrives now, sent with the fixed part `fixed` (hashed); it is
+    /// the session's latest from now on. A session not in the table yet is not entered (it
+    /// enters when its estimate is recorded).
+    pub(crate) fn arrive(&self, session: &SessionId, fixed: u64) -> Arrival {
+        let Ok(mut sessions) = self.sessions.lock() else {
+            return Arrival::default();
         };
         let Some(entry) = sessions.get_mut(session.as_str()) else {
-            return (None, false);
+            return Arrival::default();
         };
         let now = Instant::now();
-        let idle = entry.last_request.map(|t| now.duration_since(t).as_secs());
-        entry.last_request = Some(now);
-        let changed = entry
-            .fixed_part
-            .replace(fixed)
-            .is_some_and(|was| was != fixed);
-        (idle, changed)
+        Arrival {
+            idle_secs: entry
+                .last_request
+                .replace(now)
+                .map(|t| now.duration_since(t).as_secs()),
+            fixed_changed: entry
+                .fixed_part
+                .replace(fixed)
+                .is_some_and(|was| was != fixed),
+            // The pause ends with this request: the next one is judged on its own.
+            prepared: std::mem::take(&mut entry.prepared_in_pause),
+        }
     }
 
     /// The session's event for this pause ran while it was idle, in a preparation that began
@@ -251,16 +266,6 @@ impl SessionTable {
         {
             entry.prepared_in_pause = true;
         }
-    }
-
-    /// Whether the session's event for the pause now ending was prepared while it was idle;
-    /// the pause ends with this request, so the next one is judged on its own.
-    pub(crate) fn take_prepared(&self, session: &SessionId) -> bool {
-        self.sessions.lock().ok().is_some_and(|mut sessions| {
-            sessions
-                .get_mut(session.as_str())
-                .is_some_and(|entry| std::mem::take(&mut entry.prepared_in_pause))
-        })
     }
 
     /// What the session's next keep-alive depends on (the session enters the table).

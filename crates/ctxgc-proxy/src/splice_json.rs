@@ -33,18 +33,30 @@ pub fn splice(
             if raw.get(start) != Some(&b'{') || raw[close] != b'}' || at > close {
                 return None;
             }
-            out.extend_from_slice(&raw[at..close]);
-            let empty = raw[start + 1..close].iter().all(u8::is_ascii_whitespace);
-            if !empty {
-                out.push(b',');
-            }
-            serde_json::to_writer(&mut out, key).ok()?;
-            out.push(b':');
-            serde_json::to_writer(&mut out, value).ok()?;
-            out.extend_from_slice(&raw[close..]);
+            push_member(&mut out, raw, (at, start, close), (key, value))?;
         }
     }
     Some(out)
+}
+
+/// Copies `raw[at..]` into `out` with the member `key: value` inserted before the closing brace
+/// at `close` of the object opened at `start` (a comma first unless the object is empty).
+fn push_member(
+    out: &mut Vec<u8>,
+    raw: &[u8],
+    (at, start, close): (usize, usize, usize),
+    (key, value): (&str, &str),
+) -> Option<()> {
+    out.extend_from_slice(&raw[at..close]);
+    let empty = raw[start + 1..close].iter().all(u8::is_ascii_whitespace);
+    if !empty {
+        out.push(b',');
+    }
+    serde_json::to_writer(&mut *out, key).ok()?;
+    out.push(b':');
+    serde_json::to_writer(&mut *out, value).ok()?;
+    out.extend_from_slice(&raw[close..]);
+    Some(())
 }
 
 /// `raw`, a JSON object already parsed as one (a request body the proxy read), with the member
@@ -57,16 +69,8 @@ pub fn append_member(raw: &[u8], key: &str, value: &str) -> Option<Vec<u8>> {
     if raw[start] != b'{' || raw[close] != b'}' || close <= start {
         return None;
     }
-    let empty = raw[start + 1..close].iter().all(u8::is_ascii_whitespace);
     let mut out = Vec::with_capacity(raw.len() + key.len() + value.len() + 8);
-    out.extend_from_slice(&raw[..close]);
-    if !empty {
-        out.push(b',');
-    }
-    serde_json::to_writer(&mut out, key).ok()?;
-    out.push(b':');
-    serde_json::to_writer(&mut out, value).ok()?;
-    out.extend_from_slice(&raw[close..]);
+    push_member(&mut out, raw, (0, start, close), (key, value))?;
     Some(out)
 }
 
