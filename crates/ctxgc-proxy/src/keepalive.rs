@@ -302,32 +302,48 @@ mod tests {
         assert!(keepalive_body(adaptive).is_some());
     }
 
+    /// Keep-alives on a clock where a second lasts a millisecond.
+    fn fast_keepalives() -> KeepAlives {
+        KeepAlives::new(KeepAliveSettings {
+            second: Duration::from_millis(1),
+            ..KeepAliveSettings::default()
+        })
+    }
+
+    /// Thirty pauses, every third past five minutes (15 minutes), the rest 20 seconds.
+    fn every_third_pause_long() -> Pauses {
+        let mut pauses = Pauses::default();
+        for i in 0..30 {
+            pauses.note(if i % 3 == 0 { 900 } else { 20 });
+        }
+        pauses
+    }
+
+    /// The five-minute lifetime with `pauses`, `sent` keep-alives sent so far.
+    fn five_minutes(pauses: Pauses, sent: u32) -> Lifetime {
+        Lifetime {
+            pauses,
+            long: false,
+            sent,
+        }
+    }
+
+    const MESSAGES_BODY: &[u8] = br#"{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}"#;
+
     /// A session whose every third pause outlives five minutes: after its latest request, one
     /// keep-alive is due shortly before the entry expires, then one per lifetime while it pays,
     /// within the budget; none before.
     #[test]
     fn keepalives_come_before_expiry_and_stop_within_the_budget() {
-        let keep = KeepAlives::new(KeepAliveSettings {
-            second: Duration::from_millis(1),
-            ..KeepAliveSettings::default()
-        });
-        let mut pauses = Pauses::default();
-        for i in 0..30 {
-            pauses.note(if i % 3 == 0 { 900 } else { 20 });
-        }
+        let keep = fast_keepalives();
         let session = SessionId::new("t.s");
         let start = Instant::now();
-        let body = Bytes::from_static(br#"{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}"#);
         let uri: Uri = "/v1/messages".parse().unwrap();
         assert!(keep.note(
             &session,
             (&uri, &HeaderMap::new()),
-            body,
-            Lifetime {
-                pauses,
-                long: false,
-                sent: 0
-            },
+            Bytes::from_static(MESSAGES_BODY),
+            five_minutes(every_third_pause_long(), 0),
             start
         ));
         let s = CacheSettings {
@@ -349,33 +365,20 @@ mod tests {
     /// The budget is the session's: keep-alives sent in earlier pauses count, as in the lab.
     #[test]
     fn a_budget_spent_in_earlier_pauses_stays_spent() {
-        let keep = KeepAlives::new(KeepAliveSettings {
-            second: Duration::from_millis(1),
-            ..KeepAliveSettings::default()
-        });
-        let mut pauses = Pauses::default();
-        for i in 0..30 {
-            pauses.note(if i % 3 == 0 { 900 } else { 20 });
-        }
+        let keep = fast_keepalives();
         let s = CacheSettings {
             keepalive_budget: 3,
             ..settings(true)
         };
         let uri: Uri = "/v1/messages".parse().unwrap();
-        let body = Bytes::from_static(br#"{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}"#);
         let sent_in = |sent: u32| {
             let session = SessionId::new(format!("t.s{sent}"));
             let start = Instant::now();
-            let life = Lifetime {
-                pauses: pauses.clone(),
-                long: false,
-                sent,
-            };
             keep.note(
                 &session,
                 (&uri, &HeaderMap::new()),
-                body.clone(),
-                life,
+                Bytes::from_static(MESSAGES_BODY),
+                five_minutes(every_third_pause_long(), sent),
                 start,
             );
             (270..4_000)
@@ -403,32 +406,22 @@ mod tests {
         let now = Instant::now();
         for i in 0..10u64 {
             let session = SessionId::new(format!("t.s{i}"));
-            let life = Lifetime {
-                pauses: Pauses::default(),
-                long: false,
-                sent: 0,
-            };
             let body = Bytes::from(vec![b' '; 300]);
             keep.note(
                 &session,
                 (&uri, &HeaderMap::new()),
                 body,
-                life,
+                five_minutes(Pauses::default(), 0),
                 now + Duration::from_secs(i),
             );
         }
         assert_eq!(keep.len(), 3);
         let big = Bytes::from(vec![b' '; 2_000]);
-        let life = Lifetime {
-            pauses: Pauses::default(),
-            long: false,
-            sent: 0,
-        };
         assert!(!keep.note(
             &SessionId::new("t.big"),
             (&uri, &HeaderMap::new()),
             big,
-            life,
+            five_minutes(Pauses::default(), 0),
             now
         ));
     }
