@@ -224,7 +224,9 @@ pub fn openai_retention(
 /// lives `ttl_secs`, with `sent` keep-alives so far this session.
 ///
 /// Keeping the entry alive pays when the session resumes before it would have expired: then
-/// the resumed request reads the prompt (0.1) instead of writing it again (`write_cost`).
+/// the resumed request reads the prompt (0.1) instead of writing again the share of it
+/// (`kept_if_cold`, [`crate::engine::plan::kept_if_cold`]) that the event the expiry makes free
+/// leaves (`write_cost` each): a keep-alive gives that event up.
 /// Each keep-alive costs a read of the prompt and keeps the entry one lifetime longer, so a
 /// keep-alive now is worth sending if some number of keep-alives, one per lifetime from now,
 /// costs less than the rewrites it is expected to save, given the session has been idle this
@@ -234,9 +236,10 @@ pub fn keepalive_due(
     pauses: &Pauses,
     idle_secs: u64,
     ttl_secs: u64,
-    write_cost: f64,
+    (write_cost, kept_if_cold): (f64, f64),
     sent: u32,
 ) -> bool {
+    let write_cost = write_cost * kept_if_cold.clamp(0.0, 1.0);
     if !settings.keepalive || sent >= settings.keepalive_budget {
         return false;
     }
@@ -359,9 +362,23 @@ mod tests {
         // Pauses of about ten minutes: at 4.5 minutes idle, two keep-alives carry the entry
         // past them.
         let p = pauses(&[600, 620, 580, 5, 5, 610]);
-        assert!(keepalive_due(&on, &p, 270, 300, ANTHROPIC_WRITE_COST, 0));
+        assert!(keepalive_due(
+            &on,
+            &p,
+            270,
+            300,
+            (ANTHROPIC_WRITE_COST, 1.0),
+            0
+        ));
         // Past the stated idle time: none.
-        assert!(!keepalive_due(&on, &p, 1_900, 300, ANTHROPIC_WRITE_COST, 0));
+        assert!(!keepalive_due(
+            &on,
+            &p,
+            1_900,
+            300,
+            (ANTHROPIC_WRITE_COST, 1.0),
+            0
+        ));
         // Forty minutes into a pause longer than any the session had: a resume within the next
         // five minutes is too unlikely to pay for the read, whatever the idle limit.
         let late = CacheSettings {
@@ -373,7 +390,7 @@ mod tests {
             &p,
             2_400,
             300,
-            ANTHROPIC_WRITE_COST,
+            (ANTHROPIC_WRITE_COST, 1.0),
             0
         ));
         assert!(!keepalive_due(
@@ -381,7 +398,7 @@ mod tests {
             &p,
             270,
             300,
-            ANTHROPIC_WRITE_COST,
+            (ANTHROPIC_WRITE_COST, 1.0),
             on.keepalive_budget
         ));
         assert!(!keepalive_due(
@@ -389,9 +406,27 @@ mod tests {
             &p,
             270,
             300,
-            1.25,
+            (1.25, 1.0),
             0
         ));
+    }
+
+    /// A keep-alive gives up the event an expiry makes free: when that event would drop most
+    /// of the prompt, the write the keep-alive saves is small and it is not sent.
+    #[test]
+    fn keepalive_weighs_the_event_an_expiry_makes_free() {
+        let on = CacheSettings {
+            keepalive: true,
+            ..CacheSettings::default()
+        };
+        let p = pauses(&[600, 620, 580, 5, 5, 610]);
+        let due = |kept| keepalive_due(&on, &p, 270, 300, (ANTHROPIC_WRITE_COST, kept), 0);
+        assert!(
+            due(1.0),
+            "nothing to drop: the whole prompt would be written again"
+        );
+        assert!(due(0.8));
+        assert!(!due(0.1), "the free event would keep a tenth of the prompt");
     }
 
     #[test]

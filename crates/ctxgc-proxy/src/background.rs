@@ -16,18 +16,22 @@ use crate::state::AppState;
 
 /// A Messages request of `session` is about to be sent as `body`: the session waits for a
 /// keep-alive when its caller turned them on (and the pipeline ran: a request forwarded after
-/// an internal failure ends them), else any it was waiting for end.
+/// an internal failure ends them), else any it was waiting for end. `kept_if_cold` is what the
+/// pipeline found a keep-alive would give up (the event an expiry makes free).
 pub(crate) fn note_keepalive(
     s: &AppState,
     session: &ctxgc_core::store::SessionId,
     parts: &axum::http::request::Parts,
-    body: &Bytes,
-    prepared: bool,
+    (body, prepared, kept_if_cold): (&Bytes, bool, Option<f64>),
 ) {
     let cache = &s.settings.rewrite.cache;
     let life = (prepared && keepalive::consents(cache, &parts.headers))
         .then(|| s.sessions.keepalive_lifetime(session))
-        .flatten();
+        .flatten()
+        .map(|life| keepalive::Lifetime {
+            kept_if_cold: kept_if_cold.unwrap_or(1.0),
+            ..life
+        });
     match life {
         Some(life) => {
             let now = std::time::Instant::now();

@@ -144,7 +144,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         } else {
             Purpose::Request
         };
-        let (forward_bytes, injected, cache_edit, prepared) =
+        let (forward_bytes, injected, cache_edit, prepared, kept_if_cold) =
             match pipeline::run(&s, request, &bytes, (tenant.as_str(), &session), purpose).await {
                 Ok(Prepared {
                     out,
@@ -152,6 +152,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
                     event,
                     fresh,
                     cache_edit,
+                    kept_if_cold,
                 }) => {
                     let (how, body) = match out.body {
                         Some(body) => (Forwarded::Rewritten, Bytes::from(body)),
@@ -176,19 +177,20 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
                         s.metrics.cache_field(edit.what);
                         s.sessions.record_cache_field(&session, edit.what);
                     }
-                    (body, injected, cache_edit, true)
+                    (body, injected, cache_edit, true, kept_if_cold)
                 }
                 Err(why) => {
                     s.metrics
                         .forwarded(api, Forwarded::FailOpen, 0, 0, Some(why.cause()));
                     tracing::warn!(error = %why, "fail open: forwarding the request unchanged");
-                    (bytes.clone(), None, None, false)
+                    (bytes.clone(), None, None, false, None)
                 }
             };
         if !counting {
             // Work beside the request: its keep-alives, its idle preparation, the client's bill.
             if api == Api::Messages {
-                background::note_keepalive(&s, &session, &parts, &forward_bytes, prepared);
+                let sent = (&forward_bytes, prepared, kept_if_cold);
+                background::note_keepalive(&s, &session, &parts, sent);
             }
             background::bill_as_the_client_alone(&s, &session, (api, model.clone()), bytes.clone());
             background::note_idle(&s, &session, api, &parts.headers, (&bytes, prepared));

@@ -86,6 +86,8 @@ struct Waiting {
     next_at: Instant,
     ttl_secs: u64,
     write_cost: f64,
+    /// The share of the prompt the event an expiry makes free would leave.
+    kept_if_cold: f64,
     pauses: Pauses,
     /// Keep-alives sent in this session so far.
     sent: u32,
@@ -108,6 +110,10 @@ pub(crate) struct Lifetime {
     /// Keep-alives the session was sent so far, over all its pauses: the budget is the
     /// session's, as in the lab.
     pub(crate) sent: u32,
+    /// The share of the latest request's prompt that the event a pause past the cache's
+    /// lifetime makes free would leave ([`ctxgc_core::engine::plan::kept_if_cold`]): what a
+    /// keep-alive gives up. 1 without an engine.
+    pub(crate) kept_if_cold: f64,
 }
 
 /// The sessions waiting for a keep-alive.
@@ -167,6 +173,7 @@ impl KeepAlives {
             next_at: now + self.step(ttl_secs),
             ttl_secs,
             write_cost,
+            kept_if_cold: life.kept_if_cold,
             pauses: life.pauses,
             sent,
         };
@@ -214,7 +221,7 @@ impl KeepAlives {
                 &w.pauses,
                 idle,
                 w.ttl_secs,
-                w.write_cost,
+                (w.write_cost, w.kept_if_cold),
                 w.sent,
             );
             let body = send.then(|| keepalive_body(&w.body)).flatten();
@@ -325,6 +332,7 @@ mod tests {
             pauses,
             long: false,
             sent,
+            kept_if_cold: 1.0,
         }
     }
 
@@ -360,6 +368,35 @@ mod tests {
         }
         assert_eq!(sent, 3, "the budget");
         assert_eq!(keep.len(), 0, "the session left once its budget was spent");
+    }
+
+    /// A keep-alive gives up the event an expiry makes free: a session whose prompt that event
+    /// would cut to a tenth is let expire; the same session with nothing to prune is kept warm.
+    #[test]
+    fn a_session_with_a_large_free_prune_ahead_is_let_expire() {
+        let keep = fast_keepalives();
+        let s = settings(true);
+        let uri: Uri = "/v1/messages".parse().unwrap();
+        let sent_with = |kept_if_cold: f64| {
+            let session = SessionId::new(format!("t.k{kept_if_cold}"));
+            let start = Instant::now();
+            keep.note(
+                &session,
+                (&uri, &HeaderMap::new()),
+                Bytes::from_static(MESSAGES_BODY),
+                Lifetime {
+                    kept_if_cold,
+                    ..five_minutes(every_third_pause_long(), 0)
+                },
+                start,
+            );
+            (270..1_000)
+                .step_by(10)
+                .map(|ms| keep.due(&s, start + Duration::from_millis(ms)).len())
+                .sum::<usize>()
+        };
+        assert!(sent_with(1.0) >= 1);
+        assert_eq!(sent_with(0.1), 0);
     }
 
     /// The budget is the session's: keep-alives sent in earlier pauses count, as in the lab.

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use ctxgc_core::ContentId;
 use ctxgc_core::engine::abstracts::ResultMeta;
 use ctxgc_core::engine::apply::Change;
-use ctxgc_core::engine::plan::{PlanInput, Replacement};
+use ctxgc_core::engine::plan::{self, PlanInput, Replacement};
 use ctxgc_core::engine::{Policy, SummarizerError, SummaryReply, SummaryRequest};
 use ctxgc_core::engine::{event, integrity};
 use ctxgc_core::tokens::TokenCounter;
@@ -90,6 +90,10 @@ pub struct Outcome {
     /// Why the prompt ctxgc changed (`messages`) fails the integrity check, when it does:
     /// found while viewing it for the token estimate, so the check costs no second parse.
     pub integrity: Option<integrity::IntegrityError>,
+    /// The share of the prompt sent that the event a pause past the cache's lifetime would
+    /// make free leaves ([`plan::kept_if_cold`]), when [`StepInput::weigh_cold`] asked for it
+    /// and no event ran.
+    pub kept_if_cold: Option<f64>,
 }
 
 /// Writes a compaction's summary (a blocking call to an LLM).
@@ -122,6 +126,9 @@ pub struct StepInput<'a> {
     pub requested_ttl_secs: Option<u64>,
     /// The request's model's cache prices, when known: what an event's cache write costs.
     pub cache_prices: Option<ctxgc_core::provider_cache::CachePrices>,
+    /// Also weigh the event a pause past the cache's lifetime would make free
+    /// ([`Outcome::kept_if_cold`]): for a session that keep-alives may keep warm.
+    pub weigh_cold: bool,
 }
 
 /// Applies the session's lineage to the client's (insertion-trimmed) messages, then runs an
@@ -186,7 +193,7 @@ fn step_unchecked(
         }
         _ => (None, None),
     };
-    if input.lazy && !input.events && applied.is_none() {
+    if input.lazy && !input.events && !input.weigh_cold && applied.is_none() {
         return Ok(Outcome {
             messages: None,
             lineage: None,
@@ -196,6 +203,7 @@ fn step_unchecked(
             summarizer_failed: None,
             integrity: None,
             reclaimed_tokens: 0,
+            kept_if_cold: None,
         });
     }
     let current: &[Value] = applied.as_deref().unwrap_or(client);
@@ -226,6 +234,7 @@ fn step_unchecked(
             originals: Vec::new(),
             summarizer_failed: None,
             reclaimed_tokens: 0,
+            kept_if_cold: None,
         });
     };
     let messages = &view.messages;
@@ -242,9 +251,10 @@ fn step_unchecked(
         originals: Vec::new(),
         summarizer_failed: None,
         reclaimed_tokens: 0,
+        kept_if_cold: None,
     };
     let stopped = lineage.as_ref().is_some_and(|l| l.stopped.is_some());
-    if !input.events || stopped {
+    if stopped || !(input.events || input.weigh_cold) {
         return Ok(unchanged(applied, lineage));
     }
     // 2. Is an event due? Plan on the prompt as the upstream would see it, in its tokens.
@@ -272,6 +282,16 @@ fn step_unchecked(
         cache_prices: input.cache_prices,
         may_compact: input.may_compact,
     };
+    // What a pause would make free, for the keep-alives' decision.
+    let kept_if_cold = input
+        .weigh_cold
+        .then(|| plan::kept_if_cold(&plan_input, policy, &counter));
+    if !input.events {
+        return Ok(Outcome {
+            kept_if_cold,
+            ..unchanged(applied, lineage)
+        });
+    }
     // 3. The event, decided by the engine's one cycle, as the session engine decides it.
     let mut summarizer_failed = None;
     let mut ask = summarize.map(|summarize| {
@@ -292,7 +312,10 @@ fn step_unchecked(
         input.tools,
         ask.as_mut().map(|f| f as &mut event::SummarizeFn<'_>),
     ) else {
-        return Ok(unchanged(applied, lineage));
+        return Ok(Outcome {
+            kept_if_cold,
+            ..unchanged(applied, lineage)
+        });
     };
     // The engine cuts between turns only, which are whole wire messages in every API.
     let boundary = |n: usize| {
@@ -397,6 +420,7 @@ fn step_unchecked(
         summarizer_failed,
         integrity,
         reclaimed_tokens: before.saturating_sub(scale(estimated)),
+        kept_if_cold: None,
     })
 }
 
@@ -423,6 +447,7 @@ mod tests {
             idle_secs: None,
             requested_ttl_secs: None,
             cache_prices: None,
+            weigh_cold: false,
         }
     }
 
@@ -607,6 +632,53 @@ mod tests {
         // Chat Completions: OpenAI keeps a prefix up to 10 minutes.
         assert_eq!(run(Some(301)), None);
         assert_eq!(run(Some(601)), Some("prune"));
+    }
+
+    /// A warm request of a session with old outputs to prune says what a keep-alive would give
+    /// up: the cold prune's share kept, below 1, without running it; a session with nothing to
+    /// prune would keep all of it. Only when asked (no plan is made for it otherwise), and also
+    /// where events run only after a pause (`lazy`, no event possible on a warm request).
+    #[test]
+    fn a_warm_request_weighs_the_prune_an_expiry_would_make_free() {
+        let mut client = vec![json!({"role": "user", "content": "Fix the build."})];
+        for turn in 0..20 {
+            let id = format!("c{turn}");
+            client.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}));
+            client.push(json!({"role": "tool", "tool_call_id": id, "content": format!("line {turn} of the build log\n").repeat(120)}));
+        }
+        let no_metas = BTreeMap::new();
+        let run = |client: &[Value], weigh_cold| {
+            let input = StepInput {
+                idle_secs: Some(5),
+                events: false,
+                lazy: true,
+                weigh_cold,
+                ..chat_input(client, &no_metas)
+            };
+            step(
+                &input,
+                None,
+                &Policy::default(),
+                200_000,
+                1.0,
+                TokenCounter::openai(),
+                None,
+            )
+            .unwrap()
+        };
+        let weighed = run(&client, true);
+        assert_eq!(weighed.event, None, "nothing runs on a warm request");
+        let kept = weighed.kept_if_cold.expect("weighed");
+        assert!(
+            kept > 0.0 && kept < 0.9,
+            "the prune drops old outputs: {kept}"
+        );
+        assert_eq!(run(&client, false).kept_if_cold, None);
+        assert_eq!(
+            run(&client[..3], true).kept_if_cold,
+            Some(1.0),
+            "nothing to prune"
+        );
     }
 
     /// In front of a client that keeps its own window (`[proxy] compact` off), an event due at

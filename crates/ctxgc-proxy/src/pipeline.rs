@@ -36,6 +36,9 @@ pub(crate) struct Prepared {
     pub(crate) fresh: Vec<(ctxgc_core::ContentId, usize, Option<usize>)>,
     /// The cache fields ctxgc set (a TTL, a retention), with the body without them.
     pub(crate) cache_edit: Option<lifetime::CacheEdit>,
+    /// What a keep-alive after this request would give up: the share of the prompt the event
+    /// an expiry makes free would leave (`None`: not weighed, taken as 1).
+    pub(crate) kept_if_cold: Option<f64>,
 }
 
 /// Everything done to a request before it is forwarded: the session's agent state replayed and
@@ -55,6 +58,7 @@ pub(crate) fn prepare(
     let mut lineage_changed = false;
     let mut lineage_edit: Option<(usize, Vec<u8>)> = None;
     let mut event = None;
+    let mut kept_if_cold = None;
     let mut injected = None;
     if settings.inject_tools {
         let agent_state = state.timed(|store| agent::load(store, session))?;
@@ -169,6 +173,10 @@ pub(crate) fn prepare(
             cache_prices: request.body["model"]
                 .as_str()
                 .and_then(ctxgc_core::models::cache_prices),
+            // Keep-alives are Anthropic's, and only where the proxy offers them.
+            weigh_cold: purpose == Purpose::Request
+                && state.settings.rewrite.cache.keepalive
+                && request.api == ctxgc_formats::Api::Messages,
         };
         let window = settings.window_for(request.body["model"].as_str());
         let mut outcome = advance_lineage(
@@ -197,6 +205,7 @@ pub(crate) fn prepare(
                 .record_estimate(session, outcome.estimated_tokens);
         }
         event = outcome.event;
+        kept_if_cold = outcome.kept_if_cold;
         if let Some(kind) = outcome.event {
             state.metrics.event(kind, outcome.reclaimed_tokens);
             tracing::info!(event = kind, tokens = outcome.estimated_tokens, "event");
@@ -257,6 +266,7 @@ pub(crate) fn prepare(
         event,
         fresh,
         cache_edit,
+        kept_if_cold,
     })
 }
 

@@ -25,6 +25,7 @@ use crate::trim::json::trim_json;
 const FRAMING: usize = 3;
 
 /// What planning looks at.
+#[derive(Clone, Copy)]
 pub struct PlanInput<'a> {
     /// The prompt as the model sees it now.
     pub messages: &'a [Message],
@@ -150,6 +151,22 @@ pub struct Plan {
     pub summary_budget: usize,
     /// How the summary tells the agent to get outputs back ([`Policy::recall_hint`]).
     pub recall_hint: String,
+}
+
+/// The share of the prompt a request after the provider's cache expired would still send: the
+/// event that pause makes free (planned as [`plan`] plans it on a cold cache) drops the rest; 1
+/// when none would run. A keep-alive, which keeps the cache warm, gives that event up: this is
+/// what it is weighed against ([`crate::cache_life::keepalive_due`]).
+pub fn kept_if_cold(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> f64 {
+    let cold = PlanInput {
+        cache_cold: true,
+        ..*input
+    };
+    plan(&cold, policy, counter)
+        .filter(|p| p.tokens_before > 0)
+        .map_or(1.0, |p| {
+            (p.estimated_after as f64 / p.tokens_before as f64).clamp(0.0, 1.0)
+        })
 }
 
 /// Plans the event that is due, if any.

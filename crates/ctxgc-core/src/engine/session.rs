@@ -373,6 +373,15 @@ impl Session {
         plan::plan(&self.plan_input(), &self.policy, &self.counter)
     }
 
+    /// The share of the prompt the request after a pause past the cache's lifetime would still
+    /// send ([`plan::kept_if_cold`]); 1 once automatic events have stopped.
+    pub fn kept_if_cold(&self) -> f64 {
+        match self.stopped {
+            Some(_) => 1.0,
+            None => plan::kept_if_cold(&self.plan_input(), &self.policy, &self.counter),
+        }
+    }
+
     fn plan_input(&self) -> PlanInput<'_> {
         PlanInput {
             messages: &self.messages,

@@ -222,12 +222,18 @@ impl ReplayPolicy for Ctxgc {
     }
 
     fn keepalive_due(&mut self, idle_ms: i64) -> bool {
+        // The event the expiry would make free, given up by a keep-alive (the proxy weighs the
+        // same on the session's latest request).
+        let kept_if_cold = match self.events {
+            Events::Never => 1.0,
+            Events::Any | Events::WhenCold => self.session.kept_if_cold(),
+        };
         let due = cache_life::keepalive_due(
             &self.life.settings,
             &self.life.pauses,
             u64::try_from(idle_ms / 1_000).unwrap_or(0),
             self.life.ttl_secs(self.provider),
-            self.life.write_cost(self.provider),
+            (self.life.write_cost(self.provider), kept_if_cold),
             self.life.keepalives,
         );
         self.life.keepalives += u32::from(due);
