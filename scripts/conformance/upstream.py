@@ -37,6 +37,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
 SUBMIT = b"COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+# A task that asks for it gets a longer script (scripts/agent-histories/generate.sh).
+LONG_RUN = b"Agent history run"
 SESSIONS = {}  # session key -> steps issued
 COUNTER = [0]
 
@@ -302,6 +304,10 @@ def next_step(api, body, raw):
         if SUBMIT in raw:
             # mini-swe-agent ends on a command, not on an answer without calls.
             steps.append([shell_tool(tools)("echo " + SUBMIT.decode())])
+        if LONG_RUN in raw:
+            # A history long enough that a client compacting at 75% of a 64K window (Hermes
+            # 0.19.0's floor) does it twice.
+            steps.append([shell_tool(tools)(BIG_LOG % 3500)])
         if step >= len(steps):
             return None
         SESSIONS[key] = step + 1
