@@ -375,9 +375,7 @@ async fn read_body_within(
     use http_body_util::BodyExt;
     let deadline = s.settings.timeouts.client_body;
     let until = tokio::time::Instant::now() + deadline;
-    // Sized for the declared length (already within the limit and the budget), so a long body
-    // is not copied again each time the buffer would have doubled.
-    let mut buffer = bytes::BytesMut::with_capacity(reserved.body_bytes());
+    let mut buffer = bytes::BytesMut::new();
     loop {
         let frame = match tokio::time::timeout_at(until, body.frame()).await {
             Err(_) => {
