@@ -26,12 +26,11 @@ pub(crate) fn note_keepalive(
 ) {
     let cache = &s.settings.rewrite.cache;
     let life = (prepared && keepalive::consents(cache, &parts.headers))
-        .then(|| s.sessions.keepalive_lifetime(session))
-        .flatten()
-        .map(|life| keepalive::Lifetime {
-            kept_if_cold: kept_if_cold.unwrap_or(1.0),
-            ..life
-        });
+        .then(|| {
+            s.sessions
+                .keepalive_lifetime(session, kept_if_cold.unwrap_or(1.0))
+        })
+        .flatten();
     match life {
         Some(life) => {
             let now = std::time::Instant::now();

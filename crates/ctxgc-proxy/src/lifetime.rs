@@ -37,14 +37,14 @@ impl LifeState {
     }
 
     /// What a keep-alive after the latest request depends on: the session's pauses, whether
-    /// that request asked for the long lifetime, and the keep-alives `sent` so far (the event
-    /// an expiry makes free is the pipeline's to add).
-    pub(crate) fn for_keepalive(&self, sent: u32) -> crate::keepalive::Lifetime {
+    /// that request asked for the long lifetime, the keep-alives `sent` so far, and what the
+    /// pipeline found the event an expiry makes free would leave (`kept_if_cold`).
+    pub(crate) fn for_keepalive(&self, sent: u32, kept_if_cold: f64) -> crate::keepalive::Lifetime {
         crate::keepalive::Lifetime {
             pauses: self.pauses.clone(),
             long: self.long_in_force,
             sent,
-            kept_if_cold: 1.0,
+            kept_if_cold,
         }
     }
 

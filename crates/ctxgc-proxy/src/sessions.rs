@@ -268,15 +268,16 @@ impl SessionTable {
         }
     }
 
-    /// What the session's next keep-alive depends on (the session enters the table).
+    /// What the session's next keep-alive depends on, with `kept_if_cold` from the pipeline
+    /// (the session enters the table).
     pub(crate) fn keepalive_lifetime(
         &self,
         session: &SessionId,
+        kept_if_cold: f64,
     ) -> Option<crate::keepalive::Lifetime> {
         self.with(session, |entry| {
-            entry
-                .life
-                .for_keepalive(u32::try_from(entry.keepalives).unwrap_or(u32::MAX))
+            let sent = u32::try_from(entry.keepalives).unwrap_or(u32::MAX);
+            entry.life.for_keepalive(sent, kept_if_cold)
         })
     }
 
