@@ -1,5 +1,22 @@
 //! `ctxgc`: a thin command-line front end over the ctxgc libraries.
 
+/// `println!` that returns the write's error instead of panicking, so that a reader closing
+/// the pipe early (`ctxgc replay | head -1`) ends the command quietly (see [`main`]).
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// `print!` counterpart of [`outln!`].
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
 mod commands;
 mod html;
 mod logging;
@@ -75,15 +92,25 @@ fn main() -> ExitCode {
         Command::Gc(args) => commands::serve::gc(&config, args),
         Command::Recall(args) => commands::recall::run(&config, args),
         Command::Config => {
-            print!("{}", config.to_toml());
+            out!("{}", config.to_toml())?;
             Ok(ExitCode::SUCCESS)
         }
     });
     match result {
         Ok(code) => code,
+        // The reader went away (`| head`): what it wanted was written; nothing to report.
+        Err(err) if closed_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("ctxgc: {err:#}");
             ExitCode::from(2)
         }
     }
+}
+
+fn closed_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

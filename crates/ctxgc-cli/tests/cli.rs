@@ -149,6 +149,23 @@ fn config_prints_toml_and_bad_config_is_named() {
 }
 
 #[test]
+fn a_reader_that_closes_the_pipe_early_ends_the_command_quietly() {
+    // `ctxgc config | head -0`: the reader is gone before the first write.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ctxgc"))
+        .arg("config")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked") && err.is_empty(), "{err}");
+}
+
+#[test]
 fn import_writes_jsonl_and_names_bad_files() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("import-test");
     let _ = std::fs::remove_dir_all(&dir);

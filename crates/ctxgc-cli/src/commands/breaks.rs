@@ -78,18 +78,18 @@ pub fn run(args: BreaksArgs) -> Result<ExitCode> {
     }
     let summary = breaks::compare(&requests);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        outln!("{}", serde_json::to_string_pretty(&summary)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let lost: usize = summary.breaks.iter().map(|b| b.tokens_lost).sum();
-    println!(
+    outln!(
         "{} sessions, {} consecutive pairs: {} extend the previous request, {} only move cache_control markers, {} break the cached prefix.\n",
         summary.sessions,
         summary.pairs,
         summary.extended,
         summary.cache_control_only,
         summary.breaks.len()
-    );
+    )?;
     let rows: Vec<Vec<String>> = summary
         .by_kind()
         .into_iter()
@@ -103,7 +103,7 @@ pub fn run(args: BreaksArgs) -> Result<ExitCode> {
             ]
         })
         .collect();
-    println!(
+    outln!(
         "{}",
         render(
             &[
@@ -115,6 +115,6 @@ pub fn run(args: BreaksArgs) -> Result<ExitCode> {
             ],
             &rows
         )
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }

@@ -152,24 +152,24 @@ pub fn run(config: &Config, args: CompactArgs) -> Result<ExitCode> {
             .collect::<Result<_>>()?
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&outcomes)?);
+        outln!("{}", serde_json::to_string_pretty(&outcomes)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     if let [single] = outcomes.as_slice() {
-        print_single(single, args.window);
+        print_single(single, args.window)?;
     } else {
-        print_many(&outcomes, args.window);
+        print_many(&outcomes, args.window)?;
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_single(o: &Outcome, window: u64) {
-    println!(
+fn print_single(o: &Outcome, window: u64) -> std::io::Result<()> {
+    outln!(
         "Final prompt of {} at a {}-token window:\n",
         o.session,
         num(window)
-    );
-    println!("{}", outline(&o.final_prompt));
+    )?;
+    outln!("{}", outline(&o.final_prompt))?;
     let rows: Vec<Vec<String>> = o
         .events
         .iter()
@@ -191,7 +191,7 @@ fn print_single(o: &Outcome, window: u64) {
             ]
         })
         .collect();
-    println!(
+    outln!(
         "{}",
         render(
             &[
@@ -206,9 +206,9 @@ fn print_single(o: &Outcome, window: u64) {
             ],
             &rows
         )
-    );
+    )?;
     let r = &o.report;
-    println!(
+    outln!(
         "\n{} requests; {} insert-time trims; {} events ({} prune-only, {} compactions); prompt tokens over the session: {} with ctxgc, {} without ({:.1}% saved); peak prompt {} vs {}",
         o.requests,
         r.insert_trims,
@@ -220,10 +220,11 @@ fn print_single(o: &Outcome, window: u64) {
         saved(o.prompt_tokens_with, o.prompt_tokens_without),
         num(o.peak_prompt_with as u64),
         num(o.peak_prompt_without as u64),
-    );
+    )?;
     if let Some(why) = &r.stopped {
-        println!("{why}");
+        outln!("{why}")?;
     }
+    Ok(())
 }
 
 fn saved(with: u64, without: u64) -> f64 {
@@ -234,7 +235,7 @@ fn saved(with: u64, without: u64) -> f64 {
     }
 }
 
-fn print_many(outcomes: &[Outcome], window: u64) {
+fn print_many(outcomes: &[Outcome], window: u64) -> std::io::Result<()> {
     let mut rows: Vec<Vec<String>> = outcomes
         .iter()
         .map(|o| {
@@ -292,8 +293,8 @@ fn print_many(outcomes: &[Outcome], window: u64) {
         num(with),
         format!("{:.1}%", saved(with, without)),
     ]);
-    println!("Window {} tokens", num(window));
-    println!(
+    outln!("Window {} tokens", num(window))?;
+    outln!(
         "{}",
         render(
             &[
@@ -309,7 +310,7 @@ fn print_many(outcomes: &[Outcome], window: u64) {
             ],
             &rows
         )
-    );
+    )
 }
 
 #[cfg(test)]

@@ -62,9 +62,9 @@ pub fn run(config: &Config, args: RecallArgs) -> Result<ExitCode> {
         context: args.context,
     };
     let text = recall::recall(&original, &query, config.trim.hard_cap_bytes)?;
-    print!("{text}");
+    out!("{text}")?;
     if !text.ends_with('\n') {
-        println!();
+        outln!()?;
     }
     Ok(ExitCode::SUCCESS)
 }

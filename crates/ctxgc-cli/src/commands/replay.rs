@@ -522,9 +522,9 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             windows[0],
         )?;
         for section in explained {
-            println!("{}", section.title);
+            outln!("{}", section.title)?;
             let header: Vec<&str> = section.header.iter().map(String::as_str).collect();
-            println!("{}\n", render(&header, &section.rows));
+            outln!("{}\n", render(&header, &section.rows))?;
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -675,11 +675,11 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         ExitCode::from(1)
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&output)?);
+        outln!("{}", serde_json::to_string_pretty(&output)?)?;
         return Ok(code);
     }
     let own_label = Pricing::label(&pricing.own);
-    println!(
+    outln!(
         "Replayed {} sessions x {} policies x {} windows ({} session runs) in {:.1} s{}.\n",
         output.sessions,
         policies.len(),
@@ -691,32 +691,32 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         } else {
             format!("; {} files skipped (not sessions)", output.skipped.len())
         }
-    );
+    )?;
     for table in &output.tables {
-        println!(
+        outln!(
             "Window {} tokens, {} cache model, {} prices",
             num(table.window),
             table.cache,
             table.model
-        );
+        )?;
         let (header, cells) = policy_cells(&table.rows);
-        println!("{}", render(&header, &cells));
-        println!("{}", crate::table::WITH_RECALLS_NOTE);
+        outln!("{}", render(&header, &cells))?;
+        outln!("{}", crate::table::WITH_RECALLS_NOTE)?;
         if let Some(note) = path_note(&table.rows) {
-            println!("{note}");
+            outln!("{note}")?;
         }
         if let Some(note) = recorded_note(&table.rows, &own_label) {
-            println!("{note}");
+            outln!("{note}")?;
         }
-        println!();
+        outln!()?;
     }
     for section in sections(&output) {
-        println!("{}", section.title);
+        outln!("{}", section.title)?;
         let header: Vec<&str> = section.header.iter().map(String::as_str).collect();
-        println!("{}\n", render(&header, &section.rows));
+        outln!("{}\n", render(&header, &section.rows))?;
     }
     if let Some(path) = &args.html {
-        println!("HTML report: {}", path.display());
+        outln!("HTML report: {}", path.display())?;
     }
     Ok(code)
 }
@@ -1008,14 +1008,14 @@ fn calibrate(
             row.extend(error_cells(&pooled));
             rows.push(row);
         }
-        println!(
+        outln!(
             "Calibration of the {} cache on {} sessions' billed usage ({}; table now: routing_miss {:.3}, lag_tokens {}), simulated `none` over recorded on the sessions named (fitted on all, or on all but those left out):",
             kind.name(),
             mine.len(),
             set_names.join(", "),
             base.routing_miss,
             base.lag_tokens
-        );
+        )?;
         let header = [
             "sessions",
             "n",
@@ -1026,7 +1026,7 @@ fn calibrate(
             "cost",
             "median session cost",
         ];
-        println!("{}\n", render(&header, &rows));
+        outln!("{}\n", render(&header, &rows))?;
         printed = true;
     }
     if !printed {

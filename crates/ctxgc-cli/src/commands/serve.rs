@@ -360,13 +360,13 @@ pub fn gc(config: &Config, args: GcArgs) -> Result<ExitCode> {
     let store = SqliteStore::open_with_timeout(&path, config.store.timeout())?;
     let gone = store.expire(config.store.retention())?;
     store.compact_file()?;
-    println!(
+    outln!(
         "{}: {gone} originals and states older than {} days deleted; {} -> {} bytes",
         path.display(),
         config.store.retention_days,
         before,
         size(&path)
-    );
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -412,6 +412,6 @@ pub fn stats(args: StatsArgs) -> Result<ExitCode> {
     let body = body.with_context(|| format!("cannot read {url}: is `ctxgc serve` running?"))?;
     let value: serde_json::Value =
         serde_json::from_str(&body).with_context(|| format!("{url} did not answer JSON"))?;
-    println!("{}", serde_json::to_string_pretty(&value)?);
+    outln!("{}", serde_json::to_string_pretty(&value)?)?;
     Ok(ExitCode::SUCCESS)
 }
