@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::http::HeaderMap;
 use ctxgc_formats::{Api, ApiRequest};
 use tracing::Instrument;
 
@@ -15,17 +14,17 @@ use crate::pipeline::{self, Prepared, Purpose};
 use crate::state::AppState;
 
 /// A Messages request of `session` is about to be sent as `body`: the session waits for a
-/// keep-alive when its caller turned them on (and the pipeline ran: a request forwarded after
-/// an internal failure ends them), else any it was waiting for end. `kept_if_cold` is what the
-/// pipeline found a keep-alive would give up (the event an expiry makes free).
+/// keep-alive when its caller gets them (`kept_alive`, [`keepalive::consents`]) and the
+/// pipeline ran (a request forwarded after an internal failure ends them), else any it was
+/// waiting for end. `kept_if_cold` is what the pipeline found a keep-alive would give up (the
+/// event an expiry makes free).
 pub(crate) fn note_keepalive(
     s: &AppState,
     session: &ctxgc_core::store::SessionId,
-    parts: &axum::http::request::Parts,
+    (parts, kept_alive): (&axum::http::request::Parts, bool),
     (body, prepared, kept_if_cold): (&Bytes, bool, Option<f64>),
 ) {
-    let cache = &s.settings.rewrite.cache;
-    let life = (prepared && keepalive::consents(cache, &parts.headers))
+    let life = (prepared && kept_alive)
         .then(|| {
             s.sessions
                 .keepalive_lifetime(session, kept_if_cold.unwrap_or(1.0))
@@ -103,17 +102,15 @@ pub(crate) fn bill_as_the_client_alone(
 }
 
 /// With events only after a pause, the session's latest request is held until its cache
-/// expires, then prepared ([`crate::idle`]); not when its caller gets keep-alives, nor after a
-/// request that failed open.
+/// expires, then prepared ([`crate::idle`]); not when its caller gets keep-alives
+/// (`kept_alive`), nor after a request that failed open.
 pub(crate) fn note_idle(
     s: &AppState,
     session: &ctxgc_core::store::SessionId,
-    api: Api,
-    headers: &HeaderMap,
+    (api, kept_alive): (Api, bool),
     (raw, prepared): (&Bytes, bool),
 ) {
     let rewrite = &s.settings.rewrite;
-    let kept_alive = api == Api::Messages && keepalive::consents(&rewrite.cache, headers);
     let wire = api.wire();
     // When the engine counts this session's cache cold (the lifetime in force taken into
     // account, as it judges the request that resumes it).
@@ -159,7 +156,7 @@ pub(crate) async fn prepare_idle(s: Arc<AppState>, due: crate::idle::Due) {
         request,
         &due.raw,
         (tenant.as_str(), &due.session),
-        Purpose::Idle,
+        (Purpose::Idle, false),
     )
     .instrument(span.clone())
     .await;

@@ -19,7 +19,7 @@ use crate::relay::relay;
 use crate::reply::{Refusal, error_response};
 use crate::sessions::Forwarding;
 use crate::state::AppState;
-use crate::{agentic, background, shadow};
+use crate::{agentic, background, keepalive, shadow};
 
 /// A body larger than this is parsed off the async workers.
 const INLINE_PARSE_BYTES: usize = 256 * 1024;
@@ -144,56 +144,67 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         } else {
             Purpose::Request
         };
-        let (forward_bytes, injected, cache_edit, prepared, kept_if_cold) =
-            match pipeline::run(&s, request, &bytes, (tenant.as_str(), &session), purpose).await {
-                Ok(Prepared {
-                    out,
-                    injected,
-                    event,
-                    fresh,
-                    cache_edit,
-                    kept_if_cold,
-                }) => {
-                    let (how, body) = match out.body {
-                        Some(body) => (Forwarded::Rewritten, Bytes::from(body)),
-                        None => (Forwarded::Unchanged, bytes.clone()),
-                    };
-                    let stored = fresh.len() as u64;
-                    s.metrics.forwarded(api, how, out.bytes_saved, stored, None);
-                    if !counting {
-                        s.sessions.record_forwarded(
-                            &session,
-                            &Forwarding {
-                                api: api.name(),
-                                model: model.as_deref(),
-                                received_bytes: bytes.len(),
-                                sent_bytes: body.len(),
-                                event,
-                                fresh: &fresh,
-                            },
-                        );
-                    }
-                    if let Some(edit) = &cache_edit {
-                        s.metrics.cache_field(edit.what);
-                        s.sessions.record_cache_field(&session, edit.what);
-                    }
-                    (body, injected, cache_edit, true, kept_if_cold)
+        // Whether this caller gets keep-alives: read once, for the pipeline (which then weighs
+        // what one would give up) and for the work beside the request.
+        let kept_alive =
+            api == Api::Messages && keepalive::consents(&s.settings.rewrite.cache, &parts.headers);
+        let (forward_bytes, injected, cache_edit, prepared, kept_if_cold) = match pipeline::run(
+            &s,
+            request,
+            &bytes,
+            (tenant.as_str(), &session),
+            (purpose, kept_alive),
+        )
+        .await
+        {
+            Ok(Prepared {
+                out,
+                injected,
+                event,
+                fresh,
+                cache_edit,
+                kept_if_cold,
+            }) => {
+                let (how, body) = match out.body {
+                    Some(body) => (Forwarded::Rewritten, Bytes::from(body)),
+                    None => (Forwarded::Unchanged, bytes.clone()),
+                };
+                let stored = fresh.len() as u64;
+                s.metrics.forwarded(api, how, out.bytes_saved, stored, None);
+                if !counting {
+                    s.sessions.record_forwarded(
+                        &session,
+                        &Forwarding {
+                            api: api.name(),
+                            model: model.as_deref(),
+                            received_bytes: bytes.len(),
+                            sent_bytes: body.len(),
+                            event,
+                            fresh: &fresh,
+                        },
+                    );
                 }
-                Err(why) => {
-                    s.metrics
-                        .forwarded(api, Forwarded::FailOpen, 0, 0, Some(why.cause()));
-                    tracing::warn!(error = %why, "fail open: forwarding the request unchanged");
-                    (bytes.clone(), None, None, false, None)
+                if let Some(edit) = &cache_edit {
+                    s.metrics.cache_field(edit.what);
+                    s.sessions.record_cache_field(&session, edit.what);
                 }
-            };
+                (body, injected, cache_edit, true, kept_if_cold)
+            }
+            Err(why) => {
+                s.metrics
+                    .forwarded(api, Forwarded::FailOpen, 0, 0, Some(why.cause()));
+                tracing::warn!(error = %why, "fail open: forwarding the request unchanged");
+                (bytes.clone(), None, None, false, None)
+            }
+        };
         if !counting {
             // Work beside the request: its keep-alives, its idle preparation, the client's bill.
             if api == Api::Messages {
                 let sent = (&forward_bytes, prepared, kept_if_cold);
-                background::note_keepalive(&s, &session, &parts, sent);
+                background::note_keepalive(&s, &session, (&parts, kept_alive), sent);
             }
             background::bill_as_the_client_alone(&s, &session, (api, model.clone()), bytes.clone());
-            background::note_idle(&s, &session, api, &parts.headers, (&bytes, prepared));
+            background::note_idle(&s, &session, (api, kept_alive), (&bytes, prepared));
         }
         let upstream = api.wire().upstream();
         if let Some(end) = injected {

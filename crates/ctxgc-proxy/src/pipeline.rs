@@ -43,13 +43,15 @@ pub(crate) struct Prepared {
 
 /// Everything done to a request before it is forwarded: the session's agent state replayed and
 /// the agent tools injected, insertion trimming, the engine's lineage, and the originals
-/// committed to the store.
+/// committed to the store. `kept_alive`: the caller gets keep-alives for this request's
+/// session ([`crate::keepalive::consents`]), so what a keep-alive would give up is weighed.
 pub(crate) fn prepare(
     state: &AppState,
     request: &mut ApiRequest,
     raw: &[u8],
     session: &SessionId,
     purpose: Purpose,
+    kept_alive: bool,
 ) -> Result<Prepared, ProxyError> {
     let counting = purpose == Purpose::Count;
     let deadline = std::time::Instant::now() + state.settings.limits.rewrite_deadline;
@@ -173,10 +175,9 @@ pub(crate) fn prepare(
             cache_prices: request.body["model"]
                 .as_str()
                 .and_then(ctxgc_core::models::cache_prices),
-            // Keep-alives are Anthropic's, and only where the proxy offers them.
-            weigh_cold: purpose == Purpose::Request
-                && state.settings.rewrite.cache.keepalive
-                && request.api == ctxgc_formats::Api::Messages,
+            // Only for a caller that gets keep-alives (Anthropic's, where the proxy offers
+            // them): anyone else's requests plan no event they would never use.
+            weigh_cold: purpose == Purpose::Request && kept_alive,
         };
         let window = settings.window_for(request.body["model"].as_str());
         let mut outcome = advance_lineage(
@@ -278,7 +279,7 @@ pub(crate) async fn run(
     mut request: ApiRequest,
     raw: &bytes::Bytes,
     (tenant, session): (&str, &ctxgc_core::store::SessionId),
-    purpose: Purpose,
+    (purpose, kept_alive): (Purpose, bool),
 ) -> Result<Prepared, ProxyError> {
     let Some(slot) = s
         .gate
@@ -293,7 +294,7 @@ pub(crate) async fn run(
     let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        let prepared = prepare(&state, &mut request, &raw, &session, purpose);
+        let prepared = prepare(&state, &mut request, &raw, &session, purpose, kept_alive);
         drop(slot);
         prepared
     })
