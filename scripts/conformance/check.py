@@ -49,7 +49,7 @@ def as_cached(x):
     """What a provider's prompt cache sees: where breakpoints sit is not content, and a string
     content is shorthand for one text block."""
     if isinstance(x, dict):
-        out = {k: as_cached(v) for k, v in x.items() if k != "cache_control"}
+        out = {k: as_cached(v) for k, v in x.items() if k not in ("cache_control", "prompt_cache_breakpoint")}
         if isinstance(out.get("content"), str) and out.get("role") in ("user", "assistant", "system") and "type" not in out:
             out["content"] = [{"type": "text", "text": out["content"]}]
         return out
@@ -115,6 +115,25 @@ def seen_by_model(rs, problems, session):
     return any(RECALLED.search(d) for d in dumps)
 
 
+def leading_breakpoints(r):
+    """GPT-5.6 and later (whose cache matches only at breakpoints): the `prompt_cache_breakpoint`
+    marks of an OpenAI request, as (item index, block index), and how many leading system or
+    developer items it has (where ctxgc ends the stable prefix)."""
+    if r["api"] not in ("chat", "responses"):
+        return None
+    m = re.match(r"gpt-(\d+)(?:\.(\d+))?", (r["body"].get("model") or "").rsplit("/", 1)[-1])
+    if not m or (int(m.group(1)), int(m.group(2) or 0)) < (5, 6):
+        return None
+    marks, leading, in_lead = [], 0, True
+    for i, item in enumerate(items(r) or []):
+        in_lead = in_lead and item.get("role") in ("system", "developer")
+        leading += in_lead
+        for k, block in enumerate(item.get("content") if isinstance(item.get("content"), list) else []):
+            if isinstance(block, dict) and "prompt_cache_breakpoint" in block:
+                marks.append((i, k))
+    return marks, leading
+
+
 def cache_controls(value):
     """Every `cache_control` object in a request body."""
     if isinstance(value, dict):
@@ -176,6 +195,15 @@ def main():
             problems.append("the proxy says it would have saved nothing")
         if breaks:
             problems.append("observe mode broke a prefix %d times" % breaks)
+    for k, r in enumerate(requests):
+        found = leading_breakpoints(r)
+        if found is None:
+            continue
+        marks, leading = found
+        # The scripted clients place none: ctxgc's one, on the last leading item, or none.
+        want = [(leading - 1, len(items(r)[leading - 1]["content"]) - 1)] if leading and config != "observe" else []
+        if marks != want:
+            problems.append("request %d (GPT-5.6) has breakpoints %s where %s was expected" % (k, marks, want))
     if config == "cache1h":
         # `[cache] ttl = "1h"`: every breakpoint of every Messages request asks for the hour
         # (and the upstream, which enforces the TTLs' values and order, took them all).

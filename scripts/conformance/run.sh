@@ -216,5 +216,11 @@ for client in "${clients[@]}"; do
   # Breakpoints at an hour, on clients that place them (Claude Code's own, the SDK's request).
   [ "$client" = claude-code ] && run claude-code cache1h claude_client
   [ "$client" = sdk ] && run sdk-messages cache1h sdk_client messages
+  # GPT-5.6: no retention (the model refuses it), a breakpoint at the end of the stable prefix.
+  if [ "$client" = sdk ]; then
+    export CONFORMANCE_OPENAI_MODEL=gpt-5.6-terra
+    for mode in chat responses-stream; do run "sdk-$mode-gpt-5.6" defaults sdk_client "$mode"; done
+    unset CONFORMANCE_OPENAI_MODEL
+  fi
 done
 exit $failed

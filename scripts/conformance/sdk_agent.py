@@ -11,6 +11,7 @@ Exits 0 when the model answered "Done...", 1 on any error (an API error, a strea
 response id changed, a malformed reply).
 """
 import json
+import os
 import subprocess
 import sys
 
@@ -18,6 +19,8 @@ MODE, BASE = sys.argv[1], sys.argv[2]
 TASK = "Conformance run (%s): run the scripted checks and report." % MODE
 PINNED = "Environment: working directory /tmp/ctxgc-conformance; this note is pinned by the client."
 MAX_TURNS = 40
+# The OpenAI model asked for (GPT-5.6 and later take breakpoints and refuse the retention).
+OPENAI_MODEL = os.environ.get("CONFORMANCE_OPENAI_MODEL", "gpt-5")
 
 
 def run(command):
@@ -41,7 +44,7 @@ def chat(stream):
     for _ in range(MAX_TURNS):
         if stream:
             ids, content, calls = set(), "", {}
-            for chunk in client.chat.completions.create(model="gpt-5", messages=messages, tools=tools, stream=True,
+            for chunk in client.chat.completions.create(model=OPENAI_MODEL, messages=messages, tools=tools, stream=True,
                                                         stream_options={"include_usage": True}):
                 ids.add(chunk.id)
                 for choice in chunk.choices:
@@ -56,7 +59,7 @@ def chat(stream):
             tool_calls = [{"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
                           for _, c in sorted(calls.items())]
         else:
-            reply = client.chat.completions.create(model="gpt-5", messages=messages, tools=tools)
+            reply = client.chat.completions.create(model=OPENAI_MODEL, messages=messages, tools=tools)
             message = reply.choices[0].message
             content = message.content or ""
             tool_calls = [{"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
@@ -79,12 +82,12 @@ def responses(stream):
     for _ in range(MAX_TURNS):
         if stream:
             # The SDK checks that one streamed response keeps one id.
-            with client.responses.stream(model="gpt-5", instructions="You are a careful coding agent.", input=items, tools=tools) as s:
+            with client.responses.stream(model=OPENAI_MODEL, instructions="You are a careful coding agent.", input=items, tools=tools) as s:
                 for _event in s:
                     pass
                 response = s.get_final_response()
         else:
-            response = client.responses.create(model="gpt-5", instructions="You are a careful coding agent.", input=items, tools=tools)
+            response = client.responses.create(model=OPENAI_MODEL, instructions="You are a careful coding agent.", input=items, tools=tools)
         calls = [o for o in response.output if o.type == "function_call"]
         if not calls:
             return response.output_text

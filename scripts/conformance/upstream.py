@@ -11,7 +11,8 @@ real API's 400 and its text:
 - Anthropic: at most 4 blocks with `cache_control`, each TTL "5m" or "1h" and no hour after five
   minutes (tools, system, messages); with `thinking` enabled, the assistant
   message of an ongoing tool loop starts with its thinking block.
-- OpenAI: `prompt_cache_retention` is "in_memory" or "24h".
+- OpenAI: `prompt_cache_retention` is "in_memory" or "24h", and GPT-5.6 or later refuses it
+  (those models take `prompt_cache_options` and breakpoints instead).
 - Gemini: a function call turn comes right after a user turn or a function response turn, a
   function response turn right after a function call turn, with as many responses as calls;
   an API key (`x-goog-api-key` or `?key=`) is required; a thought signature the model sent with
@@ -88,9 +89,17 @@ def fail(message, kind="invalid_request_error"):
 
 # --- Validation, per API, with the real APIs' texts ----------------------------------------
 
+def explicit_breakpoint_model(model):
+    """GPT-5.6 or later (`gpt-5.6-terra`, `gpt-6`)."""
+    m = re.match(r"gpt-(\d+)(?:\.(\d+))?", (model or "").rsplit("/", 1)[-1])
+    return bool(m) and (int(m.group(1)), int(m.group(2) or 0)) >= (5, 6)
+
+
 def check_retention(body):
-    """OpenAI's `prompt_cache_retention`: `in_memory` or `24h`."""
+    """OpenAI's `prompt_cache_retention`: `in_memory` or `24h`, on the models before GPT-5.6."""
     retention = body.get("prompt_cache_retention")
+    if retention is not None and explicit_breakpoint_model(body.get("model")):
+        return fail("prompt_cache_retention is not supported on this model", "invalid_request_error")
     if retention is not None and retention not in ("in_memory", "24h"):
         return fail("Invalid value: '%s'. Supported values are: 'in_memory' and '24h'." % retention, "invalid_request_error")
     return None

@@ -57,6 +57,9 @@ pub struct CacheSettings {
     /// OpenAI's `prompt_cache_retention`: `auto` (`24h` for the models that offer it, at the
     /// same price), `client` (as sent).
     pub retention: RetentionMode,
+    /// OpenAI's explicit breakpoints (GPT-5.6 on): `auto` (one at the end of the leading
+    /// system and developer messages when the client placed none), `client` (as sent).
+    pub breakpoints: BreakpointMode,
     /// Keep-alive requests while a session is idle (they are sent on the caller's key, so off
     /// unless turned on). On a proxy, a caller also turns them on for itself (the header
     /// `x-ctxgc-keepalive: on`), unless `keepalive_every_caller`.
@@ -75,6 +78,7 @@ impl Default for CacheSettings {
         CacheSettings {
             ttl: TtlMode::Auto,
             retention: RetentionMode::Auto,
+            breakpoints: BreakpointMode::Auto,
             keepalive: false,
             keepalive_every_caller: false,
             keepalive_max_idle_secs: 30 * 60,
@@ -103,6 +107,16 @@ pub enum RetentionMode {
     /// `24h` where the model offers it.
     Auto,
     /// As the client sent it.
+    Client,
+}
+
+/// How OpenAI's explicit breakpoints are placed (GPT-5.6 on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BreakpointMode {
+    /// One at the end of the stable prefix, where the client placed none.
+    Auto,
+    /// As the client sent them.
     Client,
 }
 
@@ -203,11 +217,59 @@ pub fn written_tokens(prompt: u64, previous: Option<u64>, cold: bool) -> u64 {
     }
 }
 
-/// Whether `model` offers OpenAI's extended (24-hour) retention: the GPT-5 families and
-/// GPT-4.1, as OpenAI's prompt caching guide lists them.
+/// Whether `model` offers OpenAI's extended (24-hour) retention: the GPT-5 families before
+/// GPT-5.6, and GPT-4.1, as OpenAI's prompt caching guide lists them. From GPT-5.6 on,
+/// `prompt_cache_retention` is refused ("prompt_cache_retention is not supported on this
+/// model"): those models take `prompt_cache_options` and breakpoints instead
+/// ([`takes_explicit_breakpoints`]).
 pub fn offers_extended_retention(model: &str) -> bool {
     let model = model.rsplit('/').next().unwrap_or(model);
-    model.starts_with("gpt-5") || model.starts_with("gpt-4.1")
+    (model.starts_with("gpt-5") || model.starts_with("gpt-4.1"))
+        && !takes_explicit_breakpoints(model)
+}
+
+/// Whether `model` is of OpenAI's GPT-5.6 family or later: its cache writes are billed (1.25x
+/// input), it matches a cached prefix only at a breakpoint (the implicit one OpenAI places on
+/// the latest message, or explicit ones: `prompt_cache_breakpoint` on an input content block,
+/// at most four written per request), and every entry lives at least
+/// [`EXPLICIT_BREAKPOINT_MIN_TTL_SECS`] (`prompt_cache_options.ttl`, `30m`, its only value).
+pub fn takes_explicit_breakpoints(model: &str) -> bool {
+    let model = model.rsplit('/').next().unwrap_or(model);
+    let Some(rest) = model.strip_prefix("gpt-") else {
+        return false;
+    };
+    let mut version = rest
+        .split(|c: char| !c.is_ascii_digit() && c != '.')
+        .next()
+        .unwrap_or_default()
+        .split('.');
+    let major = version.next().and_then(|v| v.parse::<u32>().ok());
+    let minor = version
+        .next()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(0);
+    major.is_some_and(|major| major > 5 || (major == 5 && minor >= 6))
+}
+
+/// How long, at least, an entry written by a GPT-5.6-or-later request lives (OpenAI's
+/// `prompt_cache_options.ttl` default and only value, `30m`).
+pub const EXPLICIT_BREAKPOINT_MIN_TTL_SECS: u64 = 30 * 60;
+
+/// How long `model`'s cache entries live at least, when it says so itself rather than through
+/// a field the client sets: GPT-5.6 and later ([`EXPLICIT_BREAKPOINT_MIN_TTL_SECS`]).
+pub fn model_min_lifetime_secs(model: &str) -> Option<u64> {
+    takes_explicit_breakpoints(model).then_some(EXPLICIT_BREAKPOINT_MIN_TTL_SECS)
+}
+
+/// Whether to put an explicit breakpoint at the end of a request's stable prefix (its leading
+/// system and developer messages): on GPT-5.6 and later, which match a cached prefix only at a
+/// breakpoint, so that a request whose history changed after that prefix (an event of ctxgc's,
+/// the client's own compaction) still reads it instead of writing it again at 1.25x. Not when
+/// the client manages breakpoints itself (it placed one, or asked for `explicit` mode): the
+/// implicit breakpoint OpenAI places on the latest message and this one are two of the four a
+/// request may write.
+pub fn openai_breakpoint(mode: BreakpointMode, model: &str, client_manages: bool) -> bool {
+    mode == BreakpointMode::Auto && !client_manages && takes_explicit_breakpoints(model)
 }
 
 /// The retention to ask for: `Some("24h")` to add it where the client asked for none.
@@ -440,7 +502,50 @@ mod tests {
             Some("24h")
         );
         assert_eq!(openai_retention(RetentionMode::Auto, "gpt-4o", false), None);
+        // GPT-5.6 on refuses the retention field: its entries live 30 minutes anyway.
+        for model in [
+            "gpt-5.6-luna",
+            "openai/gpt-5.6-terra-2026-10-01",
+            "gpt-5.10",
+            "gpt-6",
+        ] {
+            assert_eq!(
+                openai_retention(RetentionMode::Auto, model, false),
+                None,
+                "{model}"
+            );
+            assert!(takes_explicit_breakpoints(model), "{model}");
+            assert_eq!(model_min_lifetime_secs(model), Some(1_800), "{model}");
+        }
+        for model in [
+            "gpt-5",
+            "gpt-5.5-pro",
+            "gpt-5-mini",
+            "gpt-4.1",
+            "gpt-4o",
+            "claude-opus-4-5",
+            "o3",
+        ] {
+            assert!(!takes_explicit_breakpoints(model), "{model}");
+            assert_eq!(model_min_lifetime_secs(model), None, "{model}");
+        }
         assert_eq!(openai_retention(RetentionMode::Auto, "gpt-5", true), None);
+        assert!(openai_breakpoint(
+            BreakpointMode::Auto,
+            "gpt-5.6-sol",
+            false
+        ));
+        assert!(!openai_breakpoint(
+            BreakpointMode::Auto,
+            "gpt-5.6-sol",
+            true
+        ));
+        assert!(!openai_breakpoint(
+            BreakpointMode::Client,
+            "gpt-5.6-sol",
+            false
+        ));
+        assert!(!openai_breakpoint(BreakpointMode::Auto, "gpt-5.1", false));
         assert_eq!(
             openai_retention(RetentionMode::Client, "gpt-5", false),
             None

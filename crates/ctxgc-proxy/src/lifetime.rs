@@ -3,7 +3,10 @@
 //! breakpoint of the request gets `"ttl": "1h"` when the hour is cheaper under the session's
 //! pauses (all of them at once, so no hour comes after five minutes, and never a breakpoint
 //! added or a TTL the client chose shortened). OpenAI: `prompt_cache_retention: "24h"` where
-//! the model offers it and the client set none. Nothing the model reads changes.
+//! the model offers it and the client set none; from GPT-5.6 on (which refuses the retention and
+//! matches a cached prefix only at a breakpoint), an explicit `prompt_cache_breakpoint` at the
+//! end of the leading system and developer messages where the client placed none. Nothing the
+//! model reads changes.
 
 use std::time::Instant;
 
@@ -24,16 +27,22 @@ pub(crate) struct LifeState {
     long_in_force: bool,
     /// The latest request's prompt, in bytes.
     last_prompt: Option<u64>,
+    /// How long the latest request's model keeps its entries at least, whatever was asked
+    /// (GPT-5.6's 30 minutes).
+    model_min_secs: Option<u64>,
 }
 
 impl LifeState {
     /// The lifetime in force before this request (the previous request's), as the engine's
     /// idle judgment needs it: `Some(secs)` when that request asked for the long lifetime.
+    /// The model's own longer lifetime counts too (GPT-5.6's 30 minutes).
     pub(crate) fn long_secs(&self, hint: CacheHint) -> Option<u64> {
-        self.long_in_force.then_some(match hint {
-            CacheHint::Breakpoints => provider_cache::ANTHROPIC_LONG_TTL_SECS,
-            _ => provider_cache::OPENAI_EXTENDED_RETENTION_SECS,
-        })
+        self.long_in_force
+            .then_some(match hint {
+                CacheHint::Breakpoints => provider_cache::ANTHROPIC_LONG_TTL_SECS,
+                _ => provider_cache::OPENAI_EXTENDED_RETENTION_SECS,
+            })
+            .or(self.model_min_secs)
     }
 
     /// What a keep-alive after the latest request depends on: the session's pauses, whether
@@ -67,7 +76,7 @@ pub(crate) struct CacheEdit {
     /// for the client's own (which the handler still holds: no copy of a large body is made
     /// for a resend that almost never happens).
     pub(crate) without: Option<Vec<u8>>,
-    /// What was set, for logs and metrics: `ttl_1h` or `retention_24h`.
+    /// What was set, for logs and metrics: `ttl_1h`, `retention_24h` or `breakpoint`.
     pub(crate) what: &'static str,
 }
 
@@ -118,11 +127,73 @@ pub(crate) struct Asked {
     client_long: bool,
     /// It has somewhere to put a TTL (Anthropic breakpoints).
     has_breakpoints: bool,
-    /// It set OpenAI's retention itself.
+    /// It set OpenAI's retention itself, or the options that replace it (GPT-5.6 on).
     client_retention: bool,
     /// The client changed its fixed part: it writes every message, whatever the pause.
     rewritten: bool,
     model: String,
+    /// GPT-5.6 on: where its stable prefix ends, as the content that would carry the
+    /// breakpoint, when the client manages none itself.
+    stable_end: Option<StableEnd>,
+}
+
+/// The content of the last leading system or developer message, with an explicit breakpoint
+/// on its last text block (a string content becomes one text block).
+struct StableEnd {
+    pointer: String,
+    content: Value,
+}
+
+/// Where an OpenAI request's stable prefix ends ([`StableEnd`]), unless the client manages
+/// breakpoints itself (it placed one, or turned the implicit one off). The `instructions`
+/// field cannot carry one: only the items can.
+fn stable_end(request: &ApiRequest) -> Option<StableEnd> {
+    use ctxgc_formats::Api;
+    let (key, text_type) = match request.api {
+        Api::ChatCompletions => ("messages", "text"),
+        Api::Responses => ("input", "input_text"),
+        _ => return None,
+    };
+    let body = &request.body;
+    if body["prompt_cache_options"]["mode"] == "explicit" {
+        return None;
+    }
+    let items = body[key].as_array()?;
+    let marked = |item: &Value| {
+        item["content"].as_array().is_some_and(|parts| {
+            parts
+                .iter()
+                .any(|p| p.get("prompt_cache_breakpoint").is_some())
+        })
+    };
+    if items.iter().any(marked) {
+        return None;
+    }
+    let leading = items
+        .iter()
+        .take_while(|item| {
+            matches!(item["role"].as_str(), Some("system" | "developer"))
+                && item.get("type").is_none_or(|t| t == "message")
+        })
+        .count();
+    let last = leading.checked_sub(1)?;
+    let breakpoint = serde_json::json!({"mode": "explicit"});
+    let content = match &items[last]["content"] {
+        Value::String(text) if !text.is_empty() => serde_json::json!([
+            {"type": text_type, "text": text, "prompt_cache_breakpoint": breakpoint}
+        ]),
+        Value::Array(parts) => {
+            let at = parts.iter().rposition(|p| p["type"] == text_type)?;
+            let mut parts = parts.clone();
+            parts[at]["prompt_cache_breakpoint"] = breakpoint;
+            Value::Array(parts)
+        }
+        _ => return None,
+    };
+    Some(StableEnd {
+        pointer: format!("/{key}/{last}/content"),
+        content,
+    })
 }
 
 /// The cache field to set on a request arriving at `now`, if any, from the session's pauses
@@ -162,7 +233,12 @@ pub(crate) fn decide(
             );
             life.last_prompt = Some(asked.prompt);
             life.long_in_force = retention.is_some() || asked.client_long;
-            retention.map(|_| "retention_24h")
+            life.model_min_secs = cache_life::model_min_lifetime_secs(&asked.model);
+            let breakpoint = asked.stable_end.is_some()
+                && cache_life::openai_breakpoint(settings.breakpoints, &asked.model, false);
+            retention
+                .map(|_| "retention_24h")
+                .or(breakpoint.then_some("breakpoint"))
         }
         _ => None,
     }
@@ -182,13 +258,21 @@ pub(crate) fn asked(request: &ApiRequest, body_len: usize, rewritten: bool) -> A
         prompt: body_len as u64,
         client_long,
         has_breakpoints: !pointers.is_empty(),
-        client_retention: request.body.get("prompt_cache_retention").is_some(),
+        // `prompt_cache_options` (GPT-5.6 on) and the retention together are refused.
+        client_retention: request.body.get("prompt_cache_retention").is_some()
+            || request.body.get("prompt_cache_options").is_some(),
         rewritten,
         model: request.body["model"]
             .as_str()
             .unwrap_or_default()
             .to_owned(),
         pointers,
+        // Looked for only on the models that take breakpoints.
+        stable_end: request.body["model"]
+            .as_str()
+            .is_some_and(cache_life::takes_explicit_breakpoints)
+            .then(|| stable_end(request))
+            .flatten(),
     }
 }
 
@@ -202,6 +286,14 @@ pub(crate) fn edit(
 ) -> Vec<u8> {
     if what == "ttl_1h" {
         with_hour(request, &asked.pointers, body)
+    } else if let ("breakpoint", Some(end)) = (what, &asked.stable_end) {
+        let content = serde_json::to_vec(&end.content).unwrap_or_default();
+        splice_json::splice(body, &[(end.pointer.as_str(), &content)], None).unwrap_or_else(|| {
+            if let Some(node) = request.body.pointer_mut(&end.pointer) {
+                *node = end.content.clone();
+            }
+            request.to_bytes()
+        })
     } else {
         splice_json::append_member(body, "prompt_cache_retention", "24h").unwrap_or_else(|| {
             request.body["prompt_cache_retention"] = Value::from("24h");
@@ -246,6 +338,7 @@ pub(crate) fn rejects_cache_field(body: &[u8]) -> bool {
     // Anthropic names a TTL as `...cache_control.ttl`; a bare "ttl" would match "little".
     [
         "prompt_cache_retention",
+        "prompt_cache_breakpoint",
         "cache_control",
         "extended prompt caching",
     ]
@@ -298,6 +391,7 @@ mod tests {
                         client_retention: false,
                         rewritten: false,
                         model: "claude-sonnet-4-5".into(),
+                        stable_end: None,
                     };
                     decide(settings, &mut life, now, &asked)
                 })
@@ -329,6 +423,7 @@ mod tests {
             client_retention,
             rewritten: false,
             model: model.into(),
+            stable_end: None,
         };
         let mut life = LifeState::default();
         let s = CacheSettings::default();
@@ -345,6 +440,96 @@ mod tests {
             decide(&s, &mut life, Instant::now(), &ask("gpt-4o", false)),
             None
         );
+        assert_eq!(life.long_secs(CacheHint::PromptCacheKey), None);
+    }
+
+    /// GPT-5.6 on answers `prompt_cache_retention` with a 400; its entries live 30 minutes
+    /// anyway, which is what the session's idle judgment then counts.
+    #[test]
+    fn a_gpt_5_6_request_gets_no_retention_and_its_half_hour_is_counted() {
+        let request = |body: Value| ApiRequest {
+            api: ctxgc_formats::Api::Responses,
+            body,
+        };
+        let plain = request(json!({"model": "gpt-5.6-luna", "input": []}));
+        let mut life = LifeState::default();
+        let s = CacheSettings::default();
+        assert_eq!(
+            decide(&s, &mut life, Instant::now(), &asked(&plain, 10, false)),
+            None
+        );
+        assert_eq!(life.long_secs(CacheHint::PromptCacheKey), Some(1_800));
+        // A GPT-5 request that set the options of the newer models gets no retention either:
+        // the two together are refused.
+        let options = request(
+            json!({"model": "gpt-5.1", "prompt_cache_options": {"mode": "implicit"}, "input": []}),
+        );
+        assert_eq!(
+            decide(&s, &mut life, Instant::now(), &asked(&options, 10, false)),
+            None
+        );
+    }
+
+    /// GPT-5.6 on matches a cached prefix only at a breakpoint: the end of the leading system
+    /// and developer messages gets one, spliced into the bytes, where the client placed none.
+    #[test]
+    fn a_gpt_5_6_request_gets_a_breakpoint_at_the_end_of_its_stable_prefix() {
+        let s = CacheSettings::default();
+        let set = |api, body: Value| {
+            let mut request = ApiRequest { api, body };
+            let raw = serde_json::to_vec(&request.body).unwrap();
+            let asked = asked(&request, raw.len(), false);
+            let what = decide(&s, &mut LifeState::default(), Instant::now(), &asked)?;
+            let out = edit(&mut request, &asked, what, &raw);
+            Some((what, serde_json::from_slice::<Value>(&out).unwrap()))
+        };
+        // Chat Completions: a string system prompt becomes one text block carrying it.
+        let chat = json!({"model": "gpt-5.6-terra", "messages": [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "developer", "content": [{"type": "text", "text": "Rules."}, {"type": "text", "text": "More rules."}]},
+            {"role": "user", "content": "Fix the test."}
+        ]});
+        let (what, out) = set(ctxgc_formats::Api::ChatCompletions, chat.clone()).unwrap();
+        assert_eq!(what, "breakpoint");
+        let mut expected = chat.clone();
+        expected["messages"][1]["content"][1]["prompt_cache_breakpoint"] =
+            json!({"mode": "explicit"});
+        assert_eq!(
+            out, expected,
+            "only the last block of the last leading message changes"
+        );
+        // Responses: the string content of a developer item becomes an input_text block.
+        let responses = json!({"model": "gpt-5.6-sol", "instructions": "Be brief.", "input": [
+            {"role": "developer", "content": "Sandbox: none."},
+            {"role": "user", "content": [{"type": "input_text", "text": "Go."}]}
+        ]});
+        let (_, out) = set(ctxgc_formats::Api::Responses, responses).unwrap();
+        assert_eq!(
+            out["input"][0]["content"],
+            json!([{"type": "input_text", "text": "Sandbox: none.", "prompt_cache_breakpoint": {"mode": "explicit"}}])
+        );
+        assert_eq!(out["instructions"], "Be brief.");
+        // Nothing where the client manages breakpoints, where no leading message exists, or
+        // before GPT-5.6.
+        let mut own = chat.clone();
+        own["messages"][2]["content"] = json!([{"type": "text", "text": "Go.", "prompt_cache_breakpoint": {"mode": "explicit"}}]);
+        assert!(set(ctxgc_formats::Api::ChatCompletions, own).is_none());
+        let mut explicit = chat.clone();
+        explicit["prompt_cache_options"] = json!({"mode": "explicit"});
+        assert!(set(ctxgc_formats::Api::ChatCompletions, explicit).is_none());
+        let user_first =
+            json!({"model": "gpt-5.6-sol", "input": [{"role": "user", "content": "Go."}]});
+        assert!(set(ctxgc_formats::Api::Responses, user_first).is_none());
+        let mut older = chat;
+        older["model"] = json!("gpt-4o");
+        assert!(set(ctxgc_formats::Api::ChatCompletions, older).is_none());
+    }
+
+    #[test]
+    fn a_refused_breakpoint_is_recognised() {
+        assert!(rejects_cache_field(
+            br#"{"error":{"message":"Unrecognized request argument supplied: prompt_cache_breakpoint","type":"invalid_request_error"}}"#
+        ));
     }
 
     /// The hour is set on each breakpoint where the client put it, its other fields and every

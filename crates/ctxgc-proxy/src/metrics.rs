@@ -53,7 +53,7 @@ pub(crate) const CAUSES: [&str; 16] = [
 ];
 
 /// The cache fields ctxgc sets, as labels.
-const CACHE_FIELDS: [&str; 2] = ["ttl_1h", "retention_24h"];
+const CACHE_FIELDS: [&str; 3] = ["ttl_1h", "retention_24h", "breakpoint"];
 
 /// What became of a keep-alive, as labels: sent and answered, or failed (refused, unreachable,
 /// past its deadline; the session's keep-alives then end).

@@ -139,19 +139,26 @@ pub(crate) fn prepare(
             // Past any lifetime: the task runs only once the one in force has passed.
             Purpose::Idle => Some(u64::from(u32::MAX)),
         };
-        // A client that asked the provider to keep its cache longer keeps it warm longer. That
-        // can only matter after a pause past the provider's default lifetime, so the body is
-        // searched for it only then, not on every request.
+        // A client that asked the provider to keep its cache longer keeps it warm longer, as
+        // does a model whose entries live longer anyway (GPT-5.6's 30 minutes). That can only
+        // matter after a pause past the provider's default lifetime, so the body is searched
+        // for it only then, not on every request.
         let requested_ttl_secs = policy
             .is_cache_cold(idle_secs, wire.family(), None)
             .then(|| {
-                requested_cache_secs(raw).or_else(|| {
-                    let hint = wire.cache_hint();
-                    state
-                        .sessions
-                        .life(session, |l| l.long_secs(hint))
-                        .flatten()
-                })
+                requested_cache_secs(raw)
+                    .or_else(|| {
+                        let hint = wire.cache_hint();
+                        state
+                            .sessions
+                            .life(session, |l| l.long_secs(hint))
+                            .flatten()
+                    })
+                    .or_else(|| {
+                        request.body["model"]
+                            .as_str()
+                            .and_then(ctxgc_core::cache_life::model_min_lifetime_secs)
+                    })
             })
             .flatten();
         // One event per pause: when it was prepared while the session was idle, the request

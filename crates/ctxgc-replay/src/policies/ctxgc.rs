@@ -48,7 +48,17 @@ struct Life {
 
 impl Life {
     fn ttl_secs(&self, provider: ProviderFamily) -> u64 {
-        cache_life::entry_lifetime(provider, self.long_in_force).0
+        let model_min = cache_life::model_min_lifetime_secs(&self.model).unwrap_or(0);
+        cache_life::entry_lifetime(provider, self.long_in_force)
+            .0
+            .max(model_min)
+    }
+
+    /// The lifetime the engine judges a pause against when it is longer than the provider's
+    /// default: asked for (the long one), or the model's own (GPT-5.6's 30 minutes).
+    fn requested_ttl_secs(&self, provider: ProviderFamily) -> Option<u64> {
+        (self.long_in_force || cache_life::model_min_lifetime_secs(&self.model).is_some())
+            .then(|| self.ttl_secs(provider))
     }
 
     fn write_cost(&self, provider: ProviderFamily) -> f64 {
@@ -193,7 +203,7 @@ impl ReplayPolicy for Ctxgc {
         // says whether this pause outlived the cache; the proxy reads the same from the
         // request's `cache_control` and its own decisions.
         let ttl = self.life.ttl_secs(self.provider);
-        let requested_ttl = self.life.long_in_force.then_some(ttl);
+        let requested_ttl = self.life.requested_ttl_secs(self.provider);
         // The engine judges an event's cost by the cache it would break: none is left to break
         // after the client changed its fixed part, as after any pause past every lifetime.
         let rewrote = std::mem::take(&mut self.client_rewrote);
