@@ -293,6 +293,7 @@ impl Catalog {
                 routing_miss: p.routing_miss.clamp(0.0, 1.0),
                 lag_tokens: p.lag_tokens,
                 writes_billed: false,
+                matches_at_breakpoints: false,
             },
             None => CacheRules::documented(kind, row.min_cacheable),
         };
@@ -302,6 +303,8 @@ impl Catalog {
             ttl_ms: ttl.or(base.ttl_ms),
             ttl_max_ms: if ttl.is_some() { None } else { base.ttl_max_ms },
             writes_billed: kind != CacheKind::Anthropic && row.cache_write.is_some(),
+            // From GPT-5.6 on, billed writes and matching at breakpoints come together.
+            matches_at_breakpoints: kind == CacheKind::Openai && row.cache_write.is_some(),
             ..base
         }
     }

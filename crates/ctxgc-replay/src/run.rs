@@ -309,7 +309,7 @@ fn blocks(
     counter: &mut TokenCounter,
     layout: &Layout,
     messages: &[Message],
-    extra: &[usize],
+    (extra, stable): (&[usize], bool),
 ) -> (Vec<Block>, Vec<u64>) {
     let mut spec = Vec::with_capacity(messages.len() + 2);
     spec.extend(layout.prefix.blocks.iter().copied());
@@ -344,6 +344,7 @@ fn blocks(
         blocks[0].warm = true;
     }
     blocks[first_bp].breakpoint = true;
+    blocks[first_bp].explicit = stable;
     blocks[last].breakpoint = true;
     for &i in extra {
         if let Some(b) = blocks.get_mut(i + offset) {
@@ -523,7 +524,7 @@ pub fn replay(
             });
             let event: Option<ReplayEvent> = request.event;
             if let Some(summarizer) = event.as_ref().and_then(|e| e.summarizer_request.as_ref()) {
-                let (b, _) = blocks(&mut counter, &layout, summarizer, &[]);
+                let (b, _) = blocks(&mut counter, &layout, summarizer, (&[], false));
                 requests.push(RequestRecord {
                     source_index: index,
                     tokens: b.iter().map(|b| b.tokens).sum(),
@@ -545,7 +546,7 @@ pub fn replay(
                 &mut counter,
                 &layout,
                 request.messages,
-                &request.breakpoints,
+                (&request.breakpoints, request.stable_breakpoint),
             );
             if first_request {
                 first_request = false;

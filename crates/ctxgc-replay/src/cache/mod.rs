@@ -28,6 +28,9 @@ pub struct Block {
     /// Content blocks the provider counts in it (a message with three tool calls is three):
     /// Anthropic's lookback counts these, not messages.
     pub parts: u32,
+    /// Whether the policy put an explicit breakpoint on this block where the client's own
+    /// requests have none (OpenAI's `prompt_cache_breakpoint`, GPT-5.6 on).
+    pub explicit: bool,
 }
 
 /// Chains per-block content hashes into prefix hashes.
@@ -46,6 +49,7 @@ pub fn chain(hashes: impl IntoIterator<Item = (u64, usize)>) -> Vec<Block> {
                 breakpoint: false,
                 warm: false,
                 parts: 1,
+                explicit: false,
             }
         })
         .collect()
@@ -113,6 +117,10 @@ pub struct CacheRules {
     /// Whether the provider bills a prefix cache's writes (OpenAI from the GPT-5.6 family on):
     /// the cacheable part of a prompt past its hit is then served as written.
     pub writes_billed: bool,
+    /// Whether a prefix is matched only where a request wrote an entry (OpenAI from the GPT-5.6
+    /// family on): at its implicit breakpoint, the end of its latest message, and at its
+    /// explicit ones, each exactly, with no rounding to a step.
+    pub matches_at_breakpoints: bool,
 }
 
 impl CacheRules {
@@ -131,6 +139,7 @@ impl CacheRules {
             routing_miss: 0.0,
             lag_tokens: 0,
             writes_billed: false,
+            matches_at_breakpoints: false,
         };
         match kind {
             CacheKind::Anthropic => CacheRules {
@@ -294,6 +303,49 @@ impl PrefixCache {
     }
 }
 
+impl PrefixCache {
+    /// [`CacheModel::serve_at`] where a prefix is matched only at the entries requests wrote
+    /// ([`CacheRules::matches_at_breakpoints`]): the longest prefix ending at one still alive
+    /// is read; this request writes one at its end (the implicit breakpoint) and one at each
+    /// explicit breakpoint, and what it writes past its hit is billed.
+    fn serve_at_breakpoints(&mut self, blocks: &[Block], at: Option<SentAt>) -> Served {
+        let now = at.map(|a| a.ms);
+        let long = at.is_some_and(|a| a.long_ttl);
+        let rules = self.rules;
+        let total: usize = blocks.iter().map(|b| b.tokens).sum();
+        let (mut end, mut hit, mut alive, mut read) = (0usize, 0usize, 0.0, None);
+        for b in blocks {
+            end += b.tokens;
+            let share = self.alive(b, now);
+            if share > 0.0 && end >= rules.min_tokens {
+                (hit, alive, read) = (end, share, Some(b.chain));
+            }
+        }
+        let reach = hit.saturating_sub(rules.lag_tokens);
+        let cached = (reach as f64 * alive * (1.0 - rules.routing_miss)).round() as usize;
+        // A read refreshes its entry; the request's own breakpoints write theirs.
+        let mut end = 0usize;
+        let last = blocks.len().saturating_sub(1);
+        for (i, b) in blocks.iter().enumerate() {
+            end += b.tokens;
+            if (i == last || b.explicit || read == Some(b.chain)) && end >= rules.min_tokens {
+                self.seen.insert(b.chain, (now, long));
+            }
+        }
+        let written = if total >= rules.min_tokens {
+            total - cached
+        } else {
+            0
+        };
+        Served {
+            cached,
+            written,
+            written_long: if long { written } else { 0 },
+            uncached: total - cached - written,
+        }
+    }
+}
+
 impl CacheModel for PrefixCache {
     fn serve_at(&mut self, blocks: &[Block], at: Option<SentAt>) -> Served {
         let now = at.map(|a| a.ms);
@@ -304,6 +356,9 @@ impl CacheModel for PrefixCache {
                 uncached: total,
                 ..Served::default()
             };
+        }
+        if rules.matches_at_breakpoints {
+            return self.serve_at_breakpoints(blocks, at);
         }
         let mut shared = 0usize;
         let mut alive = 0.0;

@@ -117,6 +117,47 @@ mod tests {
         );
     }
 
+    /// GPT-5.6 on matches a prefix only where a request wrote an entry: at the end of its
+    /// latest message, and at its explicit breakpoints. A history changed in the middle reads
+    /// nothing, unless a breakpoint marked the stable prefix before the change.
+    #[test]
+    fn from_gpt_5_6_a_prefix_is_read_only_at_a_breakpoint() {
+        let rules = CacheRules {
+            writes_billed: true,
+            matches_at_breakpoints: true,
+            ..CacheRules::documented(CacheKind::Openai, MIN_TOKENS)
+        };
+        let run = |explicit: bool| {
+            let request = |spec: &[(u64, usize)]| {
+                let mut b = blocks(spec);
+                b[0].explicit = explicit;
+                b
+            };
+            let mut cache = PrefixCache::new(rules);
+            let first = cache.serve(&request(&[(1, 2_000), (2, 500), (3, 300)]));
+            // Appended to: the whole previous prompt is read, exactly (no 128-token steps).
+            let second = cache.serve(&request(&[(1, 2_000), (2, 500), (3, 300), (4, 400)]));
+            // The middle rewritten (an event, the client's compaction).
+            let third = cache.serve(&request(&[(1, 2_000), (9, 200), (4, 400)]));
+            (first, second, third)
+        };
+        let (first, second, third) = run(false);
+        assert_eq!((first.cached, first.written, first.uncached), (0, 2_800, 0));
+        assert_eq!((second.cached, second.written), (2_800, 400));
+        assert_eq!(
+            (third.cached, third.written),
+            (0, 2_600),
+            "block 1 was never an entry"
+        );
+        let (_, second, third) = run(true);
+        assert_eq!(second.cached, 2_800);
+        assert_eq!(
+            (third.cached, third.written),
+            (2_000, 600),
+            "read at the explicit breakpoint"
+        );
+    }
+
     #[test]
     fn short_prompts_are_never_cached() {
         let mut cache = cache();

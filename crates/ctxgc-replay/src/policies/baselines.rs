@@ -38,6 +38,7 @@ impl ReplayPolicy for None_ {
             long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
+            stable_breakpoint: false,
             event: None,
         }
     }
@@ -208,6 +209,7 @@ impl ReplayPolicy for Codex {
             long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
+            stable_breakpoint: false,
             event,
         }
     }
@@ -278,6 +280,7 @@ impl ReplayPolicy for ClaudeCode {
             long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
+            stable_breakpoint: false,
             event,
         }
     }
@@ -389,6 +392,7 @@ impl ReplayPolicy for OpenCode {
             long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
+            stable_breakpoint: false,
             event,
         }
     }
@@ -471,6 +475,7 @@ impl ReplayPolicy for Hermes {
                 long_ttl: None,
                 messages: &self.h.messages,
                 breakpoints: vec![],
+                stable_breakpoint: false,
                 event: None,
             };
         }
@@ -519,6 +524,7 @@ impl ReplayPolicy for Hermes {
             long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
+            stable_breakpoint: false,
             event,
         }
     }
@@ -585,6 +591,7 @@ impl ReplayPolicy for AgentsTrimmer {
             long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
+            stable_breakpoint: false,
             event,
         }
     }
@@ -647,6 +654,7 @@ impl ReplayPolicy for ContextEditing {
             long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
+            stable_breakpoint: false,
             event,
         }
     }

@@ -287,10 +287,15 @@ impl ReplayPolicy for Ctxgc {
             .rposition(|m| m.text_content().starts_with(SUMMARY_HEADER))
             .into_iter()
             .collect();
+        // Like the proxy: GPT-5.6 on, which matches a prefix only at a breakpoint, gets one at
+        // the end of the leading system messages (the clients place none).
+        let stable_breakpoint =
+            cache_life::openai_breakpoint(self.life.settings.breakpoints, &self.life.model, false);
         Request {
             long_ttl,
             messages,
             breakpoints,
+            stable_breakpoint,
             event,
         }
     }
@@ -439,6 +444,50 @@ mod tests {
         };
         assert!(at(&openai(360)).is_empty());
         assert_eq!(at(&openai(660)), [20]);
+    }
+
+    /// GPT-5.6 on, as the proxy serves it: each request carries the breakpoint at the end of
+    /// the stable prefix (unless `[cache] breakpoints = "client"`), and a pause is judged
+    /// against the model's 30-minute minimum lifetime rather than OpenAI's default ten minutes.
+    #[test]
+    fn gpt_5_6_gets_its_stable_breakpoint_and_its_half_hour() {
+        let run = |model: &str, config: Config, pause_secs: i64| {
+            let mut policy = Ctxgc {
+                provider: ProviderFamily::Openai,
+                ..Ctxgc::as_served(200_000, config, "ctxgc".into())
+            };
+            policy.life.model = model.into();
+            policy.push(Message::text(Role::System, "sys"));
+            policy.push(Message::text(Role::User, "task"));
+            let (mut now_ms, mut events, mut marked) = (0, Vec::new(), Vec::new());
+            for turn in 0..30 {
+                now_ms += if turn == 20 { pause_secs * 1000 } else { 5_000 };
+                policy.clock(Some(SentAt {
+                    ms: now_ms,
+                    long_ttl: false,
+                }));
+                let request = policy.request();
+                marked.push(request.stable_breakpoint);
+                if request.event.is_some() {
+                    events.push(turn);
+                }
+                let output: String = (0..300)
+                    .map(|i| format!("line {i}: value_{} ok\n", i * 7 + turn * 10_007))
+                    .collect();
+                super::super::bash_turn(&mut policy, format!("c{turn}"), &output);
+            }
+            (events, marked)
+        };
+        let (events, marked) = run("gpt-4o", Config::default(), 900);
+        assert_eq!(events, [20], "past GPT-4o's ten minutes");
+        assert!(marked.iter().all(|m| !m));
+        let (events, marked) = run("gpt-5.6-terra", Config::default(), 900);
+        assert!(events.is_empty(), "within GPT-5.6's half hour: {events:?}");
+        assert!(marked.iter().all(|m| *m));
+        assert_eq!(run("gpt-5.6-terra", Config::default(), 1_900).0, [20]);
+        let mut client = Config::default();
+        client.cache.breakpoints = cache_life::BreakpointMode::Client;
+        assert!(run("gpt-5.6-terra", client, 900).1.iter().all(|m| !m));
     }
 
     /// A change the client made to its fixed prefix (system prompt, tools, thinking settings)

@@ -226,6 +226,7 @@ impl ReplayPolicy for Exec {
             long_ttl: None,
             messages: &self.sent,
             breakpoints: vec![],
+            stable_breakpoint: false,
             event: None,
         }
     }

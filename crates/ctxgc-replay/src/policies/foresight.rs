@@ -106,6 +106,7 @@ impl ReplayPolicy for Foresight {
             long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
+            stable_breakpoint: false,
             event: None,
         }
     }

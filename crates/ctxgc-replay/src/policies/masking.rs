@@ -117,6 +117,7 @@ impl ReplayPolicy for ObservationMasking {
             long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
+            stable_breakpoint: false,
             event: first.map(|i| ReplayEvent {
                 kind: "mask".into(),
                 summarizer_request: None,
@@ -222,6 +223,7 @@ impl ReplayPolicy for ClearToolUses {
             long_ttl: None,
             messages: &self.h.messages,
             breakpoints: vec![],
+            stable_breakpoint: false,
             event,
         }
     }
