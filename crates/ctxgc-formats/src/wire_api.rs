@@ -247,7 +247,7 @@ pub enum CacheHint {
 }
 
 /// Which upstream an API's requests go to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Upstream {
     /// OpenAI or an OpenAI-compatible server.
     OpenAi,

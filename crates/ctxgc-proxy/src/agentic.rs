@@ -155,8 +155,14 @@ impl Context {
                 return Ok(None);
             }
             let mut request = ApiRequest::parse(api, &raw)?;
-            let Prepared { out, .. } =
-                prepare(&s, &mut request, &raw, &session, Purpose::Request, false)?;
+            let Prepared { out, .. } = prepare(
+                &s,
+                &mut request,
+                &raw,
+                &session,
+                Purpose::Request,
+                crate::pipeline::Caller::default(),
+            )?;
             if last {
                 // The client could not run a call the model makes now: ask for an answer.
                 api.wire().set_no_tool_calls(&mut request.body);

@@ -156,7 +156,7 @@ pub(crate) async fn prepare_idle(s: Arc<AppState>, due: crate::idle::Due) {
         request,
         &due.raw,
         (tenant.as_str(), &due.session),
-        (Purpose::Idle, false),
+        (Purpose::Idle, pipeline::Caller::default()),
     )
     .instrument(span.clone())
     .await;

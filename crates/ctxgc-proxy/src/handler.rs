@@ -148,55 +148,66 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         // what one would give up) and for the work beside the request.
         let kept_alive =
             api == Api::Messages && keepalive::consents(&s.settings.rewrite.cache, &parts.headers);
-        let (forward_bytes, injected, cache_edit, prepared, kept_if_cold) = match pipeline::run(
-            &s,
-            request,
-            &bytes,
-            (tenant.as_str(), &session),
-            (purpose, kept_alive),
-        )
-        .await
-        {
-            Ok(Prepared {
-                out,
-                injected,
-                event,
-                fresh,
-                cache_edit,
-                kept_if_cold,
-            }) => {
-                let (how, body) = match out.body {
-                    Some(body) => (Forwarded::Rewritten, Bytes::from(body)),
-                    None => (Forwarded::Unchanged, bytes.clone()),
-                };
-                let stored = fresh.len() as u64;
-                s.metrics.forwarded(api, how, out.bytes_saved, stored, None);
-                if !counting {
-                    s.sessions.record_forwarded(
-                        &session,
-                        &Forwarding {
-                            api: api.name(),
-                            model: model.as_deref(),
-                            received_bytes: bytes.len(),
-                            sent_bytes: body.len(),
-                            event,
-                            fresh: &fresh,
-                        },
-                    );
-                }
-                if let Some(edit) = &cache_edit {
-                    s.metrics.cache_field(edit.what);
-                    s.sessions.record_cache_field(&session, edit.what);
-                }
-                (body, injected, cache_edit, true, kept_if_cold)
-            }
-            Err(why) => {
-                s.metrics
-                    .forwarded(api, Forwarded::FailOpen, 0, 0, Some(why.cause()));
-                tracing::warn!(error = %why, "fail open: forwarding the request unchanged");
-                (bytes.clone(), None, None, false, None)
-            }
+        let upstream = api.wire().upstream();
+        let model_name = model.as_deref().unwrap_or_default();
+        let caller = pipeline::Caller {
+            kept_alive,
+            refused: s.refusals.refused(
+                (tenant.as_str(), upstream, model_name),
+                std::time::Instant::now(),
+            ),
         };
+        let (forward_bytes, injected, cache_edit, prepared, kept_if_cold, by_rewrite) =
+            match pipeline::run(
+                &s,
+                request,
+                &bytes,
+                (tenant.as_str(), &session),
+                (purpose, caller),
+            )
+            .await
+            {
+                Ok(Prepared {
+                    out,
+                    injected,
+                    event,
+                    fresh,
+                    cache_edit,
+                    kept_if_cold,
+                }) => {
+                    let by_rewrite = out.added_breakpoints || out.added_cache_key;
+                    let (how, body) = match out.body {
+                        Some(body) => (Forwarded::Rewritten, Bytes::from(body)),
+                        None => (Forwarded::Unchanged, bytes.clone()),
+                    };
+                    let stored = fresh.len() as u64;
+                    s.metrics.forwarded(api, how, out.bytes_saved, stored, None);
+                    if !counting {
+                        s.sessions.record_forwarded(
+                            &session,
+                            &Forwarding {
+                                api: api.name(),
+                                model: model.as_deref(),
+                                received_bytes: bytes.len(),
+                                sent_bytes: body.len(),
+                                event,
+                                fresh: &fresh,
+                            },
+                        );
+                    }
+                    if let Some(edit) = &cache_edit {
+                        s.metrics.cache_field(edit.what);
+                        s.sessions.record_cache_field(&session, edit.what);
+                    }
+                    (body, injected, cache_edit, true, kept_if_cold, by_rewrite)
+                }
+                Err(why) => {
+                    s.metrics
+                        .forwarded(api, Forwarded::FailOpen, 0, 0, Some(why.cause()));
+                    tracing::warn!(error = %why, "fail open: forwarding the request unchanged");
+                    (bytes.clone(), None, None, false, None, false)
+                }
+            };
         if !counting {
             // Work beside the request: its keep-alives, its idle preparation, the client's bill.
             if api == Api::Messages {
@@ -206,7 +217,6 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
             background::bill_as_the_client_alone(&s, &session, (api, model.clone()), bytes.clone());
             background::note_idle(&s, &session, (api, kept_alive), (&bytes, prepared));
         }
-        let upstream = api.wire().upstream();
         if let Some(end) = injected {
             let cx = agentic::Context {
                 s: s.clone(),
@@ -219,35 +229,54 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
             };
             return agentic::run(cx, forward_bytes).await;
         }
-        match cache_edit {
-            Some(edit) => {
-                send_with_cache_fallback(
-                    &s,
-                    upstream,
-                    parts,
-                    forward_bytes,
-                    edit,
-                    (api, session),
-                    bytes,
-                )
-                .await
-            }
-            None => send_and_relay(&s, upstream, parts, forward_bytes, Some((api, session))).await,
+        if cache_edit.is_some() || by_rewrite {
+            let fields = SetFields {
+                edit: cache_edit,
+                by_rewrite,
+                tenant: tenant.as_str(),
+                model: model_name,
+            };
+            send_with_cache_fallback(
+                &s,
+                upstream,
+                parts,
+                forward_bytes,
+                fields,
+                (api, session),
+                bytes,
+            )
+            .await
+        } else {
+            send_and_relay(&s, upstream, parts, forward_bytes, Some((api, session))).await
         }
     }
     .instrument(span)
     .await
 }
 
+/// The cache fields ctxgc set on a request, for the fall-back when the upstream refuses one.
+struct SetFields<'a> {
+    /// Set by the cache's lifetime decisions (a TTL, a retention, a breakpoint), with the body
+    /// without them.
+    edit: Option<crate::lifetime::CacheEdit>,
+    /// Set by the rewrite (the session's `prompt_cache_key`, Anthropic breakpoints): the
+    /// fall-back is then the client's own bytes, which carry none of ctxgc's fields.
+    by_rewrite: bool,
+    /// Whose request, for which model: a refusal is remembered for them ([`crate::refusals`]).
+    tenant: &'a str,
+    model: &'a str,
+}
+
 /// Sends a request on which ctxgc set cache fields; when the upstream answers 400 naming one
 /// of them (a model without the 24-hour retention, a gateway that refuses unknown fields), the
-/// request is resent once without them, and the fall-back counted as a fail-open (`cache_field`).
+/// request is resent once without them, the fall-back counted as a fail-open (`cache_field`),
+/// and the caller's later requests to that upstream and model carry none for a while.
 async fn send_with_cache_fallback(
     s: &Arc<AppState>,
     upstream: ctxgc_formats::Upstream,
     parts: axum::http::request::Parts,
     body: Bytes,
-    edit: crate::lifetime::CacheEdit,
+    fields: SetFields<'_>,
     tapped: (Api, ctxgc_core::store::SessionId),
     client_bytes: Bytes,
 ) -> Response {
@@ -288,11 +317,32 @@ async fn send_with_cache_fallback(
     }
     s.metrics
         .forwarded(tapped.0, Forwarded::FailOpen, 0, 0, Some("cache_field"));
-    tracing::warn!(
-        field = edit.what,
-        "fail open: the upstream refused a cache field ctxgc set; resent without it"
+    // Without the lifetime's field where the refusal names it alone (the rest of the rewrite
+    // kept), else as the client sent it.
+    let rewrite_refused = fields.by_rewrite && crate::lifetime::names_rewrite_field(&answer);
+    let refused = crate::refusals::Refused {
+        lifetime: fields.edit.is_some() && !rewrite_refused,
+        rewrite: rewrite_refused,
+    };
+    s.refusals.note(
+        (fields.tenant, upstream, fields.model),
+        refused,
+        std::time::Instant::now(),
     );
-    let without = edit.without.map_or(client_bytes, Bytes::from);
+    let set = fields
+        .edit
+        .as_ref()
+        .map_or("prompt_cache_key or breakpoints", |e| e.what);
+    tracing::warn!(
+        field = set,
+        by_rewrite = fields.by_rewrite,
+        "fail open: the upstream refused a cache field ctxgc set; resent without it, and the \
+         caller's requests for this model carry no such field for an hour"
+    );
+    let without = match fields.edit {
+        Some(edit) if !rewrite_refused => edit.without.map_or(client_bytes, Bytes::from),
+        _ => client_bytes,
+    };
     send_and_relay(s, upstream, parts, without, Some(tapped)).await
 }
 

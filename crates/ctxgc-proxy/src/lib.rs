@@ -39,6 +39,7 @@ mod metrics;
 mod observe;
 mod pipeline;
 mod recent;
+mod refusals;
 pub mod relay;
 mod reply;
 mod responses;

@@ -330,20 +330,29 @@ fn with_hour(request: &mut ApiRequest, pointers: &[String], body: &[u8]) -> Vec<
     })
 }
 
-/// Whether an upstream's 400 names a cache field ctxgc set: the request is then resent without
-/// it (a model without the 24-hour retention, a gateway that refuses unknown fields, a TTL the
-/// provider does not take).
+/// Whether an upstream's 400 names a cache field ctxgc sets: the request is then resent without
+/// it (a model without the 24-hour retention, a gateway that refuses unknown fields or the
+/// cache key, a TTL the provider does not take).
 pub(crate) fn rejects_cache_field(body: &[u8]) -> bool {
     let text = String::from_utf8_lossy(&body[..body.len().min(8_192)]).to_ascii_lowercase();
     // Anthropic names a TTL as `...cache_control.ttl`; a bare "ttl" would match "little".
     [
         "prompt_cache_retention",
         "prompt_cache_breakpoint",
+        "prompt_cache_key",
         "cache_control",
         "extended prompt caching",
     ]
     .iter()
     .any(|field| text.contains(field))
+}
+
+/// Whether a refusal ([`rejects_cache_field`]) may name a field the rewrite set rather than
+/// the lifetime decisions (the session's `prompt_cache_key`, Anthropic breakpoints, which a TTL
+/// shares a name with): the request then goes again as the client sent it.
+pub(crate) fn names_rewrite_field(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(&body[..body.len().min(8_192)]).to_ascii_lowercase();
+    text.contains("prompt_cache_key") || text.contains("cache_control")
 }
 
 #[cfg(test)]

@@ -23,6 +23,17 @@ pub(crate) enum Purpose {
     Idle,
 }
 
+/// What a request's caller allows beside what the model sees.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Caller {
+    /// It gets keep-alives for the request's session ([`crate::keepalive::consents`]), so what
+    /// a keep-alive would give up is weighed.
+    pub(crate) kept_alive: bool,
+    /// Which of ctxgc's cache fields its upstream refused lately ([`crate::refusals`]): ctxgc
+    /// sets none of them.
+    pub(crate) refused: crate::refusals::Refused,
+}
+
 /// A request ready to forward.
 pub(crate) struct Prepared {
     /// The rewrite: the new body, if any, and the originals it hides.
@@ -43,19 +54,28 @@ pub(crate) struct Prepared {
 
 /// Everything done to a request before it is forwarded: the session's agent state replayed and
 /// the agent tools injected, insertion trimming, the engine's lineage, and the originals
-/// committed to the store. `kept_alive`: the caller gets keep-alives for this request's
-/// session ([`crate::keepalive::consents`]), so what a keep-alive would give up is weighed.
+/// committed to the store, as its `caller` allows.
 pub(crate) fn prepare(
     state: &AppState,
     request: &mut ApiRequest,
     raw: &[u8],
     session: &SessionId,
     purpose: Purpose,
-    kept_alive: bool,
+    caller: Caller,
 ) -> Result<Prepared, ProxyError> {
     let counting = purpose == Purpose::Count;
     let deadline = std::time::Instant::now() + state.settings.limits.rewrite_deadline;
-    let settings = &state.settings.rewrite;
+    let without_cache_fields;
+    let settings = if caller.refused.rewrite {
+        without_cache_fields = rewrite::RewriteSettings {
+            prompt_cache_key: false,
+            cache_breakpoints: false,
+            ..state.settings.rewrite.clone()
+        };
+        &without_cache_fields
+    } else {
+        &state.settings.rewrite
+    };
     let mut agent_changed = false;
     let mut lineage_changed = false;
     let mut lineage_edit: Option<(usize, Vec<u8>)> = None;
@@ -184,7 +204,7 @@ pub(crate) fn prepare(
                 .and_then(ctxgc_core::models::cache_prices),
             // Only for a caller that gets keep-alives (Anthropic's, where the proxy offers
             // them): anyone else's requests plan no event they would never use.
-            weigh_cold: purpose == Purpose::Request && kept_alive,
+            weigh_cold: purpose == Purpose::Request && caller.kept_alive,
         };
         let window = settings.window_for(request.body["model"].as_str());
         let mut outcome = advance_lineage(
@@ -256,7 +276,9 @@ pub(crate) fn prepare(
             .life(session, |life| {
                 lifetime::decide(settings, life, now, &asked)
             })
-            .flatten();
+            .flatten()
+            // The session's pauses are noted all the same.
+            .filter(|_| !caller.refused.lifetime);
         match what {
             Some(what) => {
                 out.body = Some(lifetime::edit(request, &asked, what, base));
@@ -286,7 +308,7 @@ pub(crate) async fn run(
     mut request: ApiRequest,
     raw: &bytes::Bytes,
     (tenant, session): (&str, &ctxgc_core::store::SessionId),
-    (purpose, kept_alive): (Purpose, bool),
+    (purpose, caller): (Purpose, Caller),
 ) -> Result<Prepared, ProxyError> {
     let Some(slot) = s
         .gate
@@ -301,7 +323,7 @@ pub(crate) async fn run(
     let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        let prepared = prepare(&state, &mut request, &raw, &session, purpose, kept_alive);
+        let prepared = prepare(&state, &mut request, &raw, &session, purpose, caller);
         drop(slot);
         prepared
     })

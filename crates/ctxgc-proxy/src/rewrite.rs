@@ -72,6 +72,8 @@ pub struct Rewritten {
     pub bytes_saved: usize,
     /// The request carried no Anthropic breakpoints and the proxy placed them.
     pub added_breakpoints: bool,
+    /// The request carried no `prompt_cache_key` and the proxy set the session's.
+    pub added_cache_key: bool,
     /// Facts of every tool output's original, by call id (what the engine plans with).
     pub metas: BTreeMap<String, ResultMeta>,
     /// For each original in `originals` that a trim hid, the bytes of what entered instead.
@@ -422,6 +424,7 @@ pub fn rewrite_within(
     }
     if let (true, Value::Object(map)) = (cache_key, &mut request.body) {
         map.insert("prompt_cache_key".into(), json!(session));
+        out.added_cache_key = true;
     }
     out.body = Some(spliced.unwrap_or_else(|| request.to_bytes()));
     Ok(out)

@@ -66,7 +66,7 @@ fn observe_one(state: &AppState, job: Job) -> Result<(), ProxyError> {
         &raw,
         &session,
         pipeline::Purpose::Request,
-        false,
+        pipeline::Caller::default(),
     )?;
     let would = match prepared.out.body {
         Some(body) => pipeline::prompt_tokens(state, &ApiRequest::parse(request.api, &body)?),

@@ -40,6 +40,8 @@ pub struct AppState {
     pub(crate) idle: crate::idle::IdleSessions,
     /// Sessions waiting for a keep-alive (`[cache] keepalive`).
     pub(crate) keepalives: crate::keepalive::KeepAlives,
+    /// Upstreams that refused a cache field ctxgc set, by tenant and model.
+    pub(crate) refusals: crate::refusals::CacheFieldRefusals,
     pub(crate) responses: ResponseIndex,
     pub(crate) summarizer: SummarizerGate,
     /// Observe mode's queue and worker, when on.
@@ -155,6 +157,7 @@ impl AppState {
         let idle = crate::idle::IdleSessions::new(settings.keepalive.second);
         let state = Arc::new(AppState {
             keepalives,
+            refusals: crate::refusals::CacheFieldRefusals::default(),
             idle,
             client_bills: Default::default(),
             upstreams: Upstreams::new(&settings, metrics.clone())?,

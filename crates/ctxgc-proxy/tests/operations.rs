@@ -822,6 +822,65 @@ async fn a_refused_cache_field_is_dropped_and_the_request_resent_once() {
     assert!(upstream.log.len() <= before + 1);
 }
 
+/// A third-party gateway that refuses the cache key ctxgc sets for a session (with the text
+/// such gateways answer): the request is resent once as the client sent it, and the caller's
+/// later requests for that model carry none of ctxgc's cache fields, so each costs one request.
+#[tokio::test]
+async fn a_gateway_that_refuses_the_cache_key_costs_one_resend_not_one_per_request() {
+    let upstream = FakeUpstream::start(|r: Received, log: Log| {
+        Box::pin(async move {
+            let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            if body.get("prompt_cache_key").is_some() || body.get("prompt_cache_retention").is_some() {
+                let error = json!({"error": {"message": "Validation: Unsupported parameter(s): prompt_cache_key", "type": "invalid_request_error", "param": null, "code": null}});
+                return Response::builder()
+                    .status(StatusCode::BAD_REQUEST)
+                    .header("content-type", "application/json")
+                    .body(Body::from(error.to_string()))
+                    .unwrap();
+            }
+            reply(r, log).await
+        }) as Reply
+    })
+    .await;
+    let state = AppState::new(settings(&upstream.url), Box::new(MemoryStore::default())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let client = reqwest::Client::new();
+    let send = |key: &'static str, body: Value| {
+        let request = client
+            .post(format!("{proxy}/v1/chat/completions"))
+            .bearer_auth(key)
+            .json(&body);
+        async move { request.send().await.unwrap().status() }
+    };
+    let mut body = chat_body();
+    body["model"] = json!("gpt-4o");
+    assert_eq!(send("sk-one", body.clone()).await, StatusCode::OK);
+    let sent = upstream.log.all();
+    assert_eq!(
+        sent.len(),
+        2,
+        "once with the key, once as the client sent it"
+    );
+    let second: Value = serde_json::from_slice(&sent[1].body).unwrap();
+    assert!(second.get("prompt_cache_key").is_none());
+    // The next request of that caller for that model: one request, without the key, and
+    // still trimmed.
+    assert_eq!(send("sk-one", body.clone()).await, StatusCode::OK);
+    let sent = upstream.log.all();
+    assert_eq!(sent.len(), 3);
+    let third: Value = serde_json::from_slice(&sent[2].body).unwrap();
+    assert!(third.get("prompt_cache_key").is_none());
+    let client_log = body["messages"][2]["content"].as_str().unwrap().len();
+    assert!(third["messages"][2]["content"].as_str().unwrap().len() < client_log);
+    // Another caller is not affected by what this one's requests provoked.
+    assert_eq!(send("sk-two", body).await, StatusCode::OK);
+    assert_eq!(upstream.log.len(), 5);
+    let metrics = metrics(&client, &proxy).await;
+    assert!(metrics.contains("cause=\"cache_field\"} 2"), "{metrics}");
+}
+
 /// An Anthropic upstream for keep-alives: a Messages answer whose usage reads the prompt from
 /// the cache, and the real 400 for a `max_tokens` not above the thinking budget.
 fn anthropic_reply(r: Received, _log: Log) -> Reply {
