@@ -108,6 +108,10 @@ pub struct SessionUsage {
     /// Requests on which ctxgc asked for the 24-hour retention (`[cache] retention`).
     #[serde(skip_serializing_if = "is_zero")]
     pub retention_24h_requests: u64,
+    /// Requests on which ctxgc put OpenAI's explicit breakpoint at the end of the stable prefix
+    /// (GPT-5.6 on, `[cache] breakpoints`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub breakpoint_requests: u64,
     /// What the upstream billed for what was sent, at the replay lab's prices of the session's
     /// model (USD): uncached input, cache reads, cache writes (one-hour ones at their price) and
     /// output, as it reported them. `None`: the model has no price in the table (not $0).
@@ -291,11 +295,12 @@ impl SessionTable {
     }
 
     /// Counts a cache field ctxgc set on one of the session's requests (`ttl_1h`,
-    /// `retention_24h`).
+    /// `retention_24h`, `breakpoint`).
     pub(crate) fn record_cache_field(&self, session: &SessionId, what: &str) {
         self.with(session, |entry| match what {
             "ttl_1h" => entry.ttl_1h_requests += 1,
             "retention_24h" => entry.retention_24h_requests += 1,
+            "breakpoint" => entry.breakpoint_requests += 1,
             _ => {}
         });
     }

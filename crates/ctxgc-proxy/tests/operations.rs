@@ -822,6 +822,52 @@ async fn a_refused_cache_field_is_dropped_and_the_request_resent_once() {
     assert!(upstream.log.len() <= before + 1);
 }
 
+/// GPT-5.6 through the proxy: no retention (the model refuses it), the explicit breakpoint at
+/// the end of the system prompt, the rest of the request trimmed as for any model; counted in
+/// `/metrics` and in the session's figures.
+#[tokio::test]
+async fn a_gpt_5_6_request_carries_the_stable_prefix_breakpoint_and_no_retention() {
+    let (proxy, upstream, state) = start(Box::new(MemoryStore::default())).await;
+    let client = reqwest::Client::new();
+    let mut body = chat_body();
+    body["model"] = json!("gpt-5.6-terra");
+    body["messages"].as_array_mut().unwrap().insert(
+        0,
+        json!({"role": "system", "content": "You are a coding agent."}),
+    );
+    let r = client
+        .post(format!("{proxy}/v1/chat/completions"))
+        .bearer_auth("sk-five-six")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let sent = upstream.log.all();
+    assert_eq!(sent.len(), 1);
+    let sent: Value = serde_json::from_slice(&sent[0].body).unwrap();
+    assert!(sent.get("prompt_cache_retention").is_none());
+    assert_eq!(
+        sent["messages"][0]["content"],
+        json!([{"type": "text", "text": "You are a coding agent.", "prompt_cache_breakpoint": {"mode": "explicit"}}])
+    );
+    assert_eq!(sent["messages"][1], body["messages"][1], "the rest as sent");
+    let log = body["messages"][3]["content"].as_str().unwrap();
+    assert!(sent["messages"][3]["content"].as_str().unwrap().len() < log.len());
+    let metrics = metrics(&client, &proxy).await;
+    assert!(
+        metrics.contains("ctxgc_cache_fields_set_total{field=\"breakpoint\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        state
+            .stats()
+            .usage
+            .values()
+            .all(|u| u.breakpoint_requests == 1)
+    );
+}
+
 /// A third-party gateway that refuses the cache key ctxgc sets for a session (with the text
 /// such gateways answer): the request is resent once as the client sent it, and the caller's
 /// later requests for that model carry none of ctxgc's cache fields, so each costs one request.
