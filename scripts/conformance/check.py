@@ -117,21 +117,24 @@ def seen_by_model(rs, problems, session):
 
 def leading_breakpoints(r):
     """GPT-5.6 and later (whose cache matches only at breakpoints): the `prompt_cache_breakpoint`
-    marks of an OpenAI request, as (item index, block index), and how many leading system or
-    developer items it has (where ctxgc ends the stable prefix)."""
+    marks of an OpenAI request, as (item index, block index), and the item where ctxgc ends the
+    stable prefix (the first user item after the leading system or developer ones, else the
+    last of those; -1: none)."""
     if r["api"] not in ("chat", "responses"):
         return None
     m = re.match(r"gpt-(\d+)(?:\.(\d+))?", (r["body"].get("model") or "").rsplit("/", 1)[-1])
     if not m or (int(m.group(1)), int(m.group(2) or 0)) < (5, 6):
         return None
     marks, leading, in_lead = [], 0, True
-    for i, item in enumerate(items(r) or []):
+    its = items(r) or []
+    for i, item in enumerate(its):
         in_lead = in_lead and item.get("role") in ("system", "developer")
         leading += in_lead
         for k, block in enumerate(item.get("content") if isinstance(item.get("content"), list) else []):
             if isinstance(block, dict) and "prompt_cache_breakpoint" in block:
                 marks.append((i, k))
-    return marks, leading
+    end = leading if leading < len(its) and its[leading].get("role") == "user" else leading - 1
+    return marks, end
 
 
 def cache_controls(value):
@@ -199,9 +202,10 @@ def main():
         found = leading_breakpoints(r)
         if found is None:
             continue
-        marks, leading = found
-        # The scripted clients place none: ctxgc's one, on the last leading item, or none.
-        want = [(leading - 1, len(items(r)[leading - 1]["content"]) - 1)] if leading and config != "observe" else []
+        marks, end = found
+        # The scripted clients place none: ctxgc's one, on the last block of the item that ends
+        # the stable prefix, or none.
+        want = [(end, len(items(r)[end]["content"]) - 1)] if end >= 0 and config != "observe" else []
         if marks != want:
             problems.append("request %d (GPT-5.6) has breakpoints %s where %s was expected" % (k, marks, want))
     if config == "cache1h":

@@ -57,8 +57,9 @@ pub struct CacheSettings {
     /// OpenAI's `prompt_cache_retention`: `auto` (`24h` for the models that offer it, at the
     /// same price), `client` (as sent).
     pub retention: RetentionMode,
-    /// OpenAI's explicit breakpoints (GPT-5.6 on): `auto` (one at the end of the leading
-    /// system and developer messages when the client placed none), `client` (as sent).
+    /// OpenAI's explicit breakpoints (GPT-5.6 on): `auto` (one at the end of the stable prefix,
+    /// the first user message after the leading system and developer ones, when the client
+    /// placed none), `client` (as sent).
     pub breakpoints: BreakpointMode,
     /// Keep-alive requests while a session is idle (they are sent on the caller's key, so off
     /// unless turned on). On a proxy, a caller also turns them on for itself (the header
@@ -262,12 +263,14 @@ pub fn model_min_lifetime_secs(model: &str) -> Option<u64> {
 }
 
 /// Whether to put an explicit breakpoint at the end of a request's stable prefix (its leading
-/// system and developer messages): on GPT-5.6 and later, which match a cached prefix only at a
-/// breakpoint, so that a request whose history changed after that prefix (an event of ctxgc's,
-/// the client's own compaction) still reads it instead of writing it again at 1.25x. Not when
-/// the client manages breakpoints itself (it placed one, or asked for `explicit` mode): the
-/// implicit breakpoint OpenAI places on the latest message and this one are two of the four a
-/// request may write.
+/// system and developer messages and the first user message after them): on GPT-5.6 and later,
+/// which match a cached prefix only at a breakpoint, so that a request whose history changed
+/// after that prefix (an event of ctxgc's, the client's own compaction) still reads it instead
+/// of writing it again at 1.25x. The session's first request wrote an entry there too, but
+/// nothing reads it while the history only grows, so it expires after its half hour; this one
+/// is written again by every request. Not when the client manages breakpoints itself (it placed
+/// one, or asked for `explicit` mode): the implicit breakpoint OpenAI places on the latest
+/// message and this one are two of the four a request may write.
 pub fn openai_breakpoint(mode: BreakpointMode, model: &str, client_manages: bool) -> bool {
     mode == BreakpointMode::Auto && !client_manages && takes_explicit_breakpoints(model)
 }

@@ -5,8 +5,8 @@
 //! added or a TTL the client chose shortened). OpenAI: `prompt_cache_retention: "24h"` where
 //! the model offers it and the client set none; from GPT-5.6 on (which refuses the retention and
 //! matches a cached prefix only at a breakpoint), an explicit `prompt_cache_breakpoint` at the
-//! end of the leading system and developer messages where the client placed none. Nothing the
-//! model reads changes.
+//! end of the stable prefix (the leading system and developer messages and the first user
+//! message after them) where the client placed none. Nothing the model reads changes.
 
 use std::time::Instant;
 
@@ -137,8 +137,9 @@ pub(crate) struct Asked {
     stable_end: Option<StableEnd>,
 }
 
-/// The content of the last leading system or developer message, with an explicit breakpoint
-/// on its last text block (a string content becomes one text block).
+/// The content of the message that ends the stable prefix (the first user message after the
+/// leading system and developer ones, else the last of those), with an explicit breakpoint on
+/// its last text block (a string content becomes one text block).
 struct StableEnd {
     pointer: String,
     content: Value,
@@ -169,14 +170,20 @@ fn stable_end(request: &ApiRequest) -> Option<StableEnd> {
     if items.iter().any(marked) {
         return None;
     }
+    let message = |item: &Value| item.get("type").is_none_or(|t| t == "message");
     let leading = items
         .iter()
         .take_while(|item| {
-            matches!(item["role"].as_str(), Some("system" | "developer"))
-                && item.get("type").is_none_or(|t| t == "message")
+            matches!(item["role"].as_str(), Some("system" | "developer")) && message(item)
         })
         .count();
-    let last = leading.checked_sub(1)?;
+    // The first user message after them (the task, a client's instructions file) stays too:
+    // an event rewrites only what came later, and a client's compaction keeps its initial
+    // context.
+    let last = match items.get(leading) {
+        Some(item) if item["role"] == "user" && message(item) => leading,
+        _ => leading.checked_sub(1)?,
+    };
     let breakpoint = serde_json::json!({"mode": "explicit"});
     let content = match &items[last]["content"] {
         Value::String(text) if !text.is_empty() => serde_json::json!([
@@ -492,43 +499,57 @@ mod tests {
             let out = edit(&mut request, &asked, what, &raw);
             Some((what, serde_json::from_slice::<Value>(&out).unwrap()))
         };
-        // Chat Completions: a string system prompt becomes one text block carrying it.
+        // Chat Completions: the stable prefix ends with the first user message after the
+        // system and developer ones (the task); only its last block changes.
         let chat = json!({"model": "gpt-5.6-terra", "messages": [
             {"role": "system", "content": "You are a coding agent."},
-            {"role": "developer", "content": [{"type": "text", "text": "Rules."}, {"type": "text", "text": "More rules."}]},
-            {"role": "user", "content": "Fix the test."}
+            {"role": "developer", "content": "Rules."},
+            {"role": "user", "content": [{"type": "text", "text": "Fix the test."}, {"type": "text", "text": "It is in tests/."}]},
+            {"role": "assistant", "content": "On it."}
         ]});
         let (what, out) = set(ctxgc_formats::Api::ChatCompletions, chat.clone()).unwrap();
         assert_eq!(what, "breakpoint");
         let mut expected = chat.clone();
-        expected["messages"][1]["content"][1]["prompt_cache_breakpoint"] =
+        expected["messages"][2]["content"][1]["prompt_cache_breakpoint"] =
             json!({"mode": "explicit"});
-        assert_eq!(
-            out, expected,
-            "only the last block of the last leading message changes"
-        );
-        // Responses: the string content of a developer item becomes an input_text block.
-        let responses = json!({"model": "gpt-5.6-sol", "instructions": "Be brief.", "input": [
-            {"role": "developer", "content": "Sandbox: none."},
-            {"role": "user", "content": [{"type": "input_text", "text": "Go."}]}
+        assert_eq!(out, expected, "only the last block of the task changes");
+        // Without a user message after them, the last system message ends it: a string
+        // content becomes one text block.
+        let system_only = json!({"model": "gpt-5.6-terra", "messages": [
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "assistant", "content": "Ready."}
         ]});
-        let (_, out) = set(ctxgc_formats::Api::Responses, responses).unwrap();
+        let (_, out) = set(ctxgc_formats::Api::ChatCompletions, system_only).unwrap();
         assert_eq!(
-            out["input"][0]["content"],
-            json!([{"type": "input_text", "text": "Sandbox: none.", "prompt_cache_breakpoint": {"mode": "explicit"}}])
+            out["messages"][0]["content"],
+            json!([{"type": "text", "text": "You are a coding agent.", "prompt_cache_breakpoint": {"mode": "explicit"}}])
         );
+        // Responses (instructions cannot carry one): a string user item becomes an input_text
+        // block.
+        let responses = json!({"model": "gpt-5.6-sol", "instructions": "Be brief.", "input": [
+            {"role": "developer", "content": [{"type": "input_text", "text": "Sandbox: none."}]},
+            {"role": "user", "content": "Go."},
+            {"role": "user", "content": "And then stop."}
+        ]});
+        let (_, out) = set(ctxgc_formats::Api::Responses, responses.clone()).unwrap();
+        assert_eq!(
+            out["input"][1]["content"],
+            json!([{"type": "input_text", "text": "Go.", "prompt_cache_breakpoint": {"mode": "explicit"}}])
+        );
+        assert_eq!(out["input"][0], responses["input"][0]);
+        assert_eq!(out["input"][2], responses["input"][2]);
         assert_eq!(out["instructions"], "Be brief.");
-        // Nothing where the client manages breakpoints, where no leading message exists, or
-        // before GPT-5.6.
+        // Nothing where the client manages breakpoints, where no system, developer or user
+        // message leads, or before GPT-5.6.
         let mut own = chat.clone();
         own["messages"][2]["content"] = json!([{"type": "text", "text": "Go.", "prompt_cache_breakpoint": {"mode": "explicit"}}]);
         assert!(set(ctxgc_formats::Api::ChatCompletions, own).is_none());
         let mut explicit = chat.clone();
         explicit["prompt_cache_options"] = json!({"mode": "explicit"});
         assert!(set(ctxgc_formats::Api::ChatCompletions, explicit).is_none());
-        let user_first =
-            json!({"model": "gpt-5.6-sol", "input": [{"role": "user", "content": "Go."}]});
-        assert!(set(ctxgc_formats::Api::Responses, user_first).is_none());
+        let assistant_first =
+            json!({"model": "gpt-5.6-sol", "input": [{"role": "assistant", "content": "Hi."}]});
+        assert!(set(ctxgc_formats::Api::Responses, assistant_first).is_none());
         let mut older = chat;
         older["model"] = json!("gpt-4o");
         assert!(set(ctxgc_formats::Api::ChatCompletions, older).is_none());

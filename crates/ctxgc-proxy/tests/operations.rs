@@ -823,7 +823,7 @@ async fn a_refused_cache_field_is_dropped_and_the_request_resent_once() {
 }
 
 /// GPT-5.6 through the proxy: no retention (the model refuses it), the explicit breakpoint at
-/// the end of the system prompt, the rest of the request trimmed as for any model; counted in
+/// the end of the stable prefix, the rest of the request trimmed as for any model; counted in
 /// `/metrics` and in the session's figures.
 #[tokio::test]
 async fn a_gpt_5_6_request_carries_the_stable_prefix_breakpoint_and_no_retention() {
@@ -847,11 +847,13 @@ async fn a_gpt_5_6_request_carries_the_stable_prefix_breakpoint_and_no_retention
     assert_eq!(sent.len(), 1);
     let sent: Value = serde_json::from_slice(&sent[0].body).unwrap();
     assert!(sent.get("prompt_cache_retention").is_none());
+    // The stable prefix ends with the task, the first user message after the system prompt.
     assert_eq!(
-        sent["messages"][0]["content"],
-        json!([{"type": "text", "text": "You are a coding agent.", "prompt_cache_breakpoint": {"mode": "explicit"}}])
+        sent["messages"][1]["content"],
+        json!([{"type": "text", "text": "build", "prompt_cache_breakpoint": {"mode": "explicit"}}])
     );
-    assert_eq!(sent["messages"][1], body["messages"][1], "the rest as sent");
+    assert_eq!(sent["messages"][0], body["messages"][0], "the rest as sent");
+    assert_eq!(sent["messages"][2], body["messages"][2]);
     let log = body["messages"][3]["content"].as_str().unwrap();
     assert!(sent["messages"][3]["content"].as_str().unwrap().len() < log.len());
     let metrics = metrics(&client, &proxy).await;

@@ -344,8 +344,14 @@ fn blocks(
         blocks[0].warm = true;
     }
     blocks[first_bp].breakpoint = true;
-    blocks[first_bp].explicit = stable;
     blocks[last].breakpoint = true;
+    // OpenAI's explicit breakpoint (as the proxy places it): the stable prefix ends with the
+    // first user message after the system ones, else with the last of those.
+    let stable_end = match messages.get(system_end) {
+        Some(m) if m.role == Role::User => system_end + offset,
+        _ => first_bp,
+    };
+    blocks[stable_end].explicit = stable;
     for &i in extra {
         if let Some(b) = blocks.get_mut(i + offset) {
             b.breakpoint = true;

@@ -158,6 +158,46 @@ mod tests {
         );
     }
 
+    /// Why the explicit breakpoint matters though a session's first request already wrote an
+    /// entry where its stable prefix ends: that entry is never read while the history only
+    /// grows, so it expires 30 minutes later; the explicit one is written again by every request.
+    #[test]
+    fn the_stable_prefix_stays_readable_past_the_first_entrys_half_hour() {
+        let rules = CacheRules {
+            writes_billed: true,
+            matches_at_breakpoints: true,
+            ttl_ms: Some(1_800_000),
+            ..CacheRules::documented(CacheKind::Openai, MIN_TOKENS)
+        };
+        let after_40_minutes = |explicit: bool| {
+            let mut cache = PrefixCache::new(rules);
+            let at = |minute: i64| {
+                Some(SentAt {
+                    ms: minute * 60_000,
+                    long_ttl: false,
+                })
+            };
+            // System prompt and task (block 1), then one more output a minute.
+            let mut spec = vec![(1u64, 2_000usize)];
+            for minute in 0..40 {
+                let mut b = blocks(&spec);
+                b[0].explicit = explicit;
+                cache.serve_at(&b, at(minute));
+                spec.push((100 + minute as u64, 300));
+            }
+            // The middle rewritten at minute 40.
+            let mut b = blocks(&[(1, 2_000), (9, 500)]);
+            b[0].explicit = explicit;
+            cache.serve_at(&b, at(40)).cached
+        };
+        assert_eq!(
+            after_40_minutes(false),
+            0,
+            "the first request's entry expired"
+        );
+        assert_eq!(after_40_minutes(true), 2_000);
+    }
+
     #[test]
     fn short_prompts_are_never_cached() {
         let mut cache = cache();

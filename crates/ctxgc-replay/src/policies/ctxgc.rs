@@ -288,7 +288,7 @@ impl ReplayPolicy for Ctxgc {
             .into_iter()
             .collect();
         // Like the proxy: GPT-5.6 on, which matches a prefix only at a breakpoint, gets one at
-        // the end of the leading system messages (the clients place none).
+        // the end of the stable prefix (the clients place none).
         let stable_breakpoint =
             cache_life::openai_breakpoint(self.life.settings.breakpoints, &self.life.model, false);
         Request {

@@ -42,8 +42,9 @@ pub struct Request<'a> {
     /// Messages the policy marks with a cache breakpoint (besides the system prompt and the last
     /// message, which every agent marks).
     pub breakpoints: Vec<usize>,
-    /// An explicit breakpoint at the end of the leading system messages, which the client's
-    /// own requests lack (OpenAI's `prompt_cache_breakpoint`, GPT-5.6 on, as the proxy adds it).
+    /// An explicit breakpoint at the end of the stable prefix (the leading system messages and
+    /// the first user message after them), which the client's own requests lack (OpenAI's
+    /// `prompt_cache_breakpoint`, GPT-5.6 on, as the proxy adds it).
     pub stable_breakpoint: bool,
     /// The event that ran for this request, if any.
     pub event: Option<ReplayEvent>,
