@@ -571,7 +571,14 @@ fn a_real_hermes_state_db_imports_with_its_compactions_and_bill() {
     assert_eq!(t.model.as_deref(), Some("scripted-model"));
     let r = t.recording.as_ref().unwrap();
     assert_eq!(r.client, "hermes");
-    assert_eq!(r.compactions.len(), 2, "{:?}", r.compactions);
+    // Hermes compacts at no less than 75% of its smallest (64K) window; whether the scripted
+    // session crosses that twice or three times depends on Hermes's own token estimates, which
+    // move from run to run (its system prompt holds the date and the session's ids).
+    assert!(
+        (2..=3).contains(&r.compactions.len()),
+        "{:?}",
+        r.compactions
+    );
     // What the conversation was, once: the messages outside the replacements.
     let calls: Vec<&str> = t
         .messages
