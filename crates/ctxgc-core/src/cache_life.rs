@@ -275,6 +275,23 @@ pub fn openai_breakpoint(mode: BreakpointMode, model: &str, client_manages: bool
     mode == BreakpointMode::Auto && !client_manages && takes_explicit_breakpoints(model)
 }
 
+/// Where a request's stable prefix ends, the index of its last item, from its items' roles
+/// (`None` for an item that is not a message): the leading system (and developer) messages
+/// and the first user message after them (the task, or a client's instructions file, which no
+/// event rewrites and a client's compaction keeps), else the last of those; `None` when
+/// neither leads. Where [`openai_breakpoint`] puts its breakpoint.
+pub fn stable_prefix_end(roles: impl IntoIterator<Item = Option<crate::Role>>) -> Option<usize> {
+    let mut leading = 0;
+    for role in roles {
+        match role {
+            Some(crate::Role::System) => leading += 1,
+            Some(crate::Role::User) => return Some(leading),
+            _ => break,
+        }
+    }
+    leading.checked_sub(1)
+}
+
 /// The retention to ask for: `Some("24h")` to add it where the client asked for none.
 pub fn openai_retention(
     mode: RetentionMode,
@@ -549,6 +566,16 @@ mod tests {
             false
         ));
         assert!(!openai_breakpoint(BreakpointMode::Auto, "gpt-5.1", false));
+        use crate::Role::{Assistant, System, User};
+        let end = |roles: &[Option<crate::Role>]| stable_prefix_end(roles.iter().copied());
+        assert_eq!(
+            end(&[Some(System), Some(System), Some(User), Some(User)]),
+            Some(2)
+        );
+        assert_eq!(end(&[Some(User), Some(Assistant)]), Some(0));
+        assert_eq!(end(&[Some(System), Some(Assistant)]), Some(0));
+        assert_eq!(end(&[Some(System), None, Some(User)]), Some(0));
+        assert_eq!(end(&[Some(Assistant), Some(User)]), None);
         assert_eq!(
             openai_retention(RetentionMode::Client, "gpt-5", false),
             None

@@ -170,20 +170,17 @@ fn stable_end(request: &ApiRequest) -> Option<StableEnd> {
     if items.iter().any(marked) {
         return None;
     }
-    let message = |item: &Value| item.get("type").is_none_or(|t| t == "message");
-    let leading = items
-        .iter()
-        .take_while(|item| {
-            matches!(item["role"].as_str(), Some("system" | "developer")) && message(item)
-        })
-        .count();
-    // The first user message after them (the task, a client's instructions file) stays too:
-    // an event rewrites only what came later, and a client's compaction keeps its initial
-    // context.
-    let last = match items.get(leading) {
-        Some(item) if item["role"] == "user" && message(item) => leading,
-        _ => leading.checked_sub(1)?,
-    };
+    let roles = items.iter().map(|item| {
+        if item.get("type").is_some_and(|t| t != "message") {
+            return None;
+        }
+        match item["role"].as_str()? {
+            "system" | "developer" => Some(ctxgc_core::Role::System),
+            "user" => Some(ctxgc_core::Role::User),
+            _ => None,
+        }
+    });
+    let last = cache_life::stable_prefix_end(roles)?;
     let breakpoint = serde_json::json!({"mode": "explicit"});
     let content = match &items[last]["content"] {
         Value::String(text) if !text.is_empty() => serde_json::json!([

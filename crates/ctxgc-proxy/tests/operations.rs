@@ -733,6 +733,16 @@ async fn observe_mode_forwards_every_byte_and_says_what_it_would_have_saved() {
     assert_eq!(session.input_tokens + session.cache_read_tokens, 3 * 900);
 }
 
+/// An OpenAI-style 400 with `message`, as a gateway refuses a field.
+fn refusal(message: &str) -> Response<Body> {
+    let error = json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}});
+    Response::builder()
+        .status(StatusCode::BAD_REQUEST)
+        .header("content-type", "application/json")
+        .body(Body::from(error.to_string()))
+        .unwrap()
+}
+
 /// A gateway that refuses fields it does not know, as OpenAI answers an unknown argument: the
 /// retention ctxgc adds for GPT-5 is refused, the request is resent once without it, the
 /// client sees the answer, and the fall-back is counted with its cause.
@@ -742,12 +752,7 @@ async fn a_refused_cache_field_is_dropped_and_the_request_resent_once() {
         Box::pin(async move {
             let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
             if body.get("prompt_cache_retention").is_some() {
-                let error = json!({"error": {"message": "Unrecognized request argument supplied: prompt_cache_retention", "type": "invalid_request_error", "param": null, "code": null}});
-                return Response::builder()
-                    .status(StatusCode::BAD_REQUEST)
-                    .header("content-type", "application/json")
-                    .body(Body::from(error.to_string()))
-                    .unwrap();
+                return refusal("Unrecognized request argument supplied: prompt_cache_retention");
             }
             reply(r, log).await
         }) as Reply
@@ -878,13 +883,10 @@ async fn a_gateway_that_refuses_the_cache_key_costs_one_resend_not_one_per_reque
     let upstream = FakeUpstream::start(|r: Received, log: Log| {
         Box::pin(async move {
             let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
-            if body.get("prompt_cache_key").is_some() || body.get("prompt_cache_retention").is_some() {
-                let error = json!({"error": {"message": "Validation: Unsupported parameter(s): prompt_cache_key", "type": "invalid_request_error", "param": null, "code": null}});
-                return Response::builder()
-                    .status(StatusCode::BAD_REQUEST)
-                    .header("content-type", "application/json")
-                    .body(Body::from(error.to_string()))
-                    .unwrap();
+            if body.get("prompt_cache_key").is_some()
+                || body.get("prompt_cache_retention").is_some()
+            {
+                return refusal("Validation: Unsupported parameter(s): prompt_cache_key");
             }
             reply(r, log).await
         }) as Reply

@@ -345,12 +345,10 @@ fn blocks(
     }
     blocks[first_bp].breakpoint = true;
     blocks[last].breakpoint = true;
-    // OpenAI's explicit breakpoint (as the proxy places it): the stable prefix ends with the
-    // first user message after the system ones, else with the last of those.
-    let stable_end = match messages.get(system_end) {
-        Some(m) if m.role == Role::User => system_end + offset,
-        _ => first_bp,
-    };
+    // OpenAI's explicit breakpoint, where the proxy places it.
+    let stable_end =
+        ctxgc_core::cache_life::stable_prefix_end(messages.iter().map(|m| Some(m.role)))
+            .map_or(first_bp, |i| i + offset);
     blocks[stable_end].explicit = stable;
     for &i in extra {
         if let Some(b) = blocks.get_mut(i + offset) {

@@ -75,6 +75,17 @@ fn is_zero(n: &usize) -> bool {
 }
 
 impl Served {
+    /// A prompt of `total` tokens of which `cached` were read and `written` written (with the
+    /// long lifetime when `long`); the rest uncached.
+    fn of(total: usize, cached: usize, written: usize, long: bool) -> Served {
+        Served {
+            cached,
+            written,
+            written_long: if long { written } else { 0 },
+            uncached: total - cached - written,
+        }
+    }
+
     /// All input tokens.
     pub fn total(&self) -> usize {
         self.cached + self.written + self.uncached
@@ -308,11 +319,16 @@ impl PrefixCache {
     /// ([`CacheRules::matches_at_breakpoints`]): the longest prefix ending at one still alive
     /// is read; this request writes one at its end (the implicit breakpoint) and one at each
     /// explicit breakpoint, and what it writes past its hit is billed.
-    fn serve_at_breakpoints(&mut self, blocks: &[Block], at: Option<SentAt>) -> Served {
+    /// `total` is the prompt's tokens, at least the rules' minimum.
+    fn serve_at_breakpoints(
+        &mut self,
+        blocks: &[Block],
+        at: Option<SentAt>,
+        total: usize,
+    ) -> Served {
         let now = at.map(|a| a.ms);
         let long = at.is_some_and(|a| a.long_ttl);
         let rules = self.rules;
-        let total: usize = blocks.iter().map(|b| b.tokens).sum();
         let (mut end, mut hit, mut alive, mut read) = (0usize, 0usize, 0.0, None);
         for b in blocks {
             end += b.tokens;
@@ -332,17 +348,8 @@ impl PrefixCache {
                 self.seen.insert(b.chain, (now, long));
             }
         }
-        let written = if total >= rules.min_tokens {
-            total - cached
-        } else {
-            0
-        };
-        Served {
-            cached,
-            written,
-            written_long: if long { written } else { 0 },
-            uncached: total - cached - written,
-        }
+        // The whole prompt is cacheable (`serve_at` served a shorter one as uncached).
+        Served::of(total, cached, total - cached, long)
     }
 }
 
@@ -358,7 +365,7 @@ impl CacheModel for PrefixCache {
             };
         }
         if rules.matches_at_breakpoints {
-            return self.serve_at_breakpoints(blocks, at);
+            return self.serve_at_breakpoints(blocks, at, total);
         }
         let mut shared = 0usize;
         let mut alive = 0.0;
@@ -386,12 +393,7 @@ impl CacheModel for PrefixCache {
         } else {
             0
         };
-        Served {
-            cached,
-            written,
-            written_long: if long { written } else { 0 },
-            uncached: total - cached - written,
-        }
+        Served::of(total, cached, written, long)
     }
 
     fn preload(&mut self, blocks: &[Block], tokens: usize, at: Option<SentAt>) {
