@@ -19,10 +19,11 @@
 //!
 //! and the cheaper is chosen. `S` is the session's own pauses so far, pulled toward a prior
 //! (`PRIOR_*`, a weak one: four pauses' worth) so a new session is neither sure it will pause
-//! nor sure it will not. Keep-alive is the same trade over time: while idle, a request that
-//! reads the prefix (0.1 P) just before it expires is worth it while the chance the session
-//! resumes within the next lifetime, given it has been idle this long, exceeds the read's cost
-//! over the write it saves.
+//! nor sure it will not, and weighed against the chance that the next pause is the session's
+//! end, after which no request comes (`END_WEIGHT`). Keep-alive is the same trade over time:
+//! while idle, a request that reads the prefix (0.1 P) just before it expires is worth it while
+//! the chance the session resumes within the next lifetime, given it has been idle this long
+//! (which a session that ended has been too), exceeds the read's cost over the write it saves.
 
 use std::collections::VecDeque;
 
@@ -42,6 +43,12 @@ pub const PRIOR_OVER_SHORT_TTL: f64 = 0.05;
 pub const PRIOR_OVER_LONG_TTL: f64 = 0.01;
 /// How many pauses the prior weighs.
 const PRIOR_WEIGHT: f64 = 4.0;
+/// How many of a session's pauses are its end, one that no request follows: a session ends
+/// once, and its pauses so far say nothing of when (the rule of succession counts it as one
+/// more observation). Without it a long idle looks like a long pause that will end, and
+/// keep-alives go on after a session's last request, when each is a read of the whole prompt
+/// that nothing uses.
+const END_WEIGHT: f64 = 1.0;
 /// Pauses remembered per session (the newest).
 const PAUSES_KEPT: usize = 64;
 
@@ -146,10 +153,22 @@ impl Pauses {
         self.secs.is_empty()
     }
 
-    /// The share of pauses longer than `secs`, pulled toward the prior.
-    pub fn share_over(&self, secs: u64) -> f64 {
+    /// The chance that the session's next pause ends in a request later than `secs` into it:
+    /// the share of its pauses longer than that, pulled toward the prior, and weighed against
+    /// the chance that the next pause is the session's end ([`END_WEIGHT`]).
+    pub fn resumes_after(&self, secs: u64) -> f64 {
         let over = self.secs.iter().filter(|&&s| s > secs).count() as f64;
-        (over + PRIOR_WEIGHT * prior_over(secs)) / (self.secs.len() as f64 + PRIOR_WEIGHT)
+        (over + PRIOR_WEIGHT * prior_over(secs)) / self.weight()
+    }
+
+    /// The chance that the session's next pause lasts longer than `secs`: that it resumes
+    /// later, or never (the session ended).
+    pub fn lasts_over(&self, secs: u64) -> f64 {
+        self.resumes_after(secs) + END_WEIGHT / self.weight()
+    }
+
+    fn weight(&self) -> f64 {
+        self.secs.len() as f64 + PRIOR_WEIGHT + END_WEIGHT
     }
 }
 
@@ -191,9 +210,10 @@ pub fn anthropic_ttl(
 ) -> TtlDecision {
     let (p, w) = (prompt as f64, written as f64);
     let rewrite = ANTHROPIC_WRITE_COST - CACHE_READ_COST;
-    let cost_short = ANTHROPIC_WRITE_COST * w + pauses.share_over(ANTHROPIC_TTL_SECS) * rewrite * p;
+    let cost_short =
+        ANTHROPIC_WRITE_COST * w + pauses.resumes_after(ANTHROPIC_TTL_SECS) * rewrite * p;
     let cost_long = ANTHROPIC_LONG_WRITE_COST * w
-        + pauses.share_over(ANTHROPIC_LONG_TTL_SECS)
+        + pauses.resumes_after(ANTHROPIC_LONG_TTL_SECS)
             * (ANTHROPIC_LONG_WRITE_COST - CACHE_READ_COST)
             * p;
     let long = client_long
@@ -329,16 +349,16 @@ pub fn keepalive_due(
     if idle_secs > max_idle || ttl_secs == 0 {
         return false;
     }
-    let alive = pauses.share_over(idle_secs);
-    if alive <= 0.0 {
-        return false;
-    }
+    // Idle this long: the pause goes on, or it was the session's end.
+    let idle = pauses.lasts_over(idle_secs);
     let step = ttl_secs.saturating_sub(KEEPALIVE_MARGIN_SECS).max(1);
     let mut pings = 0.0;
     let mut at = idle_secs;
     while at <= max_idle && sent as u64 + (pings as u64) < settings.keepalive_budget as u64 {
-        pings += pauses.share_over(at) / alive;
-        let saved = (alive - pauses.share_over(at + ttl_secs)) / alive;
+        // A keep-alive at `at` is sent if the session is still idle then (ended or not); it
+        // saves a rewrite if the session resumes by the next lifetime's end.
+        pings += pauses.lasts_over(at) / idle;
+        let saved = (pauses.resumes_after(idle_secs) - pauses.resumes_after(at + ttl_secs)) / idle;
         if saved * (write_cost - CACHE_READ_COST) > pings * CACHE_READ_COST {
             return true;
         }
@@ -491,6 +511,31 @@ mod tests {
             (1.25, 1.0),
             0
         ));
+    }
+
+    /// A session ends once, and its last request is followed by an idle that never ends: a
+    /// session that has not yet come back from a pause past its entry gets no keep-alive (its
+    /// first such pause is as likely its end), one that came back from several does, and the
+    /// chance of the end is counted in every later keep-alive's reads.
+    #[test]
+    fn keepalive_counts_the_sessions_end() {
+        let on = CacheSettings {
+            keepalive: true,
+            ..CacheSettings::default()
+        };
+        let due = |p: &Pauses| keepalive_due(&on, p, 270, 300, (ANTHROPIC_WRITE_COST, 1.0), 0);
+        assert!(!due(&Pauses::default()), "a first request's pause");
+        let quick = pauses(&[5; 30]);
+        assert!(!due(&quick), "a session that never paused");
+        let came_back = pauses(&[5, 5, 400, 5, 5, 420, 5, 5, 380]);
+        assert!(
+            due(&came_back),
+            "a session that comes back after six minutes"
+        );
+        // With the end counted, a session idle this long is less likely to resume than its
+        // resumed pauses alone say.
+        assert!(came_back.lasts_over(270) > came_back.resumes_after(270));
+        assert!((came_back.lasts_over(100_000) - 1.0 / (9.0 + 4.0 + 1.0)).abs() < 1e-3);
     }
 
     /// A keep-alive gives up the event an expiry makes free: when that event would drop most

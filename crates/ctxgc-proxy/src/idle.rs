@@ -28,6 +28,13 @@ const MAX_SESSIONS: usize = 32;
 /// prepares the latest few.
 const MAX_BYTES: usize = 4 << 20;
 
+/// `elapsed`, in seconds of a clock whose second lasts `second`: the unit of the providers'
+/// cache lifetimes and of a session's pauses (tests shorten the second to see a lifetime
+/// pass).
+pub(crate) fn clock_secs(elapsed: Duration, second: Duration) -> u64 {
+    (elapsed.as_secs_f64() / second.as_secs_f64().max(1e-9)) as u64
+}
+
 /// A session's latest request, waiting for its cache to expire.
 struct Waiting {
     api: Api,

@@ -208,14 +208,13 @@ impl KeepAlives {
         let Ok(mut waiting) = self.waiting.lock() else {
             return Vec::new();
         };
-        let second = self.settings.second.as_secs_f64().max(1e-9);
         let mut out = Vec::new();
         let mut done = Vec::new();
         for (session, w, last_at) in waiting.iter_mut() {
             if w.next_at > now {
                 continue;
             }
-            let idle = (now.duration_since(last_at).as_secs_f64() / second) as u64;
+            let idle = crate::idle::clock_secs(now.duration_since(last_at), self.settings.second);
             let send = cache_life::keepalive_due(
                 settings,
                 &w.pauses,

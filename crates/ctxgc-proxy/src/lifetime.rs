@@ -8,7 +8,7 @@
 //! end of the stable prefix (the leading system and developer messages and the first user
 //! message after them) where the client placed none. Nothing the model reads changes.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ctxgc_core::cache_life::{self, CacheSettings, Pauses};
 use ctxgc_core::provider_cache;
@@ -59,8 +59,10 @@ impl LifeState {
 
     /// The pause since the previous request (noted), and whether that request asked for the
     /// long lifetime.
-    fn arrive(&mut self, now: Instant) -> (Option<u64>, bool) {
-        let idle = self.last_at.map(|t| now.duration_since(t).as_secs());
+    fn arrive(&mut self, now: Instant, second: Duration) -> (Option<u64>, bool) {
+        let idle = self
+            .last_at
+            .map(|t| crate::idle::clock_secs(now.duration_since(t), second));
         if let Some(idle) = idle {
             self.pauses.note(idle);
         }
@@ -200,15 +202,16 @@ fn stable_end(request: &ApiRequest) -> Option<StableEnd> {
     })
 }
 
-/// The cache field to set on a request arriving at `now`, if any, from the session's pauses
-/// (noted here); the state remembers what the request asked for.
+/// The cache field to set on a request arriving at `now` (on a clock whose second lasts
+/// `second`), if any, from the session's pauses (noted here); the state remembers what the
+/// request asked for.
 pub(crate) fn decide(
     settings: &CacheSettings,
     life: &mut LifeState,
-    now: Instant,
+    (now, second): (Instant, Duration),
     asked: &Asked,
 ) -> Option<&'static str> {
-    let (idle, was_long) = life.arrive(now);
+    let (idle, was_long) = life.arrive(now, second);
     match asked.hint {
         CacheHint::Breakpoints => {
             let ttl = if was_long {
@@ -364,6 +367,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const SECOND: Duration = Duration::from_secs(1);
+
     #[test]
     fn every_breakpoint_is_found_with_the_ttls_asked() {
         let body = json!({
@@ -394,7 +399,7 @@ mod tests {
             let mut now = Instant::now();
             (0..30)
                 .map(|turn| {
-                    now += std::time::Duration::from_secs(if turn % 5 == 4 { 600 } else { 5 });
+                    now += Duration::from_secs(if turn % 5 == 4 { 600 } else { 5 });
                     let asked = Asked {
                         pointers: vec!["/system/0/cache_control".into()],
                         hint: CacheHint::Breakpoints,
@@ -406,7 +411,7 @@ mod tests {
                         model: "claude-sonnet-4-5".into(),
                         stable_end: None,
                     };
-                    decide(settings, &mut life, now, &asked)
+                    decide(settings, &mut life, (now, SECOND), &asked)
                 })
                 .collect()
         };
@@ -441,16 +446,31 @@ mod tests {
         let mut life = LifeState::default();
         let s = CacheSettings::default();
         assert_eq!(
-            decide(&s, &mut life, Instant::now(), &ask("gpt-5.1", false)),
+            decide(
+                &s,
+                &mut life,
+                (Instant::now(), SECOND),
+                &ask("gpt-5.1", false)
+            ),
             Some("retention_24h")
         );
         assert!(life.long_in_force);
         assert_eq!(
-            decide(&s, &mut life, Instant::now(), &ask("gpt-5.1", true)),
+            decide(
+                &s,
+                &mut life,
+                (Instant::now(), SECOND),
+                &ask("gpt-5.1", true)
+            ),
             None
         );
         assert_eq!(
-            decide(&s, &mut life, Instant::now(), &ask("gpt-4o", false)),
+            decide(
+                &s,
+                &mut life,
+                (Instant::now(), SECOND),
+                &ask("gpt-4o", false)
+            ),
             None
         );
         assert_eq!(life.long_secs(CacheHint::PromptCacheKey), None);
@@ -468,7 +488,12 @@ mod tests {
         let mut life = LifeState::default();
         let s = CacheSettings::default();
         assert_eq!(
-            decide(&s, &mut life, Instant::now(), &asked(&plain, 10, false)),
+            decide(
+                &s,
+                &mut life,
+                (Instant::now(), SECOND),
+                &asked(&plain, 10, false)
+            ),
             None
         );
         assert_eq!(life.long_secs(CacheHint::PromptCacheKey), Some(1_800));
@@ -478,7 +503,12 @@ mod tests {
             json!({"model": "gpt-5.1", "prompt_cache_options": {"mode": "implicit"}, "input": []}),
         );
         assert_eq!(
-            decide(&s, &mut life, Instant::now(), &asked(&options, 10, false)),
+            decide(
+                &s,
+                &mut life,
+                (Instant::now(), SECOND),
+                &asked(&options, 10, false)
+            ),
             None
         );
     }
@@ -492,7 +522,12 @@ mod tests {
             let mut request = ApiRequest { api, body };
             let raw = serde_json::to_vec(&request.body).unwrap();
             let asked = asked(&request, raw.len(), false);
-            let what = decide(&s, &mut LifeState::default(), Instant::now(), &asked)?;
+            let what = decide(
+                &s,
+                &mut LifeState::default(),
+                (Instant::now(), SECOND),
+                &asked,
+            )?;
             let out = edit(&mut request, &asked, what, &raw);
             Some((what, serde_json::from_slice::<Value>(&out).unwrap()))
         };

@@ -144,7 +144,9 @@ pub(crate) fn prepare(
         let arrival = match purpose {
             Purpose::Request => {
                 let fixed = fixed_part(&request.body, system_key);
-                state.sessions.arrive(session, fixed)
+                state
+                    .sessions
+                    .arrive(session, fixed, state.settings.keepalive.second)
             }
             _ => crate::sessions::Arrival::default(),
         };
@@ -274,7 +276,12 @@ pub(crate) fn prepare(
         let what = state
             .sessions
             .life(session, |life| {
-                lifetime::decide(settings, life, now, &asked)
+                lifetime::decide(
+                    settings,
+                    life,
+                    (now, state.settings.keepalive.second),
+                    &asked,
+                )
             })
             .flatten()
             // The session's pauses are noted all the same.

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ctxgc_core::store::SessionId;
 use serde::Serialize;
@@ -237,9 +237,10 @@ impl SessionTable {
     }
 
     /// A request of the session arrives now, sent with the fixed part `fixed` (hashed); it is
-    /// the session's latest from now on. A session not in the table yet is not entered (it
-    /// enters when its estimate is recorded).
-    pub(crate) fn arrive(&self, session: &SessionId, fixed: u64) -> Arrival {
+    /// the session's latest from now on; its pause is counted on a clock whose second lasts
+    /// `second`. A session not in the table yet is not entered (it enters when its estimate is
+    /// recorded).
+    pub(crate) fn arrive(&self, session: &SessionId, fixed: u64, second: Duration) -> Arrival {
         let Ok(mut sessions) = self.sessions.lock() else {
             return Arrival::default();
         };
@@ -251,7 +252,7 @@ impl SessionTable {
             idle_secs: entry
                 .last_request
                 .replace(now)
-                .map(|t| now.duration_since(t).as_secs()),
+                .map(|t| crate::idle::clock_secs(now.duration_since(t), second)),
             fixed_changed: entry
                 .fixed_part
                 .replace(fixed)

@@ -957,16 +957,18 @@ fn anthropic_reply(r: Received, _log: Log) -> Reply {
     })
 }
 
-/// Keep-alives end to end, on a clock where a second lasts 5 ms (a five-minute lifetime passes
-/// in 1.5 s): the caller that turned them on gets keep-alives of its latest request, on its own
-/// key, before its entry expires, counted in `/ctxgc/stats` and `/metrics`; a caller that did
-/// not gets none; a request with a thinking budget gets none.
+/// Keep-alives end to end, on a clock where a second lasts 4 ms (a five-minute lifetime passes
+/// in 1.2 s): once a session has paused past its entry's lifetime and come back, the caller
+/// that turned them on gets keep-alives of its latest request, on its own key, before its entry
+/// expires, counted in `/ctxgc/stats` and `/metrics`; before that pause it gets none (a session
+/// idle after its first request has most likely ended); a caller that did not turn them on gets
+/// none; a request with a thinking budget gets none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keepalives_go_only_to_callers_that_turned_them_on() {
     let upstream = FakeUpstream::start(anthropic_reply).await;
     let mut settings = settings(&upstream.url);
     settings.rewrite.cache.keepalive = true;
-    settings.keepalive.second = Duration::from_millis(5);
+    settings.keepalive.second = Duration::from_millis(4);
     let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = format!("http://{}", listener.local_addr().unwrap());
@@ -989,29 +991,16 @@ async fn keepalives_go_only_to_callers_that_turned_them_on() {
         }
         request.send()
     };
-    assert!(
-        send("sk-ant-on", Some("on"), false)
-            .await
-            .unwrap()
-            .status()
-            .is_success()
-    );
-    assert!(
-        send("sk-ant-silent", None, false)
-            .await
-            .unwrap()
-            .status()
-            .is_success()
-    );
-    assert!(
-        send("sk-ant-thinking", Some("on"), true)
-            .await
-            .unwrap()
-            .status()
-            .is_success()
-    );
-    // The first keep-alive is judged at 270 "seconds" (1.35 s).
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let send_all = async || {
+        for (key, consent, thinking) in [
+            ("sk-ant-on", Some("on"), false),
+            ("sk-ant-silent", None, false),
+            ("sk-ant-thinking", Some("on"), true),
+        ] {
+            let sent = send(key, consent, thinking).await.unwrap();
+            assert!(sent.status().is_success(), "{key}");
+        }
+    };
     let keepalives = || {
         upstream
             .log
@@ -1022,6 +1011,17 @@ async fn keepalives_go_only_to_callers_that_turned_them_on() {
             })
             .collect::<Vec<_>>()
     };
+    // Each session's first request, then a pause of 400 "seconds" (1.6 s), past the 5-minute
+    // lifetime, and the session resumes.
+    send_all().await;
+    tokio::time::sleep(Duration::from_millis(1_600)).await;
+    assert!(
+        keepalives().is_empty(),
+        "no keep-alive before the session has come back from a pause"
+    );
+    send_all().await;
+    // The next keep-alive is judged at 270 "seconds" (1.08 s).
+    let deadline = Instant::now() + Duration::from_secs(10);
     while keepalives().is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

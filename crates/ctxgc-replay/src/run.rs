@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::cache::{Block, CacheKind, CacheModel, CacheRules, SentAt, Served, chain};
 pub use crate::client::{Calibration, client_prompt};
 use crate::kinds::tool_kind;
-use crate::policies::{PolicyFactory, ReplayEvent, SessionContext};
+use crate::policies::{PolicyFactory, ReplayEvent, ReplayPolicy, SessionContext};
 use crate::prices::ModelPrice;
 use crate::recall::{RecallMemo, probes};
 
@@ -472,33 +472,15 @@ pub fn replay(
             let sent_ms = recording.and_then(|r| r.sent_at(index));
             // Keep-alive requests the policy sends while the session is idle: each reads the
             // previous request's prefix again just before it would expire.
-            if let (Some(now), Some((last_ms, last_long, last_blocks))) = (sent_ms, &last_sent)
-                && let Some(every) = policy.keepalive_every_ms().filter(|e| *e > 0)
-            {
-                let mut t = last_ms + every;
-                while t < now && policy.keepalive_due(t - last_ms) {
-                    let ping = SentAt {
-                        ms: t,
-                        long_ttl: *last_long,
-                    };
-                    requests.push(RequestRecord {
-                        source_index: index,
-                        tokens: last_blocks.iter().map(|b| b.tokens).sum(),
-                        output: 1,
-                        served: models.serve(last_blocks, Some(ping)),
-                        summarizer: false,
-                        keepalive: true,
-                        event: None,
-                        earliest_changed: None,
-                        recall: (0, 0),
-                        recall_rounds: Vec::new(),
-                        recallable: 0,
-                        sent_ms: Some(t),
-                        long_ttl: *last_long,
-                        misses: Vec::new(),
-                    });
-                    t += every;
-                }
+            if let Some(now) = sent_ms {
+                keepalives(
+                    policy.as_mut(),
+                    &last_sent,
+                    Some(now),
+                    index,
+                    &mut models,
+                    &mut requests,
+                );
             }
             let client_long = message
                 .usage
@@ -614,6 +596,17 @@ pub fn replay(
         }
         policy.push(message.clone());
     }
+    // After its last request the session is idle for good, which the proxy cannot tell from a
+    // pause: it goes on sending the keep-alives its decision finds due, and they are billed.
+    let last_index = t.messages.len().saturating_sub(1);
+    keepalives(
+        policy.as_mut(),
+        &last_sent,
+        None,
+        last_index,
+        &mut models,
+        &mut requests,
+    );
     SessionRun {
         source,
         session: t.id.clone(),
@@ -623,6 +616,54 @@ pub fn replay(
         client_path,
         on_client_log: recording.is_some(),
         by_kind,
+    }
+}
+
+/// Keep-alives a session would send after the one it sent at `last` (when, whether it asked for
+/// the long lifetime, its blocks), until the request sent `until` (or for as long as the policy
+/// finds them due, when no request follows): each reads those blocks again just before they
+/// would expire.
+fn keepalives(
+    policy: &mut dyn ReplayPolicy,
+    last: &Option<(i64, bool, Vec<Block>)>,
+    until: Option<i64>,
+    source_index: usize,
+    models: &mut Caches,
+    requests: &mut Vec<RequestRecord>,
+) {
+    // A policy's own limits (budget, idle time) end its keep-alives; this one guards the lab
+    // against a policy without any.
+    const MOST: usize = 10_000;
+    let (Some((last_ms, long_ttl, blocks)), Some(every)) =
+        (last, policy.keepalive_every_ms().filter(|e| *e > 0))
+    else {
+        return;
+    };
+    let mut t = last_ms + every;
+    let mut sent = 0;
+    while until.is_none_or(|until| t < until) && sent < MOST && policy.keepalive_due(t - last_ms) {
+        let ping = SentAt {
+            ms: t,
+            long_ttl: *long_ttl,
+        };
+        requests.push(RequestRecord {
+            source_index,
+            tokens: blocks.iter().map(|b| b.tokens).sum(),
+            output: 1,
+            served: models.serve(blocks, Some(ping)),
+            summarizer: false,
+            keepalive: true,
+            event: None,
+            earliest_changed: None,
+            recall: (0, 0),
+            recall_rounds: Vec::new(),
+            recallable: 0,
+            sent_ms: Some(t),
+            long_ttl: *long_ttl,
+            misses: Vec::new(),
+        });
+        t += every;
+        sent += 1;
     }
 }
 
@@ -747,5 +788,61 @@ fn kind_of(m: &Message, kinds: &HashMap<&str, String>) -> String {
             .cloned()
             .unwrap_or_else(|| "other tool output".into()),
         role => role.as_str().into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::CacheKind;
+    use ctxgc_core::Recording;
+
+    /// A keep-alive policy sends its keep-alives in each pause and, after the session's last
+    /// request, for as long as it would in a pause (a proxy cannot tell the end from a pause):
+    /// `keepalive-4min` reads the prefix at 4 and 8 minutes into each 10-minute pause and every
+    /// 4 minutes for the hour after the last request.
+    #[test]
+    fn keepalives_go_on_after_the_last_request() {
+        let minute = 60_000;
+        let mut messages = vec![Message::text(Role::System, "You are a coding agent.")];
+        let mut sent_ms = vec![Some(0)];
+        for turn in 0..3 {
+            messages.push(Message::text(Role::User, format!("step {turn}")));
+            messages.push(Message::text(Role::Assistant, "ok"));
+            sent_ms.extend([Some(turn * 10 * minute); 2]);
+        }
+        let t = Transcript {
+            id: "s".into(),
+            messages,
+            tools: vec![],
+            recording: Some(Recording {
+                client: "test".into(),
+                sent_ms,
+                compactions: vec![],
+                billed_total: None,
+            }),
+            model: None,
+        };
+        let policy = crate::policies::builtin("keepalive-4min").unwrap();
+        let anthropic = CacheRules::documented(CacheKind::Anthropic, 0);
+        let run = replay(
+            0,
+            &t,
+            &policy,
+            200_000,
+            &[(CacheKind::Anthropic, anthropic)],
+            None,
+            false,
+        );
+        let pings: Vec<i64> = run
+            .requests
+            .iter()
+            .filter(|r| r.keepalive)
+            .filter_map(|r| r.sent_ms)
+            .map(|ms| ms / minute)
+            .collect();
+        let tail: Vec<i64> = (1..=15).map(|k| 20 + 4 * k).collect();
+        assert_eq!(pings, [[4, 8, 14, 18].as_slice(), &tail].concat());
+        assert_eq!(run.requests.iter().filter(|r| !r.keepalive).count(), 3);
     }
 }
