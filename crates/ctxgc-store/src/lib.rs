@@ -501,12 +501,9 @@ impl OriginalStore for SqliteStore {
 
     fn get(&self, session: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
         self.with("loading an original", |conn| {
-            conn.query_row(
-                "SELECT text FROM originals WHERE session = ?1 AND id = ?2",
-                params![session.as_str(), id.to_string()],
-                |r| r.get(0),
-            )
-            .optional()
+            conn.prepare_cached("SELECT text FROM originals WHERE session = ?1 AND id = ?2")?
+                .query_row(params![session.as_str(), id.to_string()], |r| r.get(0))
+                .optional()
         })
     }
 }
@@ -514,23 +511,20 @@ impl OriginalStore for SqliteStore {
 impl StateStore for SqliteStore {
     fn put_state(&self, key: StateKey<'_>, state: &str) -> Result<(), StoreError> {
         self.with("saving a state", |conn| {
-            conn.execute(
+            conn.prepare_cached(
                 "INSERT INTO session_state (session, state, touched) VALUES (?1, ?2, ?3)
                  ON CONFLICT(session) DO UPDATE SET state = excluded.state, touched = excluded.touched",
-                params![key.name(), state, now_secs()],
-            )
+            )?
+            .execute(params![key.name(), state, now_secs()])
         })
         .map(|_| ())
     }
 
     fn get_state(&self, key: StateKey<'_>) -> Result<Option<String>, StoreError> {
         self.with("loading a state", |conn| {
-            conn.query_row(
-                "SELECT state FROM session_state WHERE session = ?1",
-                params![key.name()],
-                |r| r.get(0),
-            )
-            .optional()
+            conn.prepare_cached("SELECT state FROM session_state WHERE session = ?1")?
+                .query_row(params![key.name()], |r| r.get(0))
+                .optional()
         })
     }
 
@@ -543,16 +537,18 @@ impl StateStore for SqliteStore {
         // Each statement is atomic: it changes one row only if the stored state is the one
         // expected.
         self.with("swapping a state", |conn| match expected {
-            None => conn.execute(
-                "INSERT INTO session_state (session, state, touched) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(session) DO NOTHING",
-                params![key.name(), state, now_secs()],
-            ),
-            Some(expected) => conn.execute(
-                "UPDATE session_state SET state = ?2, touched = ?3
-                 WHERE session = ?1 AND state = ?4",
-                params![key.name(), state, now_secs(), expected],
-            ),
+            None => conn
+                .prepare_cached(
+                    "INSERT INTO session_state (session, state, touched) VALUES (?1, ?2, ?3)
+                     ON CONFLICT(session) DO NOTHING",
+                )?
+                .execute(params![key.name(), state, now_secs()]),
+            Some(expected) => conn
+                .prepare_cached(
+                    "UPDATE session_state SET state = ?2, touched = ?3
+                     WHERE session = ?1 AND state = ?4",
+                )?
+                .execute(params![key.name(), state, now_secs(), expected]),
         })
         .map(|changed| changed == 1)
     }
