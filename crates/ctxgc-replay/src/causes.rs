@@ -160,7 +160,7 @@ fn first_unread(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctxgc_core::{ClientCompaction, Message, RecordedUsage, Recording};
+    use ctxgc_core::{ClientCompaction, Message, RecordedUsage};
 
     fn assistant(prompt: u64, read: u64, written: u64) -> Message {
         Message {
@@ -190,18 +190,11 @@ mod tests {
             assistant(3_500, 0, 3_500), // nothing read, no pause: the system prompt changed
         ];
         let times = [0, 0, 1, 1, 11, 11, 12, 12, 13, 13];
-        let t = Transcript {
-            id: "s".into(),
+        let t = crate::test_logs::recorded(
             messages,
-            tools: vec![],
-            recording: Some(Recording {
-                client: "test".into(),
-                sent_ms: times.iter().map(|m| Some(m * minute)).collect(),
-                compactions: vec![ClientCompaction { at: 6, len: 1 }],
-                billed_total: None,
-            }),
-            model: None,
-        };
+            times.iter().map(|m| Some(m * minute)).collect(),
+            vec![ClientCompaction { at: 6, len: 1 }],
+        );
         let causes: Vec<&str> = classify(
             &t,
             Calibration {

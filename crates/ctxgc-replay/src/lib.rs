@@ -24,3 +24,29 @@ pub mod report;
 pub mod run;
 pub mod validate;
 pub mod written;
+
+/// Client logs built in tests.
+#[cfg(test)]
+mod test_logs {
+    use ctxgc_core::{ClientCompaction, Message, Recording, Transcript};
+
+    /// A client's log of `messages`, each sent at `sent_ms`, with the client's `compactions`.
+    pub(crate) fn recorded(
+        messages: Vec<Message>,
+        sent_ms: Vec<Option<i64>>,
+        compactions: Vec<ClientCompaction>,
+    ) -> Transcript {
+        Transcript {
+            id: "s".into(),
+            messages,
+            tools: vec![],
+            recording: Some(Recording {
+                client: "test".into(),
+                sent_ms,
+                compactions,
+                billed_total: None,
+            }),
+            model: None,
+        }
+    }
+}

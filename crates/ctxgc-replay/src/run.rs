@@ -795,7 +795,6 @@ fn kind_of(m: &Message, kinds: &HashMap<&str, String>) -> String {
 mod tests {
     use super::*;
     use crate::cache::CacheKind;
-    use ctxgc_core::Recording;
 
     /// A keep-alive policy sends its keep-alives in each pause and, after the session's last
     /// request, for as long as it would in a pause (a proxy cannot tell the end from a pause):
@@ -811,18 +810,7 @@ mod tests {
             messages.push(Message::text(Role::Assistant, "ok"));
             sent_ms.extend([Some(turn * 10 * minute); 2]);
         }
-        let t = Transcript {
-            id: "s".into(),
-            messages,
-            tools: vec![],
-            recording: Some(Recording {
-                client: "test".into(),
-                sent_ms,
-                compactions: vec![],
-                billed_total: None,
-            }),
-            model: None,
-        };
+        let t = crate::test_logs::recorded(messages, sent_ms, vec![]);
         let policy = crate::policies::builtin("keepalive-4min").unwrap();
         let anthropic = CacheRules::documented(CacheKind::Anthropic, 0);
         let run = replay(
