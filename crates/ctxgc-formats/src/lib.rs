@@ -13,6 +13,7 @@ mod apis;
 pub mod chat;
 pub mod gemini;
 pub mod import;
+pub mod reparse;
 pub mod request;
 pub mod responses;
 pub mod wire;
@@ -20,6 +21,7 @@ pub mod wire_api;
 
 use ctxgc_core::{Block, Transcript};
 
+pub use reparse::{Layout, Previous};
 pub use request::{Api, ApiRequest};
 pub use wire_api::{Upstream, WireApi};
 

@@ -62,6 +62,31 @@ impl ApiRequest {
     pub fn parse_envelope(api: Api, bytes: &[u8]) -> Result<ApiRequest, FormatError> {
         let body: Value =
             serde_json::from_slice(bytes).map_err(|e| FormatError::Json(e.to_string()))?;
+        Self::envelope(api, body)
+    }
+
+    /// [`ApiRequest::parse_envelope`] with the body's [`Layout`], parsed after `previous`
+    /// (the same caller's previous body) when there is one: the conversation items the two
+    /// bodies share byte for byte are cloned from it, not parsed again. The request is the one
+    /// `parse_envelope` returns; the layout is `None` when the body has no conversation array.
+    pub fn parse_envelope_after(
+        api: Api,
+        bytes: &[u8],
+        previous: Option<crate::reparse::Previous<'_>>,
+    ) -> Result<(ApiRequest, Option<crate::reparse::Layout>), FormatError> {
+        let key = api.wire().items_key();
+        let parsed = previous
+            .and_then(|p| crate::reparse::parse_after(bytes, key, p))
+            .or_else(|| crate::reparse::parse_with_layout(bytes, key));
+        match parsed {
+            Some((body, layout)) => Ok((Self::envelope(api, body)?, layout)),
+            // Not what the resumable parse expects: the whole parse has the last word (and
+            // the error).
+            None => Ok((Self::parse_envelope(api, bytes)?, None)),
+        }
+    }
+
+    fn envelope(api: Api, body: Value) -> Result<ApiRequest, FormatError> {
         if !body.is_object() {
             return Err(FormatError::shape(
                 "body",

@@ -160,6 +160,11 @@ pub(crate) struct Reserved {
 }
 
 impl Reserved {
+    /// Whether no other request holds memory now.
+    pub(crate) fn alone(&self) -> bool {
+        self.budget.used() <= self.bytes
+    }
+
     /// The body size the reservation covers.
     pub(crate) fn body_bytes(&self) -> usize {
         self.bytes / (PARSED_FACTOR + 1)

@@ -13,6 +13,7 @@ use axum::response::Response;
 use ctxgc_formats::{Api, ApiRequest, FormatError};
 use tracing::Instrument;
 
+use crate::identity::Tenant;
 use crate::metrics::Forwarded;
 use crate::pipeline::{self, Prepared, Purpose};
 use crate::relay::relay;
@@ -74,15 +75,19 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     }
     drop(encoded);
     s.metrics.request();
+    let tenant = s.tenant_of(&parts.headers, parts.uri.query());
+    // Bodies are kept for the next request's parse only by a proxy serving one request at a
+    // time (the developer's own): under a load, memory goes to the requests in flight.
+    let alone = reserved.alone();
     let parsed = if bytes.len() > INLINE_PARSE_BYTES {
         // Parsing megabytes is CPU work: off the async workers, which every other request
         // needs.
-        let body = bytes.clone();
-        tokio::task::spawn_blocking(move || ApiRequest::parse_envelope(api, &body))
+        let (s, body, tenant) = (s.clone(), bytes.clone(), tenant.clone());
+        tokio::task::spawn_blocking(move || parse(&s, api, body, (tenant, alone)))
             .await
             .unwrap_or_else(|e| Err(FormatError::Json(format!("the parse failed: {e}"))))
     } else {
-        ApiRequest::parse_envelope(api, &bytes)
+        parse(&s, api, bytes.clone(), (tenant.clone(), alone))
     };
     let request = match parsed {
         Ok(r) => r,
@@ -119,7 +124,6 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
             let (_, rest) = parts.uri.path().split_once("/models/")?;
             Some(rest.split(':').next()?.to_owned())
         });
-    let tenant = s.tenant_of(&parts.headers, parts.uri.query());
     let session = s.session_of(&tenant, &request, &parts.headers);
     let span = tracing::info_span!(
         "request",
@@ -252,6 +256,38 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     }
     .instrument(span)
     .await
+}
+
+/// Parses a body, after the tenant's kept body it continues ([`crate::recent_bodies`]), and
+/// keeps it (as parsed, before anything rewrites it) when its session has come back. Other
+/// bodies, and any while other requests are in flight (`alone` false), are parsed whole,
+/// without a layout (a layout parse allocates more).
+fn parse(
+    s: &AppState,
+    api: Api,
+    raw: Bytes,
+    (tenant, alone): (Tenant, bool),
+) -> Result<ApiRequest, FormatError> {
+    s.recent_bodies.note_arrival(raw.len());
+    let continued = alone
+        .then(|| s.recent_bodies.continued(&tenant, &raw))
+        .flatten();
+    if !alone
+        || !s
+            .recent_bodies
+            .worth_keeping(&tenant, &raw, continued.as_ref())
+    {
+        return ApiRequest::parse_envelope(api, &raw);
+    }
+    let previous = continued
+        .as_deref()
+        .map(crate::recent_bodies::Recent::previous);
+    let (request, layout) = ApiRequest::parse_envelope_after(api, &raw, previous)?;
+    if let Some(layout) = layout {
+        let kept = (raw, request.body.clone(), layout);
+        s.recent_bodies.keep(tenant, kept, continued.as_ref());
+    }
+    Ok(request)
 }
 
 /// The cache fields ctxgc set on a request, for the fall-back when the upstream refuses one.

@@ -39,6 +39,7 @@ mod metrics;
 mod observe;
 mod pipeline;
 mod recent;
+mod recent_bodies;
 mod refusals;
 pub mod relay;
 mod reply;

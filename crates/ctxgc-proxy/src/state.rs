@@ -36,6 +36,8 @@ pub struct AppState {
     pub(crate) sessions: SessionTable,
     /// What each session's client alone would have been billed (the lab's cache model).
     pub(crate) client_bills: crate::client_bill::ClientBills,
+    /// Callers' latest large bodies as parsed, for parsing their next ones.
+    pub(crate) recent_bodies: crate::recent_bodies::RecentBodies,
     /// Sessions idle until their cache expires, then prepared ([`crate::idle`]).
     pub(crate) idle: crate::idle::IdleSessions,
     /// Sessions waiting for a keep-alive (`[cache] keepalive`).
@@ -160,6 +162,7 @@ impl AppState {
             refusals: crate::refusals::CacheFieldRefusals::default(),
             idle,
             client_bills: Default::default(),
+            recent_bodies: Default::default(),
             upstreams: Upstreams::new(&settings, metrics.clone())?,
             summarizer: SummarizerGate::new(
                 settings.summarizer.clone(),

@@ -1,0 +1,79 @@
+//! Parsing a 100K-token request whole, and after the same session's previous request (two
+//! items shorter): what `ctxgc serve` spends on an agent's next request before it rewrites it.
+//! Run with `cargo bench -p ctxgc-formats --bench parse`.
+
+// A measuring tool, not library code: a failure here should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use ctxgc_formats::{Api, ApiRequest, Previous};
+use divan::{Bencher, black_box};
+use serde_json::json;
+
+fn main() {
+    divan::main();
+}
+
+/// A Chat Completions body of about `tokens` tokens shaped as `gen_request` shapes one (turns
+/// of a tool call and its output, one output in ten large), without its last `fewer` items.
+fn body(tokens: usize, fewer: usize) -> Vec<u8> {
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a coding agent."}),
+        json!({"role": "user", "content": "The build fails on CI; find out why and fix it."}),
+    ];
+    let (mut counted, mut turn) = (60, 0);
+    while counted < tokens {
+        let id = format!("call_{turn}");
+        messages.push(json!({"role": "assistant", "content": format!("Step {turn}."), "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"command\":\"cargo test -p crate_{turn}\"}}")}}]}));
+        let lines = if turn % 10 == 9 { 4_000 } else { 60 };
+        let output: String = (0..lines)
+            .map(|i| {
+                format!(
+                    "test module_{turn}::case_{i} ... ok ({} ms)\n",
+                    (i * 7 + turn) % 90
+                )
+            })
+            .collect();
+        counted += output.len() / 4 + 30;
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
+        turn += 1;
+    }
+    messages.truncate(messages.len() - fewer);
+    serde_json::to_vec(&json!({"model": "gpt-5", "messages": messages})).unwrap()
+}
+
+#[divan::bench]
+fn whole(bencher: Bencher) {
+    let raw = body(100_000, 0);
+    bencher.bench(|| ApiRequest::parse_envelope(Api::ChatCompletions, black_box(&raw)).unwrap());
+}
+
+#[divan::bench]
+fn with_layout(bencher: Bencher) {
+    let raw = body(100_000, 0);
+    bencher.bench(|| {
+        ApiRequest::parse_envelope_after(Api::ChatCompletions, black_box(&raw), None).unwrap()
+    });
+}
+
+#[divan::bench]
+fn after_the_previous_request(bencher: Bencher) {
+    let (before, raw) = (body(100_000, 2), body(100_000, 0));
+    let (previous, layout) =
+        ApiRequest::parse_envelope_after(Api::ChatCompletions, &before, None).unwrap();
+    let layout = layout.unwrap();
+    let previous = Previous {
+        raw: &before,
+        body: &previous.body,
+        layout: &layout,
+    };
+    bencher.bench(|| {
+        ApiRequest::parse_envelope_after(Api::ChatCompletions, black_box(&raw), Some(previous))
+            .unwrap()
+    });
+}
+
+#[divan::bench]
+fn clone_to_keep(bencher: Bencher) {
+    let request = ApiRequest::parse_envelope(Api::ChatCompletions, &body(100_000, 0)).unwrap();
+    bencher.bench(|| black_box(&request.body).clone());
+}

@@ -1,0 +1,401 @@
+//! Parsing a request body after the same caller's previous one.
+//!
+//! An agent's next request repeats its previous one and appends to it, so at 100K tokens most
+//! of what a proxy parses it has parsed before. A body is parsed here with its [`Layout`]: where
+//! each item of its conversation array lies in its bytes. The next body shares a byte prefix
+//! with the previous one; the items wholly inside that prefix are the same items, so their
+//! parsed values are cloned (clones cost a fraction of a parse: no scanning, no unescaping) and
+//! the parse resumes after the last of them.
+//!
+//! The document is the one `serde_json` parses from the whole body (the tests hold them equal
+//! on mutated bodies). Whatever this parse does not expect (a body that is not an object, a
+//! repeated key, invalid JSON) returns `None`, and the caller parses the whole body, which also
+//! gives the error.
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+/// Where a parsed body's conversation lies in its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// How many top-level members come before the conversation array.
+    before: usize,
+    /// The byte range of each item of the conversation array.
+    items: Vec<(usize, usize)>,
+}
+
+impl Layout {
+    /// How many conversation items it locates.
+    pub fn items(&self) -> usize {
+        self.items.len()
+    }
+}
+
+/// A body parsed before, with its layout: what a later body is parsed after.
+#[derive(Debug, Clone, Copy)]
+pub struct Previous<'a> {
+    /// Its bytes.
+    pub raw: &'a [u8],
+    /// Its document as parsed (not as rewritten since).
+    pub body: &'a Value,
+    /// Its layout.
+    pub layout: &'a Layout,
+}
+
+/// Parses `raw`, a JSON object, with the layout of its array `items_key` (`None` in the layout
+/// when it has no such array). `None` when the body is not what this parse expects.
+pub(crate) fn parse_with_layout(raw: &[u8], items_key: &str) -> Option<(Value, Option<Layout>)> {
+    let mut c = Cursor { raw, at: 0 };
+    c.eat(b'{')?;
+    let mut map = Map::new();
+    let mut layout = None;
+    if c.peek()? == b'}' {
+        c.at += 1;
+    } else {
+        members(&mut c, &mut map, items_key, &mut layout)?;
+    }
+    c.end()?;
+    Some((Value::Object(map), layout))
+}
+
+/// Parses `raw` after `previous`, cloning the items in their common byte prefix. `None` when
+/// they share no whole item or `raw` is not what this parse expects.
+pub(crate) fn parse_after(
+    raw: &[u8],
+    items_key: &str,
+    previous: Previous<'_>,
+) -> Option<(Value, Option<Layout>)> {
+    let common = shared_prefix(raw, previous.raw);
+    let layout = previous.layout;
+    let mut shared = layout.items.partition_point(|&(_, end)| end <= common);
+    // A number ends where the next byte is not a digit: only an item that closes itself
+    // (an object, an array, a string) is the same whatever follows it.
+    while shared > 0
+        && !matches!(
+            previous.raw[layout.items[shared - 1].1 - 1],
+            b'}' | b']' | b'"'
+        )
+    {
+        shared -= 1;
+    }
+    if shared == 0 {
+        return None;
+    }
+    let old = previous.body.as_object()?;
+    let old_items = old.get(items_key)?.as_array()?;
+    if old_items.len() != layout.items.len() || old.len() < layout.before {
+        return None;
+    }
+    let mut map: Map<String, Value> = old
+        .iter()
+        .take(layout.before)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut items = Vec::with_capacity(old_items.len() + 2);
+    items.extend_from_slice(&old_items[..shared]);
+    let mut ranges = Vec::with_capacity(items.capacity());
+    ranges.extend_from_slice(&layout.items[..shared]);
+    let mut c = Cursor {
+        raw,
+        at: ranges[shared - 1].1,
+    };
+    match c.peek()? {
+        b',' => {
+            c.at += 1;
+            elements(&mut c, &mut items, &mut ranges)?;
+        }
+        b']' => c.at += 1,
+        _ => return None,
+    }
+    map.insert(items_key.to_owned(), Value::Array(items));
+    let mut found = Some(Layout {
+        before: layout.before,
+        items: ranges,
+    });
+    match c.peek()? {
+        b',' => {
+            c.at += 1;
+            members(&mut c, &mut map, items_key, &mut found)?;
+        }
+        b'}' => c.at += 1,
+        _ => return None,
+    }
+    c.end()?;
+    Some((Value::Object(map), found))
+}
+
+/// How many leading bytes `a` and `b` share, compared a block at a time.
+pub fn shared_prefix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 4096;
+    let n = a.len().min(b.len());
+    let mut at = 0;
+    while at + BLOCK <= n && a[at..at + BLOCK] == b[at..at + BLOCK] {
+        at += BLOCK;
+    }
+    at + a[at..n]
+        .iter()
+        .zip(&b[at..n])
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// An object's members from a key on, through its closing brace; the array `items_key` is laid
+/// out when `found` has none yet.
+fn members(
+    c: &mut Cursor<'_>,
+    map: &mut Map<String, Value>,
+    items_key: &str,
+    found: &mut Option<Layout>,
+) -> Option<()> {
+    loop {
+        let key: String = c.value()?;
+        c.eat(b':')?;
+        // A repeated key: the whole parse keeps the last value at the first one's place.
+        if map.contains_key(&key) {
+            return None;
+        }
+        if key == items_key && found.is_none() && c.peek()? == b'[' {
+            c.at += 1;
+            let before = map.len();
+            let mut items = Vec::new();
+            let mut ranges = Vec::new();
+            if c.peek()? == b']' {
+                c.at += 1;
+            } else {
+                elements(c, &mut items, &mut ranges)?;
+            }
+            map.insert(key, Value::Array(items));
+            *found = Some(Layout {
+                before,
+                items: ranges,
+            });
+        } else {
+            let value: Value = c.value()?;
+            map.insert(key, value);
+        }
+        match c.peek()? {
+            b',' => c.at += 1,
+            b'}' => {
+                c.at += 1;
+                return Some(());
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// An array's elements from one on, through its closing bracket, with their byte ranges.
+fn elements(
+    c: &mut Cursor<'_>,
+    items: &mut Vec<Value>,
+    ranges: &mut Vec<(usize, usize)>,
+) -> Option<()> {
+    loop {
+        c.skip_whitespace();
+        let start = c.at;
+        let item: Value = c.value()?;
+        ranges.push((start, c.at));
+        items.push(item);
+        match c.peek()? {
+            b',' => c.at += 1,
+            b']' => {
+                c.at += 1;
+                return Some(());
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// A position in a body.
+struct Cursor<'a> {
+    raw: &'a [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn skip_whitespace(&mut self) {
+        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.raw.get(self.at) {
+            self.at += 1;
+        }
+    }
+
+    /// The next byte that is not whitespace.
+    fn peek(&mut self) -> Option<u8> {
+        self.skip_whitespace();
+        self.raw.get(self.at).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    /// One JSON value, parsed by `serde_json` (with its settings and limits).
+    fn value<T: DeserializeOwned>(&mut self) -> Option<T> {
+        self.skip_whitespace();
+        let mut stream =
+            serde_json::Deserializer::from_slice(self.raw.get(self.at..)?).into_iter::<T>();
+        let value = stream.next()?.ok()?;
+        self.at += stream.byte_offset();
+        Some(value)
+    }
+
+    /// Only whitespace is left.
+    fn end(&mut self) -> Option<()> {
+        self.skip_whitespace();
+        (self.at == self.raw.len()).then_some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn whole(raw: &[u8]) -> Option<Value> {
+        serde_json::from_slice(raw).ok()
+    }
+
+    /// A body of the shape agents send: members before and after the conversation, items with
+    /// escapes, nesting, numbers and unicode.
+    fn body(items: usize, spaced: bool) -> String {
+        let mut messages = Vec::new();
+        for i in 0..items {
+            messages.push(serde_json::json!({
+                "role": if i % 2 == 0 { "user" } else { "assistant" },
+                "content": [{"type": "text", "text": format!("line {i}\n\t\"quoted\" \\ é 😀 {}", "x".repeat(i * 7))}],
+                "n": i as f64 * 0.1 + 1e-7,
+                "ok": i % 3 == 0,
+                "none": null,
+            }));
+        }
+        let v = serde_json::json!({
+            "model": "m",
+            "system": [{"type": "text", "text": "be brief"}],
+            "messages": messages,
+            "tools": [{"name": "bash", "input_schema": {"type": "object"}}],
+            "max_tokens": 1024,
+        });
+        if spaced {
+            serde_json::to_string_pretty(&v).unwrap()
+        } else {
+            serde_json::to_string(&v).unwrap()
+        }
+    }
+
+    #[test]
+    fn a_body_parses_as_the_whole_parse_does_with_its_items_laid_out() {
+        for spaced in [false, true] {
+            let raw = body(12, spaced);
+            let (value, layout) = parse_with_layout(raw.as_bytes(), "messages").unwrap();
+            assert_eq!(Some(&value), whole(raw.as_bytes()).as_ref());
+            let layout = layout.unwrap();
+            assert_eq!(layout.before, 2);
+            assert_eq!(layout.items(), 12);
+            for (i, &(start, end)) in layout.items.iter().enumerate() {
+                let item: Value = serde_json::from_slice(&raw.as_bytes()[start..end]).unwrap();
+                assert_eq!(item, value["messages"][i]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_longer_body_resumes_after_the_shared_items() {
+        for spaced in [false, true] {
+            let first = body(10, spaced);
+            let (value, layout) = parse_with_layout(first.as_bytes(), "messages").unwrap();
+            let layout = layout.unwrap();
+            let previous = Previous {
+                raw: first.as_bytes(),
+                body: &value,
+                layout: &layout,
+            };
+            for next in [body(10, spaced), body(11, spaced), body(14, spaced)] {
+                let (again, next_layout) =
+                    parse_after(next.as_bytes(), "messages", previous).unwrap();
+                assert_eq!(Some(&again), whole(next.as_bytes()).as_ref());
+                let next_layout = next_layout.unwrap();
+                let (full, full_layout) = parse_with_layout(next.as_bytes(), "messages").unwrap();
+                assert_eq!(again, full);
+                assert_eq!(Some(next_layout), full_layout);
+            }
+        }
+    }
+
+    /// Every edit of a body at any place (a byte changed, cut, inserted, the items reordered)
+    /// parses after the original as the whole parse parses it, or falls back to it.
+    #[test]
+    fn edited_bodies_parse_as_the_whole_parse_does_or_fall_back() {
+        let first = body(6, false);
+        let (value, layout) = parse_with_layout(first.as_bytes(), "messages").unwrap();
+        let layout = layout.unwrap();
+        let previous = Previous {
+            raw: first.as_bytes(),
+            body: &value,
+            layout: &layout,
+        };
+        let bytes = first.as_bytes();
+        let mut edits: Vec<Vec<u8>> = Vec::new();
+        for at in (0..bytes.len()).step_by(3) {
+            for byte in [b'x', b'"', b',', b']', b'}', b' ', b'1', b'\\'] {
+                let mut changed = bytes.to_vec();
+                changed[at] = byte;
+                edits.push(changed);
+                let mut inserted = bytes.to_vec();
+                inserted.insert(at, byte);
+                edits.push(inserted);
+            }
+            edits.push(bytes[..at].to_vec());
+            let mut cut = bytes[..at].to_vec();
+            cut.extend_from_slice(&bytes[(at + 5).min(bytes.len())..]);
+            edits.push(cut);
+        }
+        edits.push(br#"{"model":"m","messages":[1,2],"messages":[3]}"#.to_vec());
+        edits.push(br#"[1,2]"#.to_vec());
+        let numbers = br#"{"messages":[{"a":1},12,{"b":2}]}"#;
+        let (nv, nl) = parse_with_layout(numbers, "messages").unwrap();
+        let nl = nl.unwrap();
+        let after_numbers = br#"{"messages":[{"a":1},123,{"b":2}]}"#;
+        let resumed = Previous {
+            raw: numbers,
+            body: &nv,
+            layout: &nl,
+        };
+        assert_eq!(
+            parse_after(after_numbers, "messages", resumed).map(|(v, _)| v),
+            whole(after_numbers)
+        );
+        let mut checked = 0;
+        for raw in &edits {
+            let expected = whole(raw);
+            if let Some((value, _)) = parse_after(raw, "messages", previous) {
+                assert_eq!(Some(value), expected, "{}", String::from_utf8_lossy(raw));
+                checked += 1;
+            }
+            if let Some((value, _)) = parse_with_layout(raw, "messages") {
+                assert_eq!(Some(value), expected, "{}", String::from_utf8_lossy(raw));
+            }
+        }
+        assert!(checked > 100, "only {checked} edits resumed");
+    }
+
+    #[test]
+    fn bodies_sharing_no_whole_item_or_with_repeated_keys_fall_back() {
+        let first = body(3, false);
+        let (value, layout) = parse_with_layout(first.as_bytes(), "messages").unwrap();
+        let layout = layout.unwrap();
+        let previous = Previous {
+            raw: first.as_bytes(),
+            body: &value,
+            layout: &layout,
+        };
+        let other = first.replacen("line 0", "LINE 0", 1);
+        assert!(parse_after(other.as_bytes(), "messages", previous).is_none());
+        let repeated = first.replacen("\"max_tokens\"", "\"model\"", 1);
+        assert!(parse_after(repeated.as_bytes(), "messages", previous).is_none());
+        assert!(parse_with_layout(repeated.as_bytes(), "messages").is_none());
+        // Not an array: parsed, without a layout.
+        let (v, l) = parse_with_layout(br#"{"input":"hi"}"#, "input").unwrap();
+        assert_eq!(v, serde_json::json!({"input": "hi"}));
+        assert!(l.is_none());
+    }
+}
