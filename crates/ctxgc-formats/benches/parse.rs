@@ -13,30 +13,10 @@ fn main() {
     divan::main();
 }
 
-/// A Chat Completions body of about `tokens` tokens shaped as `gen_request` shapes one (turns
-/// of a tool call and its output, one output in ten large), without its last `fewer` items.
+/// A Chat Completions body of about `tokens` tokens shaped as `gen_request` shapes one
+/// (`ctxgc_test_support::sessions`), without its last `fewer` items.
 fn body(tokens: usize, fewer: usize) -> Vec<u8> {
-    let mut messages = vec![
-        json!({"role": "system", "content": "You are a coding agent."}),
-        json!({"role": "user", "content": "The build fails on CI; find out why and fix it."}),
-    ];
-    let (mut counted, mut turn) = (60, 0);
-    while counted < tokens {
-        let id = format!("call_{turn}");
-        messages.push(json!({"role": "assistant", "content": format!("Step {turn}."), "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"command\":\"cargo test -p crate_{turn}\"}}")}}]}));
-        let lines = if turn % 10 == 9 { 4_000 } else { 60 };
-        let output: String = (0..lines)
-            .map(|i| {
-                format!(
-                    "test module_{turn}::case_{i} ... ok ({} ms)\n",
-                    (i * 7 + turn) % 90
-                )
-            })
-            .collect();
-        counted += output.len() / 4 + 30;
-        messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
-        turn += 1;
-    }
+    let mut messages = ctxgc_test_support::sessions::agent_messages(tokens);
     messages.truncate(messages.len() - fewer);
     serde_json::to_vec(&json!({"model": "gpt-5", "messages": messages})).unwrap()
 }

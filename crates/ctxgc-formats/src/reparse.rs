@@ -255,6 +255,16 @@ mod tests {
         serde_json::from_slice(raw).ok()
     }
 
+    /// `raw` parsed with its layout, to parse later bodies after.
+    fn laid_out(raw: &[u8]) -> (Value, Layout) {
+        let (value, layout) = parse_with_layout(raw, "messages").unwrap();
+        (value, layout.unwrap())
+    }
+
+    fn resumable<'a>(raw: &'a [u8], (body, layout): &'a (Value, Layout)) -> Previous<'a> {
+        Previous { raw, body, layout }
+    }
+
     /// A body of the shape agents send: members before and after the conversation, items with
     /// escapes, nesting, numbers and unicode.
     fn body(items: usize, spaced: bool) -> String {
@@ -302,13 +312,8 @@ mod tests {
     fn a_longer_body_resumes_after_the_shared_items() {
         for spaced in [false, true] {
             let first = body(10, spaced);
-            let (value, layout) = parse_with_layout(first.as_bytes(), "messages").unwrap();
-            let layout = layout.unwrap();
-            let previous = Previous {
-                raw: first.as_bytes(),
-                body: &value,
-                layout: &layout,
-            };
+            let parsed = laid_out(first.as_bytes());
+            let previous = resumable(first.as_bytes(), &parsed);
             for next in [body(10, spaced), body(11, spaced), body(14, spaced)] {
                 let (again, next_layout) =
                     parse_after(next.as_bytes(), "messages", previous).unwrap();
@@ -326,13 +331,8 @@ mod tests {
     #[test]
     fn edited_bodies_parse_as_the_whole_parse_does_or_fall_back() {
         let first = body(6, false);
-        let (value, layout) = parse_with_layout(first.as_bytes(), "messages").unwrap();
-        let layout = layout.unwrap();
-        let previous = Previous {
-            raw: first.as_bytes(),
-            body: &value,
-            layout: &layout,
-        };
+        let parsed = laid_out(first.as_bytes());
+        let previous = resumable(first.as_bytes(), &parsed);
         let bytes = first.as_bytes();
         let mut edits: Vec<Vec<u8>> = Vec::new();
         for at in (0..bytes.len()).step_by(3) {
@@ -352,14 +352,9 @@ mod tests {
         edits.push(br#"{"model":"m","messages":[1,2],"messages":[3]}"#.to_vec());
         edits.push(br#"[1,2]"#.to_vec());
         let numbers = br#"{"messages":[{"a":1},12,{"b":2}]}"#;
-        let (nv, nl) = parse_with_layout(numbers, "messages").unwrap();
-        let nl = nl.unwrap();
+        let parsed_numbers = laid_out(numbers);
         let after_numbers = br#"{"messages":[{"a":1},123,{"b":2}]}"#;
-        let resumed = Previous {
-            raw: numbers,
-            body: &nv,
-            layout: &nl,
-        };
+        let resumed = resumable(numbers, &parsed_numbers);
         assert_eq!(
             parse_after(after_numbers, "messages", resumed).map(|(v, _)| v),
             whole(after_numbers)
@@ -381,13 +376,8 @@ mod tests {
     #[test]
     fn bodies_sharing_no_whole_item_or_with_repeated_keys_fall_back() {
         let first = body(3, false);
-        let (value, layout) = parse_with_layout(first.as_bytes(), "messages").unwrap();
-        let layout = layout.unwrap();
-        let previous = Previous {
-            raw: first.as_bytes(),
-            body: &value,
-            layout: &layout,
-        };
+        let parsed = laid_out(first.as_bytes());
+        let previous = resumable(first.as_bytes(), &parsed);
         let other = first.replacen("line 0", "LINE 0", 1);
         assert!(parse_after(other.as_bytes(), "messages", previous).is_none());
         let repeated = first.replacen("\"max_tokens\"", "\"model\"", 1);

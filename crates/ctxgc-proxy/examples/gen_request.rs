@@ -12,28 +12,7 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(100_000);
-    let mut messages = vec![
-        json!({"role": "system", "content": "You are a coding agent. Use the tools to inspect and change the repository."}),
-        json!({"role": "user", "content": "The build fails on CI; find out why and fix it."}),
-    ];
-    let mut tokens = 60;
-    let mut turn = 0;
-    while tokens < target {
-        let id = format!("call_{turn}");
-        messages.push(json!({"role": "assistant", "content": format!("Step {turn}: running the next check."), "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"command\":\"cargo test -p crate_{turn}\"}}")}}]}));
-        let lines = if turn % 10 == 9 { 4_000 } else { 60 };
-        let output: String = (0..lines)
-            .map(|i| {
-                format!(
-                    "test module_{turn}::case_{i} ... ok ({} ms)\n",
-                    (i * 7 + turn) % 90
-                )
-            })
-            .collect();
-        tokens += output.len() / 4 + 30;
-        messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
-        turn += 1;
-    }
+    let messages = ctxgc_test_support::sessions::agent_messages(target);
     let body = json!({"model": "gpt-5", "prompt_cache_key": "bench-session", "messages": messages})
         .to_string();
     // `gen_request N stream`: a streamed request, its flag written last, where fake_upstream

@@ -66,7 +66,8 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     };
     // Read whole, the body is weighed by what parsing and rewriting it takes (objects weigh
     // more than their bytes): past the budget it goes upstream as the client sent it.
-    if let Err(short) = reserved.settle(crate::gate::weight_of(&bytes)) {
+    let weight = crate::gate::weight_of(&bytes);
+    if let Err(short) = reserved.settle(weight) {
         drop(bytes);
         if let Some(headers) = encoded.0 {
             parts.headers = headers;
@@ -83,11 +84,11 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         // Parsing megabytes is CPU work: off the async workers, which every other request
         // needs.
         let (s, body, tenant) = (s.clone(), bytes.clone(), tenant.clone());
-        tokio::task::spawn_blocking(move || parse(&s, api, body, (tenant, alone)))
+        tokio::task::spawn_blocking(move || parse(&s, api, body, (tenant, alone, weight)))
             .await
             .unwrap_or_else(|e| Err(FormatError::Json(format!("the parse failed: {e}"))))
     } else {
-        parse(&s, api, bytes.clone(), (tenant.clone(), alone))
+        parse(&s, api, bytes.clone(), (tenant.clone(), alone, weight))
     };
     let request = match parsed {
         Ok(r) => r,
@@ -261,12 +262,13 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
 /// Parses a body, after the tenant's kept body it continues ([`crate::recent_bodies`]), and
 /// keeps it (as parsed, before anything rewrites it) when its session has come back. Other
 /// bodies, and any while other requests are in flight (`alone` false), are parsed whole,
-/// without a layout (a layout parse allocates more).
+/// without a layout (a layout parse allocates more). `weight`: the body's
+/// [`crate::gate::weight_of`], weighed once by the caller.
 fn parse(
     s: &AppState,
     api: Api,
     raw: Bytes,
-    (tenant, alone): (Tenant, bool),
+    (tenant, alone, weight): (Tenant, bool, usize),
 ) -> Result<ApiRequest, FormatError> {
     s.recent_bodies.note_arrival(raw.len());
     let continued = alone
@@ -275,7 +277,7 @@ fn parse(
     if !alone
         || !s
             .recent_bodies
-            .worth_keeping(&tenant, &raw, continued.as_ref())
+            .worth_keeping(&tenant, (&raw, weight), continued.as_ref())
     {
         return ApiRequest::parse_envelope(api, &raw);
     }
@@ -285,7 +287,8 @@ fn parse(
     let (request, layout) = ApiRequest::parse_envelope_after(api, &raw, previous)?;
     if let Some(layout) = layout {
         let kept = (raw, request.body.clone(), layout);
-        s.recent_bodies.keep(tenant, kept, continued.as_ref());
+        s.recent_bodies
+            .keep(tenant, kept, weight, continued.as_ref());
     }
     Ok(request)
 }

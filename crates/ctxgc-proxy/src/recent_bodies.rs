@@ -138,18 +138,15 @@ impl RecentBodies {
     pub(crate) fn worth_keeping(
         &self,
         tenant: &Tenant,
-        raw: &[u8],
+        (raw, weight): (&[u8], usize),
         continued: Option<&Arc<Recent>>,
     ) -> bool {
-        if raw.len() < MIN_BYTES {
+        if raw.len() < MIN_BYTES || weight > MAX_WEIGHT / 2 {
             return false;
         }
         let Ok(mut bodies) = self.bodies.lock() else {
             return false;
         };
-        if crate::gate::weight_of(raw) > MAX_WEIGHT / 2 {
-            return false;
-        }
         if continued.is_some() {
             return true;
         }
@@ -162,15 +159,15 @@ impl RecentBodies {
         false
     }
 
-    /// Keeps `raw`, parsed as `body` with `layout`, in place of `replaced` (the body it
-    /// continues).
+    /// Keeps `raw`, parsed as `body` with `layout` and weighing `weight`
+    /// ([`crate::gate::weight_of`]), in place of `replaced` (the body it continues).
     pub(crate) fn keep(
         &self,
         tenant: Tenant,
         (raw, body, layout): (Bytes, Value, Layout),
+        weight: usize,
         replaced: Option<&Arc<Recent>>,
     ) {
-        let weight = crate::gate::weight_of(&raw);
         let mut recent = Recent {
             tenant,
             raw,
@@ -236,7 +233,8 @@ mod tests {
     fn arrive(bodies: &RecentBodies, tenant: &Tenant, raw: &Bytes) -> bool {
         bodies.note_arrival(raw.len());
         let continued = bodies.continued(tenant, raw);
-        if !bodies.worth_keeping(tenant, raw, continued.as_ref()) {
+        let weight = crate::gate::weight_of(raw);
+        if !bodies.worth_keeping(tenant, (raw, weight), continued.as_ref()) {
             return false;
         }
         let previous = continued.as_deref().map(Recent::previous);
@@ -248,7 +246,7 @@ mod tests {
         .unwrap();
         assert_eq!(request.body, parsed(raw).1);
         let kept = (raw.clone(), request.body, layout.unwrap());
-        bodies.keep(tenant.clone(), kept, continued.as_ref());
+        bodies.keep(tenant.clone(), kept, weight, continued.as_ref());
         continued.is_some()
     }
 
@@ -316,7 +314,9 @@ mod tests {
         let bodies = RecentBodies::default();
         let t = tenants(20);
         for (i, tenant) in t.iter().enumerate() {
-            bodies.keep(tenant.clone(), parsed(&body(4 + i % 3)), None);
+            let raw = body(4 + i % 3);
+            let weight = crate::gate::weight_of(&raw);
+            bodies.keep(tenant.clone(), parsed(&raw), weight, None);
         }
         let kept = &bodies.bodies.lock().unwrap().kept;
         assert!(kept.len() <= MAX_KEPT);

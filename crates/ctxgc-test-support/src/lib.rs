@@ -1,6 +1,6 @@
 //! What ctxgc's tests share: one fake upstream that records every request it receives and
 //! answers with the test's own responder (real HTTP over a loopback socket), and a throwaway
-//! `redis-server`.
+//! `redis-server`, and synthetic agent sessions for benchmarks.
 
 // Test support: a failed unwrap is a failed test.
 #![deny(missing_docs)]
@@ -17,6 +17,7 @@ use axum::response::Response;
 
 pub mod logs;
 pub mod redis_server;
+pub mod sessions;
 
 /// One request the upstream received.
 #[derive(Debug, Clone)]
