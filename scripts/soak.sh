@@ -2,8 +2,10 @@
 # Memory soak of `ctxgc serve` (loopback only): 1,000 sessions x 40 turns with 50 KB tool
 # outputs, 200 sessions active at any time (staggered over their turns, round-robin), through
 # the proxy (a 32K window) and a SQLite store, in front of a fast fake upstream. Fails when a
-# request fails, the proxy fails open, its peak resident memory passes 128 MB or it still grows
-# after warm-up. The store is bounded at SOAK_STORE_MB (256): its eviction runs under the load,
+# request fails, the proxy fails open, its peak resident memory passes 136 MB or it still grows
+# after warm-up. (136 MB: the 128 MB this limit was until the allocator kept 4 MiB at the top of
+# each of its two arenas for the next request, an 8 MiB bound, serve.rs's tune_allocator; the
+# issue's own bound is 200 MB for 256 concurrent sessions, scripts/bench-limits.sh sessions.) The store is bounded at SOAK_STORE_MB (256): its eviction runs under the load,
 # and the soak needs no more disk than that (CI machines have had under 300 MB free).
 # Usage: scripts/soak.sh [SESSIONS] [TURNS] [OUTPUT_BYTES] [ACTIVE] [CONCURRENCY] [MAX_PEAK_MB]
 set -euo pipefail
@@ -34,7 +36,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 status=0
-target/release/examples/soak "http://127.0.0.1:$px_port" "$px" "${1:-1000}" "${2:-40}" "${3:-50000}" "${4:-200}" "${5:-8}" "${6:-128}" || status=$?
+target/release/examples/soak "http://127.0.0.1:$px_port" "$px" "${1:-1000}" "${2:-40}" "${3:-50000}" "${4:-200}" "${5:-8}" "${6:-136}" || status=$?
 # What the proxy did meanwhile (aggregate counts: no session of any tenant is shown).
 # Where the proxy's memory is at the end (anonymous or file-backed) and its threads: a figure
 # that differs between machines says which kind differs.

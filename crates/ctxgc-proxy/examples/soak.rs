@@ -93,7 +93,7 @@ async fn main() {
     let bytes: usize = arg(5, 50_000);
     let active: usize = arg(6, 200);
     let concurrency: usize = arg(7, 8);
-    let max_peak_mb: u64 = arg(8, 128);
+    let max_peak_mb: u64 = arg(8, 136);
     assert!(
         pid > 0 && sessions > 0 && turns > 0 && active > 0,
         "usage: soak PROXY_URL PID [SESSIONS] [TURNS] [OUTPUT_BYTES] [ACTIVE] [CONCURRENCY] [MAX_PEAK_MB]"
