@@ -99,26 +99,16 @@ pub(crate) fn parse_after(
         raw,
         at: ranges[shared - 1].1,
     };
-    match c.peek()? {
-        b',' => {
-            c.at += 1;
-            elements(&mut c, &mut items, &mut ranges)?;
-        }
-        b']' => c.at += 1,
-        _ => return None,
+    if c.more(b']')? {
+        elements(&mut c, &mut items, &mut ranges)?;
     }
     map.insert(items_key.to_owned(), Value::Array(items));
     let mut found = Some(Layout {
         before: layout.before,
         items: ranges,
     });
-    match c.peek()? {
-        b',' => {
-            c.at += 1;
-            members(&mut c, &mut map, items_key, &mut found)?;
-        }
-        b'}' => c.at += 1,
-        _ => return None,
+    if c.more(b'}')? {
+        members(&mut c, &mut map, items_key, &mut found)?;
     }
     c.end()?;
     Some((Value::Object(map), found))
@@ -173,13 +163,8 @@ fn members(
             let value: Value = c.value()?;
             map.insert(key, value);
         }
-        match c.peek()? {
-            b',' => c.at += 1,
-            b'}' => {
-                c.at += 1;
-                return Some(());
-            }
-            _ => return None,
+        if !c.more(b'}')? {
+            return Some(());
         }
     }
 }
@@ -196,13 +181,8 @@ fn elements(
         let item: Value = c.value()?;
         ranges.push((start, c.at));
         items.push(item);
-        match c.peek()? {
-            b',' => c.at += 1,
-            b']' => {
-                c.at += 1;
-                return Some(());
-            }
-            _ => return None,
+        if !c.more(b']')? {
+            return Some(());
         }
     }
 }
@@ -224,6 +204,17 @@ impl Cursor<'_> {
     fn peek(&mut self) -> Option<u8> {
         self.skip_whitespace();
         self.raw.get(self.at).copied()
+    }
+
+    /// After a member or element: a comma (`true`, another follows) or the container's
+    /// `close` (`false`), consumed; `None` for anything else.
+    fn more(&mut self, close: u8) -> Option<bool> {
+        let next = self.peek()?;
+        if next != b',' && next != close {
+            return None;
+        }
+        self.at += 1;
+        Some(next == b',')
     }
 
     fn eat(&mut self, byte: u8) -> Option<()> {
