@@ -22,6 +22,8 @@ pub struct Layout {
     before: usize,
     /// The byte range of each item of the conversation array.
     items: Vec<(usize, usize)>,
+    /// How many leading items were cloned from the previous body's parse, not parsed.
+    reused: usize,
 }
 
 impl Layout {
@@ -106,12 +108,45 @@ pub(crate) fn parse_after(
     let mut found = Some(Layout {
         before: layout.before,
         items: ranges,
+        reused: shared,
     });
     if c.more(b'}')? {
         members(&mut c, &mut map, items_key, &mut found)?;
     }
     c.end()?;
     Some((Value::Object(map), found))
+}
+
+/// A copy of `body`, parsed with `layout` after `previous` (given up here), that moves the
+/// items it cloned from `previous` instead of cloning them a second time: what a caller keeps to
+/// parse its next body after costs the new items and members only, and `previous` is not freed
+/// item by item either. `previous` must be the document `body` was parsed after.
+pub fn copy_reusing(body: &Value, layout: &Layout, items_key: &str, previous: Value) -> Value {
+    let reused = layout.reused;
+    let (Some(new), Value::Object(mut old)) = (body.as_object(), previous) else {
+        return body.clone();
+    };
+    let new_items = new.get(items_key).and_then(Value::as_array);
+    let mut items = match (old.remove(items_key), new_items) {
+        (Some(Value::Array(items)), Some(new_items))
+            if items.len() >= reused && new_items.len() >= reused =>
+        {
+            items
+        }
+        _ => return body.clone(),
+    };
+    items.truncate(reused);
+    if let Some(new_items) = new_items {
+        items.extend_from_slice(&new_items[reused..]);
+    }
+    let mut items = Some(Value::Array(items));
+    new.iter()
+        .map(|(k, v)| match items.take_if(|_| k == items_key) {
+            Some(items) => (k.clone(), items),
+            None => (k.clone(), v.clone()),
+        })
+        .collect::<Map<String, Value>>()
+        .into()
 }
 
 /// How many leading bytes `a` and `b` share, compared a block at a time.
@@ -158,6 +193,7 @@ fn members(
             *found = Some(Layout {
                 before,
                 items: ranges,
+                reused: 0,
             });
         } else {
             let value: Value = c.value()?;
@@ -312,7 +348,15 @@ mod tests {
                 let next_layout = next_layout.unwrap();
                 let (full, full_layout) = parse_with_layout(next.as_bytes(), "messages").unwrap();
                 assert_eq!(again, full);
-                assert_eq!(Some(next_layout), full_layout);
+                let full_layout = full_layout.unwrap();
+                assert_eq!(
+                    (next_layout.before, &next_layout.items),
+                    (full_layout.before, &full_layout.items)
+                );
+                assert_eq!((next_layout.reused, full_layout.reused), (10, 0));
+                // What is kept for the next body is the same document.
+                let kept = copy_reusing(&again, &next_layout, "messages", parsed.0.clone());
+                assert_eq!(kept, again);
             }
         }
     }
@@ -353,7 +397,11 @@ mod tests {
         let mut checked = 0;
         for raw in &edits {
             let expected = whole(raw);
-            if let Some((value, _)) = parse_after(raw, "messages", previous) {
+            if let Some((value, layout)) = parse_after(raw, "messages", previous) {
+                if let Some(layout) = layout {
+                    let kept = copy_reusing(&value, &layout, "messages", parsed.0.clone());
+                    assert_eq!(kept, value, "{}", String::from_utf8_lossy(raw));
+                }
                 assert_eq!(Some(value), expected, "{}", String::from_utf8_lossy(raw));
                 checked += 1;
             }

@@ -286,9 +286,10 @@ fn parse(
         .map(crate::recent_bodies::Recent::previous);
     let (request, layout) = ApiRequest::parse_envelope_after(api, &raw, previous)?;
     if let Some(layout) = layout {
-        let kept = (raw, request.body.clone(), layout);
+        let kept = (raw, &request.body, layout);
+        let items_key = api.wire().items_key();
         s.recent_bodies
-            .keep(tenant, kept, weight, continued.as_ref());
+            .keep(tenant, kept, (items_key, weight), continued);
     }
     Ok(request)
 }
@@ -475,7 +476,9 @@ async fn read_body_within(
     use http_body_util::BodyExt;
     let deadline = s.settings.timeouts.client_body;
     let until = tokio::time::Instant::now() + deadline;
-    let mut buffer = bytes::BytesMut::new();
+    // A declared length is reserved already: the buffer takes it at once instead of growing
+    // by doubling, which copied a 100K-token body about once more and faulted in its pages.
+    let mut buffer = bytes::BytesMut::with_capacity(reserved.body_bytes());
     loop {
         let frame = match tokio::time::timeout_at(until, body.frame()).await {
             Err(_) => {

@@ -328,14 +328,31 @@ pub(crate) async fn run(
     };
     let (state, raw, session) = (s.clone(), raw.clone(), session.clone());
     let span = tracing::Span::current();
-    tokio::task::spawn_blocking(move || {
+    let (done, prepared) = tokio::sync::oneshot::channel();
+    let task = tokio::task::spawn_blocking(move || {
         let _entered = span.enter();
-        let prepared = prepare(&state, &mut request, &raw, &session, purpose, caller);
+        let _ = done.send(prepare(
+            &state,
+            &mut request,
+            &raw,
+            &session,
+            purpose,
+            caller,
+        ));
+        // The request goes upstream while its parsed document is freed here: at 100K tokens
+        // that is tens of thousands of allocations the request need not wait for. The slot
+        // (and its share of the rewrite budget) is freed after it.
+        drop(request);
         drop(slot);
-        prepared
-    })
-    .await
-    .map_err(|e| ProxyError::Task(e.to_string()))?
+    });
+    match prepared.await {
+        Ok(prepared) => prepared,
+        // The task ended without an answer: it panicked, and its join says how.
+        Err(_) => Err(ProxyError::Task(match task.await {
+            Err(e) => e.to_string(),
+            Ok(()) => "the pipeline ended without an answer".to_owned(),
+        })),
+    }
 }
 
 /// ctxgc's count of a request's prompt: its conversation as the provider frames it, its system

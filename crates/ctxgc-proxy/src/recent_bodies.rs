@@ -159,15 +159,30 @@ impl RecentBodies {
         false
     }
 
-    /// Keeps `raw`, parsed as `body` with `layout` and weighing `weight`
-    /// ([`crate::gate::weight_of`]), in place of `replaced` (the body it continues).
+    /// Keeps `raw`, parsed as `body` with `layout` (of its array `items_key`) and weighing
+    /// `weight` ([`crate::gate::weight_of`]), in place of `replaced`, the body it was parsed
+    /// after. The copy kept takes the items `body` cloned from `replaced` back from it when no
+    /// other request holds it: a 100K-token session's document is then cloned once a request,
+    /// not twice, and the one it replaces is not freed item by item.
     pub(crate) fn keep(
         &self,
         tenant: Tenant,
-        (raw, body, layout): (Bytes, Value, Layout),
-        weight: usize,
-        replaced: Option<&Arc<Recent>>,
+        (raw, body, layout): (Bytes, &Value, Layout),
+        (items_key, weight): (&str, usize),
+        replaced: Option<Arc<Recent>>,
     ) {
+        let previous = replaced.and_then(|replaced| {
+            if let Ok(mut bodies) = self.bodies.lock() {
+                bodies.kept.retain(|r| !Arc::ptr_eq(r, &replaced));
+            }
+            Arc::into_inner(replaced)
+        });
+        let body = match previous {
+            Some(previous) => {
+                ctxgc_formats::reparse::copy_reusing(body, &layout, items_key, previous.body)
+            }
+            None => body.clone(),
+        };
         let mut recent = Recent {
             tenant,
             raw,
@@ -180,9 +195,6 @@ impl RecentBodies {
             return;
         };
         recent.arrived = bodies.arrived;
-        if let Some(replaced) = replaced {
-            bodies.kept.retain(|r| !Arc::ptr_eq(r, replaced));
-        }
         bodies.kept.push_front(Arc::new(recent));
         let mut total: usize = bodies.kept.iter().map(|r| r.weight).sum();
         while bodies.kept.len() > MAX_KEPT || total > MAX_WEIGHT {
@@ -244,10 +256,14 @@ mod tests {
             previous,
         )
         .unwrap();
-        assert_eq!(request.body, parsed(raw).1);
-        let kept = (raw.clone(), request.body, layout.unwrap());
-        bodies.keep(tenant.clone(), kept, weight, continued.as_ref());
-        continued.is_some()
+        let whole = parsed(raw).1;
+        assert_eq!(request.body, whole);
+        let was_continued = continued.is_some();
+        let kept = (raw.clone(), &request.body, layout.unwrap());
+        bodies.keep(tenant.clone(), kept, ("messages", weight), continued);
+        // What is kept (moved back from the body it replaces) is the body's whole parse.
+        assert_eq!(bodies.bodies.lock().unwrap().kept[0].body, whole);
+        was_continued
     }
 
     #[test]
@@ -269,6 +285,10 @@ mod tests {
             assert_eq!(kept.len(), 1);
             assert_eq!(kept[0].layout.items(), 8);
         }
+        // A kept body another request still holds is copied, not taken from it.
+        let held = bodies.continued(&t[0], &body(9)).unwrap();
+        assert!(arrive(&bodies, &t[0], &body(9)));
+        assert_eq!(held.layout.items(), 8);
         // Small bodies are neither kept nor matched.
         assert!(bodies.continued(&t[0], b"{\"messages\":[]}").is_none());
     }
@@ -316,7 +336,13 @@ mod tests {
         for (i, tenant) in t.iter().enumerate() {
             let raw = body(4 + i % 3);
             let weight = crate::gate::weight_of(&raw);
-            bodies.keep(tenant.clone(), parsed(&raw), weight, None);
+            let (raw, body, layout) = parsed(&raw);
+            bodies.keep(
+                tenant.clone(),
+                (raw, &body, layout),
+                ("messages", weight),
+                None,
+            );
         }
         let kept = &bodies.bodies.lock().unwrap().kept;
         assert!(kept.len() <= MAX_KEPT);
