@@ -15,7 +15,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-/// Where a parsed body's conversation lies in its bytes.
+/// Where a parsed body's conversation and other top-level members lie in its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     /// How many top-level members come before the conversation array.
@@ -24,12 +24,30 @@ pub struct Layout {
     items: Vec<(usize, usize)>,
     /// How many leading items were cloned from the previous body's parse, not parsed.
     reused: usize,
+    /// The byte range of each other top-level member's value, in the body's order.
+    members: Vec<MemberSpan>,
 }
+
+/// A top-level member's key and the byte range of its value.
+type MemberSpan = (String, (usize, usize));
 
 impl Layout {
     /// How many conversation items it locates.
     pub fn items(&self) -> usize {
         self.items.len()
+    }
+
+    /// The byte range of each item of the conversation array, in order.
+    pub fn item_spans(&self) -> &[(usize, usize)] {
+        &self.items
+    }
+
+    /// The byte range of the value of the top-level member `key` (not the conversation).
+    pub fn member_span(&self, key: &str) -> Option<(usize, usize)> {
+        self.members
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|&(_, span)| span)
     }
 }
 
@@ -51,12 +69,16 @@ pub(crate) fn parse_with_layout(raw: &[u8], items_key: &str) -> Option<(Value, O
     c.eat(b'{')?;
     let mut map = Map::new();
     let mut layout = None;
+    let mut spans = Vec::new();
     if c.peek()? == b'}' {
         c.at += 1;
     } else {
-        members(&mut c, &mut map, items_key, &mut layout)?;
+        members(&mut c, (&mut map, &mut spans), items_key, &mut layout)?;
     }
     c.end()?;
+    if let Some(layout) = &mut layout {
+        layout.members = spans;
+    }
     Some((Value::Object(map), layout))
 }
 
@@ -105,15 +127,21 @@ pub(crate) fn parse_after(
         elements(&mut c, &mut items, &mut ranges)?;
     }
     map.insert(items_key.to_owned(), Value::Array(items));
+    // The members before the conversation lie before the shared items: the same bytes.
+    let mut spans = layout.members[..layout.before.min(layout.members.len())].to_vec();
     let mut found = Some(Layout {
         before: layout.before,
         items: ranges,
         reused: shared,
+        members: Vec::new(),
     });
     if c.more(b'}')? {
-        members(&mut c, &mut map, items_key, &mut found)?;
+        members(&mut c, (&mut map, &mut spans), items_key, &mut found)?;
     }
     c.end()?;
+    if let Some(found) = &mut found {
+        found.members = spans;
+    }
     Some((Value::Object(map), found))
 }
 
@@ -168,7 +196,7 @@ pub fn shared_prefix(a: &[u8], b: &[u8]) -> usize {
 /// out when `found` has none yet.
 fn members(
     c: &mut Cursor<'_>,
-    map: &mut Map<String, Value>,
+    (map, spans): (&mut Map<String, Value>, &mut Vec<MemberSpan>),
     items_key: &str,
     found: &mut Option<Layout>,
 ) -> Option<()> {
@@ -194,9 +222,13 @@ fn members(
                 before,
                 items: ranges,
                 reused: 0,
+                members: Vec::new(),
             });
         } else {
+            c.skip_whitespace();
+            let start = c.at;
             let value: Value = c.value()?;
+            spans.push((key.clone(), (start, c.at)));
             map.insert(key, value);
         }
         if !c.more(b'}')? {
@@ -328,10 +360,19 @@ mod tests {
             let layout = layout.unwrap();
             assert_eq!(layout.before, 2);
             assert_eq!(layout.items(), 12);
-            for (i, &(start, end)) in layout.items.iter().enumerate() {
+            for (i, &(start, end)) in layout.item_spans().iter().enumerate() {
                 let item: Value = serde_json::from_slice(&raw.as_bytes()[start..end]).unwrap();
                 assert_eq!(item, value["messages"][i]);
             }
+            for (key, member) in value.as_object().unwrap() {
+                let Some((start, end)) = layout.member_span(key) else {
+                    assert_eq!(key, "messages");
+                    continue;
+                };
+                let parsed: Value = serde_json::from_slice(&raw.as_bytes()[start..end]).unwrap();
+                assert_eq!(&parsed, member, "{key}");
+            }
+            assert_eq!(layout.members.len(), 4);
         }
     }
 
@@ -350,8 +391,8 @@ mod tests {
                 assert_eq!(again, full);
                 let full_layout = full_layout.unwrap();
                 assert_eq!(
-                    (next_layout.before, &next_layout.items),
-                    (full_layout.before, &full_layout.items)
+                    (next_layout.before, &next_layout.items, &next_layout.members),
+                    (full_layout.before, &full_layout.items, &full_layout.members)
                 );
                 assert_eq!((next_layout.reused, full_layout.reused), (10, 0));
                 // What is kept for the next body is the same document.
@@ -401,6 +442,15 @@ mod tests {
                 if let Some(layout) = layout {
                     let kept = copy_reusing(&value, &layout, "messages", parsed.0.clone());
                     assert_eq!(kept, value, "{}", String::from_utf8_lossy(raw));
+                    // The spans are those of the body's own parse.
+                    let full = parse_with_layout(raw, "messages").and_then(|(_, l)| l);
+                    let full = full.expect("a resumed body parses whole with a layout");
+                    assert_eq!(
+                        (&layout.items, &layout.members),
+                        (&full.items, &full.members),
+                        "{}",
+                        String::from_utf8_lossy(raw)
+                    );
                 }
                 assert_eq!(Some(value), expected, "{}", String::from_utf8_lossy(raw));
                 checked += 1;

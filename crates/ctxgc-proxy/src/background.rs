@@ -45,14 +45,15 @@ pub(crate) fn note_keepalive(
     }
 }
 
-/// What the client's own request `raw` would have been billed, off the request path: queued
-/// for the thread that serves it with the session's simulated cache ([`crate::client_bill`]),
-/// started with the first request.
+/// What the client's own request `raw` (laid out by `layout` when its parse found where its
+/// items lie) would have been billed, off the request path: queued for the thread that serves
+/// it with the session's simulated cache ([`crate::client_bill`]), started with the first
+/// request.
 pub(crate) fn bill_as_the_client_alone(
     s: &Arc<AppState>,
     session: &ctxgc_core::store::SessionId,
     (api, model): (Api, Option<String>),
-    raw: Bytes,
+    (raw, layout): (Bytes, Option<ctxgc_formats::Layout>),
 ) {
     if let Some(jobs) = s.client_bills.take_jobs() {
         let state = Arc::downgrade(s);
@@ -70,7 +71,7 @@ pub(crate) fn bill_as_the_client_alone(
                     let served = s.client_bills.serve(
                         &job.session,
                         (job.api, job.model.as_deref()),
-                        &job.raw,
+                        (&job.raw, job.layout.as_ref()),
                         job.at_ms,
                         scale,
                     );
@@ -94,6 +95,7 @@ pub(crate) fn bill_as_the_client_alone(
         api,
         model,
         raw,
+        layout,
         at_ms,
     };
     if !s.client_bills.offer(job) {

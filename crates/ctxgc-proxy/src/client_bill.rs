@@ -5,7 +5,9 @@
 //! sent, it says what ctxgc saved in the provider's own terms.
 //!
 //! Off the request path: each request's bytes (shared, not copied) go to a blocking task after
-//! it was forwarded. A request is cut into blocks as the lab cuts one: its system prompt and
+//! it was forwarded, with the byte ranges of its items when the request path's parse found
+//! them ([`ctxgc_formats::Layout`]: a session's bodies after the first, on a proxy serving one
+//! request at a time), so that the body is not scanned a second time. A request is cut into blocks as the lab cuts one: its system prompt and
 //! tools, then each item of its conversation, each with a hash of the prefix so far and its
 //! tokens, estimated from its bytes (`[trim] bytes_per_token`) and scaled by the session's
 //! calibration to the upstream's counts. The client's own breakpoints and TTL are read from the
@@ -15,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use ctxgc_core::store::SessionId;
-use ctxgc_formats::Api;
+use ctxgc_formats::{Api, Layout};
 use ctxgc_replay::cache::{Block, CacheKind, CacheModel, SentAt, Served, chain};
 use serde_json::value::RawValue;
 
@@ -41,6 +43,8 @@ pub(crate) struct Job {
     pub(crate) api: Api,
     pub(crate) model: Option<String>,
     pub(crate) raw: bytes::Bytes,
+    /// Where `raw`'s items and members lie, when the request path's parse found it.
+    pub(crate) layout: Option<Layout>,
     pub(crate) at_ms: i64,
 }
 
@@ -82,16 +86,18 @@ impl ClientBills {
     }
 
     /// Runs the session's simulated cache on one request of the client (`raw`, of `api`, for
-    /// `model`) sent at `at_ms`, with `bytes_per_token` and the session's `calibration`.
+    /// `model`, laid out by `layout` when known) sent at `at_ms`, with `bytes_per_token` and the
+    /// session's `calibration`.
     pub(crate) fn serve(
         &self,
         session: &SessionId,
         (api, model): (Api, Option<&str>),
-        raw: &[u8],
+        (raw, layout): (&[u8], Option<&Layout>),
         at_ms: i64,
         (bytes_per_token, calibration): (f64, f64),
     ) -> Option<ClientServed> {
-        let (blocks, long) = blocks_of(api, raw, bytes_per_token.max(1.0) / calibration.max(0.1))?;
+        let bytes_per_token = bytes_per_token.max(1.0) / calibration.max(0.1);
+        let (blocks, long) = blocks_of(api, (raw, layout), bytes_per_token)?;
         let catalog = ctxgc_replay::prices::builtin_shared();
         let fallback = match api {
             Api::Messages => CacheKind::Anthropic,
@@ -131,8 +137,40 @@ impl ClientBills {
     }
 }
 
-/// The top-level members of a request, borrowed from its bytes.
-type Members<'a> = HashMap<std::borrow::Cow<'a, str>, &'a RawValue>;
+/// The top-level members of a request, borrowed from its bytes (their JSON text).
+type Members<'a> = HashMap<std::borrow::Cow<'a, str>, &'a [u8]>;
+
+/// The top-level members the bill reads: the system prompt (`system_key`), the tools and the
+/// retention asked for.
+fn members_read(system_key: Option<&'static str>) -> impl Iterator<Item = &'static str> {
+    system_key
+        .into_iter()
+        .chain(["tools", "prompt_cache_retention"])
+}
+
+/// A request's top-level members and the items of its conversation array: from `layout` when
+/// known, else read from its bytes.
+fn split<'a>(
+    raw: &'a [u8],
+    layout: Option<&Layout>,
+    (items_key, system_key): (&'static str, Option<&'static str>),
+) -> Option<(Members<'a>, Vec<&'a [u8]>)> {
+    let laid_out = layout.and_then(|layout| {
+        let items = layout
+            .item_spans()
+            .iter()
+            .map(|&(start, end)| raw.get(start..end))
+            .collect::<Option<Vec<_>>>()?;
+        let mut members = Members::new();
+        for key in members_read(system_key) {
+            if let Some((start, end)) = layout.member_span(key) {
+                members.insert(key.into(), raw.get(start..end)?);
+            }
+        }
+        Some((members, items))
+    });
+    laid_out.or_else(|| split_request(raw, items_key))
+}
 
 /// A request's top-level members and the items of its conversation array (`items_key`), read
 /// in one pass over its bytes (reading the members, then the array again, read the bulk twice).
@@ -140,11 +178,14 @@ type Members<'a> = HashMap<std::borrow::Cow<'a, str>, &'a RawValue>;
 fn split_request<'a>(
     raw: &'a [u8],
     items_key: &'static str,
-) -> Option<(Members<'a>, Vec<&'a RawValue>)> {
+) -> Option<(Members<'a>, Vec<&'a [u8]>)> {
     use serde::de::{DeserializeSeed, MapAccess, Visitor};
 
     struct Split(&'static str);
-    type Parts<'a> = (Members<'a>, Option<Vec<&'a RawValue>>);
+    type Parts<'a> = (
+        HashMap<std::borrow::Cow<'a, str>, &'a RawValue>,
+        Option<Vec<&'a RawValue>>,
+    );
 
     impl<'de> Visitor<'de> for Split {
         type Value = Parts<'de>;
@@ -154,7 +195,7 @@ fn split_request<'a>(
         }
 
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Parts<'de>, A::Error> {
-            let mut members = Members::new();
+            let mut members = HashMap::new();
             let mut items = None;
             while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
                 if key == self.0 {
@@ -178,47 +219,55 @@ fn split_request<'a>(
     let mut de = serde_json::Deserializer::from_slice(raw);
     let (members, items) = Split(items_key).deserialize(&mut de).ok()?;
     de.end().ok()?;
-    Some((members, items?))
+    let members = members
+        .into_iter()
+        .map(|(k, v)| (k, v.get().as_bytes()))
+        .collect();
+    let items = items?.into_iter().map(|v| v.get().as_bytes()).collect();
+    Some((members, items))
 }
 
 /// A request's blocks as the lab cuts them (system prompt and tools, then each item), with
 /// `bytes_per_token` bytes to a token, and whether it asks for the long lifetime. `None` for a
 /// body that is not a JSON object with the API's conversation array.
-fn blocks_of(api: Api, raw: &[u8], bytes_per_token: f64) -> Option<(Vec<Block>, bool)> {
+fn blocks_of(
+    api: Api,
+    (raw, layout): (&[u8], Option<&Layout>),
+    bytes_per_token: f64,
+) -> Option<(Vec<Block>, bool)> {
     let wire = api.wire();
-    let (members, items) = split_request(raw, wire.items_key())?;
+    let (members, items) = split(raw, layout, (wire.items_key(), wire.system_key()))?;
     let tokens = |bytes: usize| ((bytes as f64 / bytes_per_token).ceil() as usize).max(1);
     // A breakpoint moves from request to request (clients mark their latest message): the
     // content it marks is what is cached, so blocks are hashed without their `cache_control`.
     // The block's hash and tokens, and whether it carries a breakpoint (one search of its
     // text for the key serves both).
-    let block = |text: &str| {
-        let marked = memchr::memmem::find(text.as_bytes(), CACHE_CONTROL.as_bytes()).is_some();
+    let block = |text: &[u8]| {
+        let marked = memchr::memmem::find(text, CACHE_CONTROL.as_bytes()).is_some();
         let content = if marked {
-            without_cache_control(text)
+            // JSON text is UTF-8 (a body that is not was never parsed this far).
+            let text = String::from_utf8_lossy(text);
+            std::borrow::Cow::Owned(without_cache_control(&text).into_owned().into_bytes())
         } else {
             std::borrow::Cow::Borrowed(text)
         };
         (
-            (
-                xxhash_rust::xxh3::xxh3_64(content.as_bytes()),
-                tokens(content.len()),
-            ),
+            (xxhash_rust::xxh3::xxh3_64(&content), tokens(content.len())),
             marked,
         )
     };
-    let mut head = String::new();
+    let mut head = Vec::new();
     for key in wire.system_key().into_iter().chain(["tools"]) {
         if let Some(v) = members.get(key) {
-            head.push_str(v.get());
+            head.extend_from_slice(v);
         }
     }
     let mut parts: Vec<(u64, usize)> = Vec::with_capacity(items.len() + 1);
     let mut marks: Vec<bool> = Vec::with_capacity(items.len() + 1);
     let texts = (!head.is_empty())
-        .then_some(head.as_str())
+        .then_some(head.as_slice())
         .into_iter()
-        .chain(items.iter().map(|item| item.get()));
+        .chain(items.iter().copied());
     for text in texts {
         let (part, marked) = block(text);
         parts.push(part);
@@ -227,7 +276,7 @@ fn blocks_of(api: Api, raw: &[u8], bytes_per_token: f64) -> Option<(Vec<Block>, 
     let long = asks_for_the_hour(raw)
         || members
             .get("prompt_cache_retention")
-            .is_some_and(|v| v.get() == "\"24h\"");
+            .is_some_and(|v| *v == b"\"24h\"");
     let mut blocks = chain(parts);
     for (block, marked) in blocks.iter_mut().zip(marks) {
         block.breakpoint = marked;
@@ -329,7 +378,7 @@ mod tests {
                 .serve(
                     &sid(),
                     (Api::Messages, Some("claude-sonnet-4-5")),
-                    body(n, ttl).as_bytes(),
+                    (body(n, ttl).as_bytes(), None),
                     at_ms,
                     (4.0, 1.0),
                 )
@@ -349,6 +398,52 @@ mod tests {
         let hour = serve(7, 10_000 + 620_000, r#","ttl":"1h""#);
         let after = serve(9, 10_000 + 620_000 + 1_200_000, r#","ttl":"1h""#);
         assert!(after.cached >= hour.written, "{after:?} after {hour:?}");
-        assert!(blocks_of(Api::Messages, b"[1,2]", 4.0).is_none());
+        assert!(blocks_of(Api::Messages, (b"[1,2]", None), 4.0).is_none());
+    }
+
+    /// A body's blocks are the same whether its items are found by the request path's parse
+    /// (its layout) or read here; the breakpoint, the hour and the retention are found either
+    /// way, with members before and after the conversation.
+    #[test]
+    fn a_laid_out_body_is_cut_as_a_read_one() {
+        let bodies = [
+            r#"{"model":"claude-sonnet-4-5","system":[{"type":"text","text":"be brief"}],"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"yes","cache_control":{"type":"ephemeral","ttl":"1h"}}]}],"tools":[{"name":"bash"}]}"#,
+            r#"{"messages": [ {"role":"user","content":"a \"b\" é"} , {"role":"user","content":"c"} ], "model": "m", "tools": [], "max_tokens": 3}"#,
+        ];
+        let mut layouts = Vec::new();
+        for (api, body) in [
+            (Api::Messages, bodies[0]),
+            (Api::ChatCompletions, bodies[1]),
+        ] {
+            let (_, layout) =
+                ctxgc_formats::ApiRequest::parse_envelope_after(api, body.as_bytes(), None)
+                    .unwrap();
+            let layout = layout.expect("laid out");
+            let read = blocks_of(api, (body.as_bytes(), None), 4.0).unwrap();
+            let laid_out = blocks_of(api, (body.as_bytes(), Some(&layout)), 4.0).unwrap();
+            assert_eq!(read, laid_out, "{body}");
+            layouts.push((read, layout));
+        }
+        // The layout is what is read: another body's cuts this one elsewhere.
+        let crossed = blocks_of(
+            Api::Messages,
+            (bodies[0].as_bytes(), Some(&layouts[1].1)),
+            4.0,
+        );
+        assert_ne!(crossed.as_ref(), Some(&layouts[0].0));
+        let responses =
+            br#"{"model":"gpt-5","input":[{"role":"user","content":"x"}],"prompt_cache_retention":"24h"}"#;
+        let (_, layout) =
+            ctxgc_formats::ApiRequest::parse_envelope_after(Api::Responses, responses, None)
+                .unwrap();
+        let laid_out = blocks_of(Api::Responses, (responses, layout.as_ref()), 4.0).unwrap();
+        assert!(
+            laid_out.1,
+            "the retention asked for is read from the layout"
+        );
+        assert_eq!(
+            laid_out,
+            blocks_of(Api::Responses, (responses, None), 4.0).unwrap()
+        );
     }
 }

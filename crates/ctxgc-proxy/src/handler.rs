@@ -90,7 +90,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     } else {
         parse(&s, api, bytes.clone(), (tenant.clone(), alone, weight))
     };
-    let request = match parsed {
+    let (request, layout) = match parsed {
         Ok(r) => r,
         // Gemini's countTokens may wrap its request (`generateContentRequest`): counted
         // upstream as sent.
@@ -219,7 +219,8 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
                 let sent = (&forward_bytes, prepared, kept_if_cold);
                 background::note_keepalive(&s, &session, (&parts, kept_alive), sent);
             }
-            background::bill_as_the_client_alone(&s, &session, (api, model.clone()), bytes.clone());
+            let client = (bytes.clone(), layout);
+            background::bill_as_the_client_alone(&s, &session, (api, model.clone()), client);
             background::note_idle(&s, &session, (api, kept_alive), (&bytes, prepared));
         }
         if let Some(end) = injected {
@@ -263,13 +264,14 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
 /// keeps it (as parsed, before anything rewrites it) when its session has come back. Other
 /// bodies, and any while other requests are in flight (`alone` false), are parsed whole,
 /// without a layout (a layout parse allocates more). `weight`: the body's
-/// [`crate::gate::weight_of`], weighed once by the caller.
+/// [`crate::gate::weight_of`], weighed once by the caller. The layout found, if any, goes with
+/// the body to the client's bill ([`crate::client_bill`]), which then need not scan it again.
 fn parse(
     s: &AppState,
     api: Api,
     raw: Bytes,
     (tenant, alone, weight): (Tenant, bool, usize),
-) -> Result<ApiRequest, FormatError> {
+) -> Result<(ApiRequest, Option<ctxgc_formats::Layout>), FormatError> {
     s.recent_bodies.note_arrival(raw.len());
     let continued = alone
         .then(|| s.recent_bodies.continued(&tenant, &raw))
@@ -279,19 +281,19 @@ fn parse(
             .recent_bodies
             .worth_keeping(&tenant, (&raw, weight), continued.as_ref())
     {
-        return ApiRequest::parse_envelope(api, &raw);
+        return Ok((ApiRequest::parse_envelope(api, &raw)?, None));
     }
     let previous = continued
         .as_deref()
         .map(crate::recent_bodies::Recent::previous);
     let (request, layout) = ApiRequest::parse_envelope_after(api, &raw, previous)?;
-    if let Some(layout) = layout {
-        let kept = (raw, &request.body, layout);
+    if let Some(layout) = &layout {
+        let kept = (raw, &request.body, layout.clone());
         let items_key = api.wire().items_key();
         s.recent_bodies
             .keep(tenant, kept, (items_key, weight), continued);
     }
-    Ok(request)
+    Ok((request, layout))
 }
 
 /// The cache fields ctxgc set on a request, for the fall-back when the upstream refuses one.
