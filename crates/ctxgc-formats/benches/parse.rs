@@ -5,6 +5,7 @@
 // A measuring tool, not library code: a failure here should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use ctxgc_formats::reparse::copy_reusing;
 use ctxgc_formats::{Api, ApiRequest, Previous};
 use divan::{Bencher, black_box};
 use serde_json::json;
@@ -45,11 +46,36 @@ fn after_the_previous_request(bencher: Bencher) {
         raw: &before,
         body: &previous.body,
         layout: &layout,
+        shared: None,
     };
     bencher.bench(|| {
         ApiRequest::parse_envelope_after(Api::ChatCompletions, black_box(&raw), Some(previous))
             .unwrap()
     });
+}
+
+/// What the proxy keeps to parse the next request after: a copy of the request's document that
+/// takes back the items it cloned from the previous one.
+#[divan::bench]
+fn copy_to_keep(bencher: Bencher) {
+    let (before, raw) = (body(100_000, 2), body(100_000, 0));
+    let (previous, layout) =
+        ApiRequest::parse_envelope_after(Api::ChatCompletions, &before, None).unwrap();
+    let layout = layout.unwrap();
+    let resumed = Previous {
+        raw: &before,
+        body: &previous.body,
+        layout: &layout,
+        shared: None,
+    };
+    let (request, next_layout) =
+        ApiRequest::parse_envelope_after(Api::ChatCompletions, &raw, Some(resumed)).unwrap();
+    let next_layout = next_layout.unwrap();
+    bencher
+        .with_inputs(|| previous.body.clone())
+        .bench_values(|kept| {
+            copy_reusing(black_box(&request.body), &next_layout, "messages", kept)
+        });
 }
 
 #[divan::bench]

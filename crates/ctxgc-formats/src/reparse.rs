@@ -60,6 +60,9 @@ pub struct Previous<'a> {
     pub body: &'a Value,
     /// Its layout.
     pub layout: &'a Layout,
+    /// How many leading bytes the body parsed after it shares with it, when the caller has
+    /// counted them already ([`shared_prefix`] of the two): `None`, counted again here.
+    pub shared: Option<usize>,
 }
 
 /// Parses `raw`, a JSON object, with the layout of its array `items_key` (`None` in the layout
@@ -89,7 +92,9 @@ pub(crate) fn parse_after(
     items_key: &str,
     previous: Previous<'_>,
 ) -> Option<(Value, Option<Layout>)> {
-    let common = shared_prefix(raw, previous.raw);
+    let common = previous
+        .shared
+        .unwrap_or_else(|| shared_prefix(raw, previous.raw));
     let layout = previous.layout;
     let mut shared = layout.items.partition_point(|&(_, end)| end <= common);
     // A number ends where the next byte is not a digit: only an item that closes itself
@@ -321,7 +326,12 @@ mod tests {
     }
 
     fn resumable<'a>(raw: &'a [u8], (body, layout): &'a (Value, Layout)) -> Previous<'a> {
-        Previous { raw, body, layout }
+        Previous {
+            raw,
+            body,
+            layout,
+            shared: None,
+        }
     }
 
     /// A body of the shape agents send: members before and after the conversation, items with
@@ -386,6 +396,13 @@ mod tests {
                 let (again, next_layout) =
                     parse_after(next.as_bytes(), "messages", previous).unwrap();
                 assert_eq!(Some(&again), whole(next.as_bytes()).as_ref());
+                // The shared bytes counted by the caller give the same parse.
+                let counted = Previous {
+                    shared: Some(shared_prefix(next.as_bytes(), first.as_bytes())),
+                    ..previous
+                };
+                let told = parse_after(next.as_bytes(), "messages", counted).unwrap();
+                assert_eq!((&told.0, &told.1), (&again, &next_layout));
                 let next_layout = next_layout.unwrap();
                 let (full, full_layout) = parse_with_layout(next.as_bytes(), "messages").unwrap();
                 assert_eq!(again, full);

@@ -273,9 +273,10 @@ fn parse(
     (tenant, alone, weight): (Tenant, bool, usize),
 ) -> Result<(ApiRequest, Option<ctxgc_formats::Layout>), FormatError> {
     s.recent_bodies.note_arrival(raw.len());
-    let continued = alone
+    let (continued, shared) = alone
         .then(|| s.recent_bodies.continued(&tenant, &raw))
-        .flatten();
+        .flatten()
+        .unzip();
     if !alone
         || !s
             .recent_bodies
@@ -285,7 +286,8 @@ fn parse(
     }
     let previous = continued
         .as_deref()
-        .map(crate::recent_bodies::Recent::previous);
+        .zip(shared)
+        .map(|(kept, shared)| kept.previous(shared));
     let (request, layout) = ApiRequest::parse_envelope_after(api, &raw, previous)?;
     if let Some(layout) = &layout {
         let kept = (raw, &request.body, layout.clone());

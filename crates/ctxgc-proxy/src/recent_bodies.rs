@@ -47,12 +47,14 @@ pub(crate) struct Recent {
 }
 
 impl Recent {
-    /// What the next body is parsed after.
-    pub(crate) fn previous(&self) -> Previous<'_> {
+    /// What the next body, which shares its first `shared` bytes with this one, is parsed
+    /// after.
+    pub(crate) fn previous(&self, shared: usize) -> Previous<'_> {
         Previous {
             raw: &self.raw,
             body: &self.body,
             layout: &self.layout,
+            shared: Some(shared),
         }
     }
 }
@@ -100,8 +102,8 @@ pub(crate) struct RecentBodies {
 
 impl RecentBodies {
     /// The tenant's kept body that `raw` continues (shares at least the first half of), the
-    /// one it shares most with.
-    pub(crate) fn continued(&self, tenant: &Tenant, raw: &[u8]) -> Option<Arc<Recent>> {
+    /// one it shares most with, and how many leading bytes they share.
+    pub(crate) fn continued(&self, tenant: &Tenant, raw: &[u8]) -> Option<(Arc<Recent>, usize)> {
         if raw.len() < MIN_BYTES {
             return None;
         }
@@ -113,7 +115,7 @@ impl RecentBodies {
             .map(|r| (shared_prefix(&r.raw, raw), r))
             .filter(|(n, r)| *n >= r.raw.len() / 2)
             .max_by_key(|(n, _)| *n)
-            .map(|(_, r)| r.clone())
+            .map(|(n, r)| (r.clone(), n))
     }
 
     /// Counts a body of `bytes` arriving (whether or not it may be kept): a kept body that
@@ -244,12 +246,12 @@ mod tests {
     /// its session came back. Returns whether it was parsed after a kept body.
     fn arrive(bodies: &RecentBodies, tenant: &Tenant, raw: &Bytes) -> bool {
         bodies.note_arrival(raw.len());
-        let continued = bodies.continued(tenant, raw);
+        let (continued, shared) = bodies.continued(tenant, raw).unzip();
         let weight = crate::gate::weight_of(raw);
         if !bodies.worth_keeping(tenant, (raw, weight), continued.as_ref()) {
             return false;
         }
-        let previous = continued.as_deref().map(Recent::previous);
+        let previous = continued.as_deref().zip(shared).map(|(r, n)| r.previous(n));
         let (request, layout) = ctxgc_formats::ApiRequest::parse_envelope_after(
             ctxgc_formats::Api::ChatCompletions,
             raw,
@@ -286,7 +288,7 @@ mod tests {
             assert_eq!(kept[0].layout.items(), 8);
         }
         // A kept body another request still holds is copied, not taken from it.
-        let held = bodies.continued(&t[0], &body(9)).unwrap();
+        let (held, _) = bodies.continued(&t[0], &body(9)).unwrap();
         assert!(arrive(&bodies, &t[0], &body(9)));
         assert_eq!(held.layout.items(), 8);
         // Small bodies are neither kept nor matched.
