@@ -65,6 +65,30 @@ pub struct Previous<'a> {
     pub shared: Option<usize>,
 }
 
+impl Previous<'_> {
+    /// How many of its items a body sharing its first `common` bytes has the same. A number
+    /// ends where the next byte is not a digit: only an item that closes itself (an object, an
+    /// array, a string) is the same whatever follows it.
+    fn items_shared(&self, common: usize) -> usize {
+        let items = &self.layout.items;
+        let mut shared = items.partition_point(|&(_, end)| end <= common);
+        while shared > 0 && !matches!(self.raw[items[shared - 1].1 - 1], b'}' | b']' | b'"') {
+            shared -= 1;
+        }
+        shared
+    }
+
+    /// Where the parse of a body sharing its first `common` bytes resumes: after the last item
+    /// the two have the same (0: the body is parsed whole). What is left is what the parse
+    /// reads.
+    pub fn resumes_at(&self, common: usize) -> usize {
+        match self.items_shared(common) {
+            0 => 0,
+            n => self.layout.items[n - 1].1,
+        }
+    }
+}
+
 /// Parses `raw`, a JSON object, with the layout of its array `items_key` (`None` in the layout
 /// when it has no such array). `None` when the body is not what this parse expects.
 pub(crate) fn parse_with_layout(raw: &[u8], items_key: &str) -> Option<(Value, Option<Layout>)> {
@@ -96,17 +120,7 @@ pub(crate) fn parse_after(
         .shared
         .unwrap_or_else(|| shared_prefix(raw, previous.raw));
     let layout = previous.layout;
-    let mut shared = layout.items.partition_point(|&(_, end)| end <= common);
-    // A number ends where the next byte is not a digit: only an item that closes itself
-    // (an object, an array, a string) is the same whatever follows it.
-    while shared > 0
-        && !matches!(
-            previous.raw[layout.items[shared - 1].1 - 1],
-            b'}' | b']' | b'"'
-        )
-    {
-        shared -= 1;
-    }
+    let shared = previous.items_shared(common);
     if shared == 0 {
         return None;
     }
@@ -403,6 +417,13 @@ mod tests {
                 };
                 let told = parse_after(next.as_bytes(), "messages", counted).unwrap();
                 assert_eq!((&told.0, &told.1), (&again, &next_layout));
+                // The parse resumed after the last item it reused.
+                let common = shared_prefix(next.as_bytes(), first.as_bytes());
+                let resumed = next_layout.as_ref().unwrap();
+                assert_eq!(
+                    previous.resumes_at(common),
+                    resumed.items[resumed.reused - 1].1
+                );
                 let next_layout = next_layout.unwrap();
                 let (full, full_layout) = parse_with_layout(next.as_bytes(), "messages").unwrap();
                 assert_eq!(again, full);
@@ -486,6 +507,8 @@ mod tests {
         let previous = resumable(first.as_bytes(), &parsed);
         let other = first.replacen("line 0", "LINE 0", 1);
         assert!(parse_after(other.as_bytes(), "messages", previous).is_none());
+        let common = shared_prefix(other.as_bytes(), first.as_bytes());
+        assert_eq!(previous.resumes_at(common), 0, "read whole");
         let repeated = first.replacen("\"max_tokens\"", "\"model\"", 1);
         assert!(parse_after(repeated.as_bytes(), "messages", previous).is_none());
         assert!(parse_with_layout(repeated.as_bytes(), "messages").is_none());

@@ -22,7 +22,7 @@ use crate::sessions::Forwarding;
 use crate::state::AppState;
 use crate::{agentic, background, keepalive, shadow};
 
-/// A body larger than this is parsed off the async workers.
+/// A body whose parse reads more than this many bytes is parsed off the async workers.
 const INLINE_PARSE_BYTES: usize = 256 * 1024;
 
 /// A request of `api`: rewritten, forwarded, its answer relayed.
@@ -80,15 +80,31 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     // Bodies are kept for the next request's parse only by a proxy serving one request at a
     // time (the developer's own): under a load, memory goes to the requests in flight.
     let alone = reserved.alone();
-    let parsed = if bytes.len() > INLINE_PARSE_BYTES {
+    s.recent_bodies.note_arrival(bytes.len());
+    let continued = alone
+        .then(|| s.recent_bodies.continued(&tenant, &bytes))
+        .flatten();
+    // A body that continues a kept one is parsed after it: only what follows the items they
+    // share is read, and the rest is cloned.
+    let resumed_at = continued.as_ref().map_or(0, |(kept, shared)| {
+        kept.previous(*shared).resumes_at(*shared)
+    });
+    let read = bytes.len().saturating_sub(resumed_at);
+    let parsed = if read > INLINE_PARSE_BYTES {
         // Parsing megabytes is CPU work: off the async workers, which every other request
         // needs.
         let (s, body, tenant) = (s.clone(), bytes.clone(), tenant.clone());
-        tokio::task::spawn_blocking(move || parse(&s, api, body, (tenant, alone, weight)))
+        let how = (tenant, alone, weight);
+        tokio::task::spawn_blocking(move || parse(&s, api, body, how, continued))
             .await
             .unwrap_or_else(|e| Err(FormatError::Json(format!("the parse failed: {e}"))))
     } else {
-        parse(&s, api, bytes.clone(), (tenant.clone(), alone, weight))
+        // Within the bound, a hop to a blocking thread and back costs as much as the parse:
+        // at 100K tokens an agent's next request (one that continues its kept body) reads
+        // only its new items here, and a body is resumed only while no other request is in
+        // flight (`alone`), so no other request waits on this worker meanwhile.
+        let how = (tenant.clone(), alone, weight);
+        parse(&s, api, bytes.clone(), how, continued)
     };
     let (request, layout) = match parsed {
         Ok(r) => r,
@@ -260,10 +276,10 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     .await
 }
 
-/// Parses a body, after the tenant's kept body it continues ([`crate::recent_bodies`]), and
-/// keeps it (as parsed, before anything rewrites it) when its session has come back. Other
-/// bodies, and any while other requests are in flight (`alone` false), are parsed whole,
-/// without a layout (a layout parse allocates more). `weight`: the body's
+/// Parses a body, after the tenant's kept body it continues (`continued`, with the bytes they
+/// share: [`crate::recent_bodies`]), and keeps it (as parsed, before anything rewrites it)
+/// when its session has come back. Other bodies, and any while other requests are in flight
+/// (`alone` false), are parsed whole, without a layout (a layout parse allocates more). `weight`: the body's
 /// [`crate::gate::weight_of`], weighed once by the caller. The layout found, if any, goes with
 /// the body to the client's bill ([`crate::client_bill`]), which then need not scan it again.
 fn parse(
@@ -271,12 +287,9 @@ fn parse(
     api: Api,
     raw: Bytes,
     (tenant, alone, weight): (Tenant, bool, usize),
+    continued: Option<(Arc<crate::recent_bodies::Recent>, usize)>,
 ) -> Result<(ApiRequest, Option<ctxgc_formats::Layout>), FormatError> {
-    s.recent_bodies.note_arrival(raw.len());
-    let (continued, shared) = alone
-        .then(|| s.recent_bodies.continued(&tenant, &raw))
-        .flatten()
-        .unzip();
+    let (continued, shared) = continued.unzip();
     if !alone
         || !s
             .recent_bodies
