@@ -7,11 +7,11 @@
 //! Off the request path: each request's bytes (shared, not copied) go to a blocking task after
 //! it was forwarded, with the byte ranges of its items when the request path's parse found
 //! them ([`ctxgc_formats::Layout`]: a session's bodies after the first, on a proxy serving one
-//! request at a time), so that the body is not scanned a second time. A request is cut into blocks as the lab cuts one: its system prompt and
-//! tools, then each item of its conversation, each with a hash of the prefix so far and its
-//! tokens, estimated from its bytes (`[trim] bytes_per_token`) and scaled by the session's
-//! calibration to the upstream's counts. The client's own breakpoints and TTL are read from the
-//! items that carry them.
+//! request at a time), so that the body is not scanned a second time. A request is cut into
+//! blocks as the lab cuts one: its system prompt and tools, then each item of its conversation,
+//! each with a hash of the prefix so far and its tokens, estimated from its bytes (`[trim]
+//! bytes_per_token`) and scaled by the session's calibration to the upstream's counts. The
+//! client's own breakpoints and TTL are read from the items that carry them.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -279,9 +279,10 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
 /// Parses a body, after the tenant's kept body it continues (`continued`, with the bytes they
 /// share: [`crate::recent_bodies`]), and keeps it (as parsed, before anything rewrites it)
 /// when its session has come back. Other bodies, and any while other requests are in flight
-/// (`alone` false), are parsed whole, without a layout (a layout parse allocates more). `weight`: the body's
-/// [`crate::gate::weight_of`], weighed once by the caller. The layout found, if any, goes with
-/// the body to the client's bill ([`crate::client_bill`]), which then need not scan it again.
+/// (`alone` false), are parsed whole, without a layout (a layout parse allocates more).
+/// `weight`: the body's [`crate::gate::weight_of`], weighed once by the caller. The layout
+/// found, if any, goes with the body to the client's bill ([`crate::client_bill`]), which then
+/// need not scan it again.
 fn parse(
     s: &AppState,
     api: Api,
