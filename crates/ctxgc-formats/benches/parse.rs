@@ -36,21 +36,49 @@ fn with_layout(bencher: Bencher) {
     });
 }
 
+/// The session's previous request (two items shorter) parsed with its layout, and the next one.
+struct Session {
+    before: Vec<u8>,
+    parsed: ApiRequest,
+    layout: ctxgc_formats::Layout,
+    next: Vec<u8>,
+}
+
+impl Session {
+    fn new() -> Session {
+        let (before, next) = (body(100_000, 2), body(100_000, 0));
+        let (parsed, layout) =
+            ApiRequest::parse_envelope_after(Api::ChatCompletions, &before, None).unwrap();
+        Session {
+            before,
+            parsed,
+            layout: layout.unwrap(),
+            next,
+        }
+    }
+
+    /// What the next request is parsed after.
+    fn previous(&self) -> Previous<'_> {
+        Previous {
+            raw: &self.before,
+            body: &self.parsed.body,
+            layout: &self.layout,
+            shared: None,
+        }
+    }
+}
+
 #[divan::bench]
 fn after_the_previous_request(bencher: Bencher) {
-    let (before, raw) = (body(100_000, 2), body(100_000, 0));
-    let (previous, layout) =
-        ApiRequest::parse_envelope_after(Api::ChatCompletions, &before, None).unwrap();
-    let layout = layout.unwrap();
-    let previous = Previous {
-        raw: &before,
-        body: &previous.body,
-        layout: &layout,
-        shared: None,
-    };
+    let session = Session::new();
+    let previous = session.previous();
     bencher.bench(|| {
-        ApiRequest::parse_envelope_after(Api::ChatCompletions, black_box(&raw), Some(previous))
-            .unwrap()
+        ApiRequest::parse_envelope_after(
+            Api::ChatCompletions,
+            black_box(&session.next),
+            Some(previous),
+        )
+        .unwrap()
     });
 }
 
@@ -58,24 +86,17 @@ fn after_the_previous_request(bencher: Bencher) {
 /// takes back the items it cloned from the previous one.
 #[divan::bench]
 fn copy_to_keep(bencher: Bencher) {
-    let (before, raw) = (body(100_000, 2), body(100_000, 0));
-    let (previous, layout) =
-        ApiRequest::parse_envelope_after(Api::ChatCompletions, &before, None).unwrap();
+    let session = Session::new();
+    let (request, layout) = ApiRequest::parse_envelope_after(
+        Api::ChatCompletions,
+        &session.next,
+        Some(session.previous()),
+    )
+    .unwrap();
     let layout = layout.unwrap();
-    let resumed = Previous {
-        raw: &before,
-        body: &previous.body,
-        layout: &layout,
-        shared: None,
-    };
-    let (request, next_layout) =
-        ApiRequest::parse_envelope_after(Api::ChatCompletions, &raw, Some(resumed)).unwrap();
-    let next_layout = next_layout.unwrap();
     bencher
-        .with_inputs(|| previous.body.clone())
-        .bench_values(|kept| {
-            copy_reusing(black_box(&request.body), &next_layout, "messages", kept)
-        });
+        .with_inputs(|| session.parsed.body.clone())
+        .bench_values(|kept| copy_reusing(black_box(&request.body), &layout, "messages", kept));
 }
 
 #[divan::bench]

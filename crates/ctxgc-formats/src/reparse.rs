@@ -42,12 +42,10 @@ impl Layout {
         &self.items
     }
 
-    /// The byte range of the value of the top-level member `key` (not the conversation).
-    pub fn member_span(&self, key: &str) -> Option<(usize, usize)> {
-        self.members
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|&(_, span)| span)
+    /// Each top-level member but the conversation: its key and the byte range of its value, in
+    /// the body's order.
+    pub fn member_spans(&self) -> impl Iterator<Item = (&str, (usize, usize))> {
+        self.members.iter().map(|(k, span)| (k.as_str(), *span))
     }
 }
 
@@ -174,18 +172,15 @@ pub fn copy_reusing(body: &Value, layout: &Layout, items_key: &str, previous: Va
         return body.clone();
     };
     let new_items = new.get(items_key).and_then(Value::as_array);
-    let mut items = match (old.remove(items_key), new_items) {
-        (Some(Value::Array(items)), Some(new_items))
-            if items.len() >= reused && new_items.len() >= reused =>
-        {
-            items
-        }
-        _ => return body.clone(),
+    let (Some(Value::Array(mut items)), Some(new_items)) = (old.remove(items_key), new_items)
+    else {
+        return body.clone();
     };
-    items.truncate(reused);
-    if let Some(new_items) = new_items {
-        items.extend_from_slice(&new_items[reused..]);
+    if items.len() < reused || new_items.len() < reused {
+        return body.clone();
     }
+    items.truncate(reused);
+    items.extend_from_slice(&new_items[reused..]);
     let mut items = Some(Value::Array(items));
     new.iter()
         .map(|(k, v)| match items.take_if(|_| k == items_key) {
@@ -388,15 +383,13 @@ mod tests {
                 let item: Value = serde_json::from_slice(&raw.as_bytes()[start..end]).unwrap();
                 assert_eq!(item, value["messages"][i]);
             }
-            for (key, member) in value.as_object().unwrap() {
-                let Some((start, end)) = layout.member_span(key) else {
-                    assert_eq!(key, "messages");
-                    continue;
-                };
+            let spans: Vec<(&str, (usize, usize))> = layout.member_spans().collect();
+            let members: Vec<&str> = spans.iter().map(|(k, _)| *k).collect();
+            assert_eq!(members, ["model", "system", "tools", "max_tokens"]);
+            for (key, (start, end)) in spans {
                 let parsed: Value = serde_json::from_slice(&raw.as_bytes()[start..end]).unwrap();
-                assert_eq!(&parsed, member, "{key}");
+                assert_eq!(parsed, value[key], "{key}");
             }
-            assert_eq!(layout.members.len(), 4);
         }
     }
 
@@ -411,14 +404,14 @@ mod tests {
                     parse_after(next.as_bytes(), "messages", previous).unwrap();
                 assert_eq!(Some(&again), whole(next.as_bytes()).as_ref());
                 // The shared bytes counted by the caller give the same parse.
+                let common = shared_prefix(next.as_bytes(), first.as_bytes());
                 let counted = Previous {
-                    shared: Some(shared_prefix(next.as_bytes(), first.as_bytes())),
+                    shared: Some(common),
                     ..previous
                 };
                 let told = parse_after(next.as_bytes(), "messages", counted).unwrap();
                 assert_eq!((&told.0, &told.1), (&again, &next_layout));
                 // The parse resumed after the last item it reused.
-                let common = shared_prefix(next.as_bytes(), first.as_bytes());
                 let resumed = next_layout.as_ref().unwrap();
                 assert_eq!(
                     previous.resumes_at(common),

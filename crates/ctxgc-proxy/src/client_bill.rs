@@ -140,33 +140,24 @@ impl ClientBills {
 /// The top-level members of a request, borrowed from its bytes (their JSON text).
 type Members<'a> = HashMap<std::borrow::Cow<'a, str>, &'a [u8]>;
 
-/// The top-level members the bill reads: the system prompt (`system_key`), the tools and the
-/// retention asked for.
-fn members_read(system_key: Option<&'static str>) -> impl Iterator<Item = &'static str> {
-    system_key
-        .into_iter()
-        .chain(["tools", "prompt_cache_retention"])
-}
-
-/// A request's top-level members and the items of its conversation array: from `layout` when
-/// known, else read from its bytes.
+/// A request's top-level members and the items of its conversation array (`items_key`): from
+/// `layout` when known, else read from its bytes. Either way the same members and items.
 fn split<'a>(
     raw: &'a [u8],
     layout: Option<&Layout>,
-    (items_key, system_key): (&'static str, Option<&'static str>),
+    items_key: &'static str,
 ) -> Option<(Members<'a>, Vec<&'a [u8]>)> {
     let laid_out = layout.and_then(|layout| {
+        let span = |(start, end): (usize, usize)| raw.get(start..end);
         let items = layout
             .item_spans()
             .iter()
-            .map(|&(start, end)| raw.get(start..end))
+            .map(|&s| span(s))
             .collect::<Option<Vec<_>>>()?;
-        let mut members = Members::new();
-        for key in members_read(system_key) {
-            if let Some((start, end)) = layout.member_span(key) {
-                members.insert(key.into(), raw.get(start..end)?);
-            }
-        }
+        let members = layout
+            .member_spans()
+            .map(|(key, s)| Some((key.to_owned().into(), span(s)?)))
+            .collect::<Option<Members<'a>>>()?;
         Some((members, items))
     });
     laid_out.or_else(|| split_request(raw, items_key))
@@ -236,7 +227,7 @@ fn blocks_of(
     bytes_per_token: f64,
 ) -> Option<(Vec<Block>, bool)> {
     let wire = api.wire();
-    let (members, items) = split(raw, layout, (wire.items_key(), wire.system_key()))?;
+    let (members, items) = split(raw, layout, wire.items_key())?;
     let tokens = |bytes: usize| ((bytes as f64 / bytes_per_token).ceil() as usize).max(1);
     // A breakpoint moves from request to request (clients mark their latest message): the
     // content it marks is what is cached, so blocks are hashed without their `cache_control`.
