@@ -88,6 +88,55 @@ impl Default for TokenSettings {
     }
 }
 
+/// How the provider counts a session's prompts against ctxgc's own counts: its tokenizer (Gemini's
+/// counts ~1.3x o200k on the shared sessions, Claude's more than o200k), and the framing, tool
+/// definitions and system text it renders that ctxgc does not see. Learned from the prompt tokens
+/// the provider reports for each request (reported / estimated, an exponential moving average,
+/// clamped so one odd report cannot derail the thresholds). It never goes below 1: a prompt past
+/// the window fails outright, an early event only costs a little, so it may only make the engine
+/// more careful. The proxy keeps one per session, the session engine its own.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Calibration(Option<f64>);
+
+impl Calibration {
+    /// Weight of the newest report in the average.
+    const NEWEST: f64 = 0.3;
+    /// The ratio's bounds.
+    const RANGE: (f64, f64) = (1.0, 2.5);
+
+    /// Folds one request: ctxgc `estimated` its prompt, the provider `reported` it. Either
+    /// being 0 teaches nothing.
+    pub fn observe(&mut self, estimated: usize, reported: usize) {
+        if estimated == 0 || reported == 0 {
+            return;
+        }
+        let ratio = (reported as f64 / estimated as f64).clamp(Self::RANGE.0, Self::RANGE.1);
+        self.0 = Some(match self.0 {
+            Some(previous) => (1.0 - Self::NEWEST) * previous + Self::NEWEST * ratio,
+            None => ratio,
+        });
+    }
+
+    /// The learned ratio, when any report was folded.
+    pub fn known(self) -> Option<f64> {
+        self.0
+    }
+
+    /// The ratio (1 before any report).
+    pub fn ratio(self) -> f64 {
+        self.0.unwrap_or(1.0)
+    }
+
+    /// `tokens` of ctxgc's count in the provider's, rounded up.
+    pub fn scale(self, tokens: usize) -> usize {
+        match self.0 {
+            Some(ratio) if ratio != 1.0 => (tokens as f64 * ratio).ceil() as usize,
+            _ => tokens,
+        }
+    }
+}
+
 /// Per-message framing tokens. OpenAI's published rule for chat models: every message costs 3
 /// tokens of framing (`<|start|>role ... <|end|>`), a name 1 more, and the reply is primed with
 /// 3. Tool calls are framed like a small message of their own. Anthropic does not publish its
@@ -377,6 +426,35 @@ fn hash_json(h: &mut Xxh3, value: &serde_json::Value) {
 mod tests {
     use super::*;
     use crate::transcript::ToolCall;
+
+    #[test]
+    fn calibration_follows_reported_usage_smoothly_and_within_bounds() {
+        let mut c = Calibration::default();
+        assert_eq!(
+            (c.known(), c.scale(1_000)),
+            (None, 1_000),
+            "unknown: as counted"
+        );
+        c.observe(10_000, 12_000);
+        assert_eq!(c.known(), Some(1.2), "the first report sets it");
+        assert_eq!(serde_json::to_string(&c).unwrap(), "1.2", "the bare ratio");
+        c.observe(10_000, 13_000);
+        assert!(
+            (c.ratio() - (0.7 * 1.2 + 0.3 * 1.3)).abs() < 1e-9,
+            "then an average"
+        );
+        assert!((1_230..=1_231).contains(&c.scale(1_000)));
+        let mut odd = Calibration::default();
+        odd.observe(10_000, 90_000);
+        assert_eq!(odd.known(), Some(2.5), "clamped");
+        let mut low = Calibration::default();
+        low.observe(10_000, 5_000);
+        assert_eq!(low.known(), Some(1.0), "never below 1");
+        let mut none = Calibration::default();
+        none.observe(0, 5_000);
+        none.observe(5_000, 0);
+        assert_eq!(none.known(), None, "nothing to learn");
+    }
 
     #[test]
     fn counts_match_known_tiktoken_values() {

@@ -66,7 +66,7 @@ pub(crate) fn bill_as_the_client_alone(
                     };
                     let scale = (
                         s.settings.rewrite.trim.bytes_per_token,
-                        s.sessions.calibration(&job.session),
+                        s.sessions.calibration(&job.session).ratio(),
                     );
                     let served = s.client_bills.serve(
                         &job.session,

@@ -20,7 +20,7 @@ use ctxgc_core::engine::apply::Change;
 use ctxgc_core::engine::plan::{self, PlanInput, Replacement};
 use ctxgc_core::engine::{Policy, SummarizerError, SummaryReply, SummaryRequest};
 use ctxgc_core::engine::{event, integrity};
-use ctxgc_core::tokens::TokenCounter;
+use ctxgc_core::tokens::{Calibration, TokenCounter};
 use ctxgc_formats::Api;
 use serde_json::Value;
 
@@ -141,7 +141,7 @@ pub fn step(
     state: Option<&Lineage>,
     policy: &Policy,
     window: u64,
-    calibration: f64,
+    calibration: Calibration,
     counter: TokenCounter,
     summarize: Option<&mut SummarizeFn<'_>>,
 ) -> Result<Outcome, ProxyError> {
@@ -176,7 +176,7 @@ fn step_unchecked(
     state: Option<&Lineage>,
     policy: &Policy,
     window: u64,
-    calibration: f64,
+    calibration: Calibration,
     mut counter: TokenCounter,
     summarize: Option<&mut SummarizeFn<'_>>,
 ) -> Result<Outcome, ProxyError> {
@@ -258,7 +258,7 @@ fn step_unchecked(
         return Ok(unchanged(applied, lineage));
     }
     // 2. Is an event due? Plan on the prompt as the upstream would see it, in its tokens.
-    let scale = |n: usize| (n as f64 * calibration).ceil() as usize;
+    let scale = |n: usize| calibration.scale(n);
     let tokens: Vec<usize> = counts.iter().map(|&n| scale(n)).collect();
     // What the lineage in force replaced stays: an event's tail may not start inside it.
     let kept = lineage.as_ref().map_or(0, |l| l.prefix.len());
@@ -473,7 +473,7 @@ mod tests {
             None,
             &Policy::default(),
             64_000,
-            1.0,
+            Calibration::default(),
             TokenCounter::openai(),
             None,
         )
@@ -525,7 +525,7 @@ mod tests {
                 Some(state),
                 &Policy::default(),
                 200_000,
-                1.0,
+                Calibration::default(),
                 TokenCounter::openai(),
                 None,
             )
@@ -575,7 +575,7 @@ mod tests {
                     state.as_ref(),
                     &Policy::default(),
                     20_000,
-                    1.0,
+                    Calibration::default(),
                     TokenCounter::openai(),
                     None,
                 )
@@ -620,7 +620,7 @@ mod tests {
                 None,
                 &policy,
                 200_000,
-                1.0,
+                Calibration::default(),
                 TokenCounter::openai(),
                 None,
             )
@@ -660,7 +660,7 @@ mod tests {
                 None,
                 &Policy::default(),
                 200_000,
-                1.0,
+                Calibration::default(),
                 TokenCounter::openai(),
                 None,
             )
@@ -706,7 +706,7 @@ mod tests {
                 None,
                 &Policy::default(),
                 20_000,
-                1.0,
+                Calibration::default(),
                 TokenCounter::openai(),
                 None,
             )

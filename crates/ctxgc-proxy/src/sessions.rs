@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use ctxgc_core::store::SessionId;
+use ctxgc_core::tokens::Calibration;
 use serde::Serialize;
 
 use ctxgc_formats::wire_api::Usage;
@@ -154,7 +155,7 @@ pub struct SessionUsage {
     pub estimated_tokens: u64,
     /// Reported input / ctxgc's estimate, smoothed: scales the engine's token counts for this
     /// session (the upstream's tokenizer, tool definitions and framing as it really counts them).
-    pub calibration: Option<f64>,
+    pub calibration: Calibration,
     /// Observe mode: requests observed.
     #[serde(skip_serializing_if = "is_zero")]
     pub observed_requests: u64,
@@ -199,23 +200,6 @@ pub(crate) struct Arrival {
     pub(crate) fixed_changed: bool,
     /// The session's event for the pause now ending was prepared while it was idle.
     pub(crate) prepared: bool,
-}
-
-impl SessionUsage {
-    /// Folds one request's reported input into the calibration (exponential moving average,
-    /// clamped so one odd report cannot derail the thresholds). It never goes below 1: a prompt
-    /// over the window fails outright, an early event only costs a little, so calibration may
-    /// only make the engine more careful.
-    fn calibrate(&mut self, reported_input: u64) {
-        if self.estimated_tokens == 0 || reported_input == 0 {
-            return;
-        }
-        let ratio = (reported_input as f64 / self.estimated_tokens as f64).clamp(1.0, 2.5);
-        self.calibration = Some(match self.calibration {
-            Some(previous) => 0.7 * previous + 0.3 * ratio,
-            None => ratio,
-        });
-    }
 }
 
 /// Every session's usage, bounded.
@@ -314,13 +298,13 @@ impl SessionTable {
         });
     }
 
-    /// The session's calibration (1 when unknown).
-    pub(crate) fn calibration(&self, session: &SessionId) -> f64 {
+    /// The session's calibration (none learned yet when unknown).
+    pub(crate) fn calibration(&self, session: &SessionId) -> Calibration {
         self.sessions
             .lock()
             .ok()
-            .and_then(|s| s.get(session.as_str()).and_then(|u| u.calibration))
-            .unwrap_or(1.0)
+            .and_then(|s| s.get(session.as_str()).map(|u| u.calibration))
+            .unwrap_or_default()
     }
 
     /// Records the usage the upstream reported for one of the session's requests.
@@ -332,7 +316,10 @@ impl SessionTable {
             entry.cache_write_tokens += u.cache_write;
             entry.cache_write_1h_tokens += u.cache_write_1h.min(u.cache_write);
             entry.output_tokens += u.output;
-            entry.calibrate(u.input + u.cache_read + u.cache_write);
+            entry.calibration.observe(
+                entry.estimated_tokens as usize,
+                (u.input + u.cache_read + u.cache_write) as usize,
+            );
             if let Some(point) = entry.history.back_mut().filter(|p| p.reported.is_none()) {
                 point.reported = Some([small(u.input), small(u.cache_read), small(u.cache_write)]);
             }
@@ -478,35 +465,5 @@ mod tests {
             !sessions.contains_key("s0"),
             "the least recently active left"
         );
-    }
-
-    #[test]
-    fn calibration_follows_reported_usage_smoothly_and_within_bounds() {
-        let mut u = SessionUsage {
-            estimated_tokens: 10_000,
-            ..Default::default()
-        };
-        u.calibrate(12_000);
-        assert_eq!(u.calibration, Some(1.2), "first report sets it");
-        u.calibrate(13_000);
-        assert!(
-            (u.calibration.unwrap() - (0.7 * 1.2 + 0.3 * 1.3)).abs() < 1e-9,
-            "then an average"
-        );
-        let mut odd = SessionUsage {
-            estimated_tokens: 10_000,
-            ..Default::default()
-        };
-        odd.calibrate(90_000);
-        assert_eq!(odd.calibration, Some(2.5), "clamped");
-        let mut low = SessionUsage {
-            estimated_tokens: 10_000,
-            ..Default::default()
-        };
-        low.calibrate(5_000);
-        assert_eq!(low.calibration, Some(1.0), "never below 1");
-        let mut none = SessionUsage::default();
-        none.calibrate(5_000);
-        assert_eq!(none.calibration, None, "no estimate, nothing to learn");
     }
 }

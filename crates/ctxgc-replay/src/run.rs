@@ -574,9 +574,10 @@ pub fn replay(
             } else {
                 Vec::new()
             };
+            let tokens = b.iter().map(|b| b.tokens).sum();
             requests.push(RequestRecord {
                 source_index: index,
-                tokens: b.iter().map(|b| b.tokens).sum(),
+                tokens,
                 output,
                 served: models.serve(&b, at),
                 summarizer: false,
@@ -593,6 +594,7 @@ pub fn replay(
             if let Some(a) = at {
                 last_sent = Some((a.ms, a.long_ttl, b));
             }
+            policy.observe_usage(tokens);
         }
         policy.push(message.clone());
     }

@@ -18,7 +18,7 @@ use crate::engine::repeats::RepeatIndex;
 use crate::engine::summarizer::{Summarizer, SummaryReply, SummaryRequest};
 use crate::recall::{self, RecallError, RecallQuery};
 use crate::store::{OriginalStore, SessionId, StoreError};
-use crate::tokens::{ProviderFamily, TokenCounter};
+use crate::tokens::{Calibration, ProviderFamily, TokenCounter};
 use crate::transcript::{Block, Message, Role};
 use crate::trim::{self, ToolOutput, TrimConfig};
 
@@ -128,6 +128,9 @@ pub struct Session {
     may_compact: bool,
     /// Runaway assistant texts events cut, by id (recallable; tool outputs are in the store).
     cut_texts: BTreeMap<ContentId, String>,
+    /// The provider's counts against ours ([`Session::observe_usage`]): events are planned in
+    /// the provider's tokens, since its window is counted in them.
+    calibration: Calibration,
 }
 
 impl Session {
@@ -159,6 +162,7 @@ impl Session {
             cache_cold: false,
             may_compact: true,
             cut_texts: BTreeMap::new(),
+            calibration: Calibration::default(),
         }
     }
 
@@ -191,6 +195,22 @@ impl Session {
     /// Tokens of the prompt, tool definitions and reply priming included.
     pub fn prompt_tokens(&self) -> usize {
         self.tokens.iter().sum::<usize>() + self.tools_tokens + 3
+    }
+
+    /// Tells the session how many prompt tokens the provider counted for the request built
+    /// from [`Self::prompt`] as it stands (the usage its answer reported): called before the
+    /// next message enters. Later plans count in the provider's tokens, whose window is the one
+    /// that must not be passed: a model whose tokenizer counts 30% more than ctxgc's (Gemini's
+    /// does) would otherwise pass it before an event is due.
+    pub fn observe_usage(&mut self, reported_prompt_tokens: usize) {
+        self.calibration
+            .observe(self.prompt_tokens(), reported_prompt_tokens);
+    }
+
+    /// What [`Self::observe_usage`] learned: the provider's tokens per token of ctxgc's count
+    /// (1 before any report).
+    pub fn calibration(&self) -> f64 {
+        self.calibration.ratio()
     }
 
     /// Tokens of each message of the prompt.
@@ -370,7 +390,8 @@ impl Session {
         if self.stopped.is_some() {
             return None;
         }
-        plan::plan(&self.plan_input(), &self.policy, &self.counter)
+        let tokens = self.calibrated_tokens();
+        plan::plan(&self.plan_input(&tokens), &self.policy, &self.counter)
     }
 
     /// The share of the prompt the request after a pause past the cache's lifetime would still
@@ -378,15 +399,27 @@ impl Session {
     pub fn kept_if_cold(&self) -> f64 {
         match self.stopped {
             Some(_) => 1.0,
-            None => plan::kept_if_cold(&self.plan_input(), &self.policy, &self.counter),
+            None => {
+                let tokens = self.calibrated_tokens();
+                plan::kept_if_cold(&self.plan_input(&tokens), &self.policy, &self.counter)
+            }
         }
     }
 
-    fn plan_input(&self) -> PlanInput<'_> {
+    /// Tokens of each message in the provider's count.
+    fn calibrated_tokens(&self) -> Vec<usize> {
+        self.tokens
+            .iter()
+            .map(|&n| self.calibration.scale(n))
+            .collect()
+    }
+
+    /// What planning sees, with `tokens` from [`Self::calibrated_tokens`].
+    fn plan_input<'a>(&'a self, tokens: &'a [usize]) -> PlanInput<'a> {
         PlanInput {
             messages: &self.messages,
-            tokens: &self.tokens,
-            fixed_tokens: self.tools_tokens + 3,
+            tokens,
+            fixed_tokens: self.calibration.scale(self.tools_tokens + 3),
             metas: &self.metas,
             window: self.window,
             frozen: self.frozen,
@@ -426,8 +459,9 @@ impl Session {
                     .map_err(|e| format!("{} summarizer failed: {e}", s.name()))
             }
         });
+        let tokens = self.calibrated_tokens();
         let Some((_, edits)) = event::decide(
-            &self.plan_input(),
+            &self.plan_input(&tokens),
             &self.policy,
             &self.counter,
             &self.tools,
@@ -498,8 +532,8 @@ impl Session {
     fn note_effectiveness(&mut self, record: &mut EventRecord) {
         let verdict = self.policy.judge_event(
             self.window,
-            record.tokens_before,
-            record.tokens_after,
+            self.calibration.scale(record.tokens_before),
+            self.calibration.scale(record.tokens_after),
             self.ineffective,
         );
         self.ineffective = verdict.ineffective_in_a_row;

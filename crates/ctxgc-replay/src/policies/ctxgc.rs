@@ -179,6 +179,10 @@ impl ReplayPolicy for Ctxgc {
         let _ = self.session.insert_tool_results(&self.store, results);
     }
 
+    fn observe_usage(&mut self, prompt_tokens: usize) {
+        self.session.observe_usage(prompt_tokens);
+    }
+
     fn client_changed_prompt(&mut self, from: Option<usize>) {
         // A change of the fixed part (system prompt, tools, or what invalidates the messages'
         // cache: thinking, tool choice) rewrites every message: an event then costs no write

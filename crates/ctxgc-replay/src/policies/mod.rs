@@ -74,6 +74,11 @@ pub trait ReplayPolicy: Send {
     }
     /// The request sent before the next assistant message.
     fn request(&mut self) -> Request<'_>;
+    /// The prompt tokens the provider counted for the latest request (its answer's usage, as
+    /// a proxy reads it): called after [`Self::request`], before the next message enters.
+    fn observe_usage(&mut self, prompt_tokens: usize) {
+        let _ = prompt_tokens;
+    }
     /// Tokens of tool definitions the policy adds to every request.
     fn extra_tool_tokens(&self) -> usize {
         0
