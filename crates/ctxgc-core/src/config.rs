@@ -199,6 +199,13 @@ fn share(section: &'static str, key: &'static str, value: f64) -> Result<(), Loa
 fn validate_engine(e: &crate::engine::Policy) -> Result<(), LoadError> {
     let section = "engine";
     share(section, "trigger_share", e.trigger_share)?;
+    if !(0.0..=0.5).contains(&e.answer_reserve_share) {
+        return Err(LoadError::Section {
+            section,
+            key: "answer_reserve_share",
+            why: "a share in [0, 0.5]",
+        });
+    }
     share(section, "tail_share", e.tail_share)?;
     share(section, "runway_share", e.runway_share)?;
     share(section, "runway_max_share", e.runway_max_share)?;

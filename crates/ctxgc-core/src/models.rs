@@ -37,10 +37,24 @@ fn table() -> Option<&'static Table> {
         .as_ref()
 }
 
+/// The window of a model run with its long context: Anthropic's `context-1m` beta (Claude
+/// Sonnet 4 and 4.5, Opus 4.6), which Claude Code asks for with a `[1m]` suffix on the model.
+pub const LONG_CONTEXT_WINDOW: u64 = 1_000_000;
+
+/// The model-name suffix Claude Code uses for a model run with its long context.
+const LONG_CONTEXT_SUFFIX: &str = "[1m]";
+
 /// The context window of a known model, by the longest matching name prefix (case and a
-/// provider prefix such as `anthropic/` ignored); `None` for a model the table does not know.
+/// provider prefix such as `anthropic/` ignored; a `[1m]` suffix is the long context);
+/// `None` for a model the table does not know.
 pub fn known_window(model: &str) -> Option<u64> {
-    entry(model).map(|e| e.window)
+    let window = entry(model)?.window;
+    let long = model.to_ascii_lowercase().ends_with(LONG_CONTEXT_SUFFIX);
+    Some(if long {
+        window.max(LONG_CONTEXT_WINDOW)
+    } else {
+        window
+    })
 }
 
 /// The cache prices of a known model, when its provider publishes them.
@@ -65,9 +79,15 @@ fn entry(model: &str) -> Option<&'static Entry> {
         .max_by_key(|e| e.prefix.len())
 }
 
-/// The window to assume for `model`: its known window, else the table's conservative default.
-pub fn window_for(model: &str) -> u64 {
-    known_window(model).unwrap_or_else(unknown_window)
+/// The window to assume for `model`: its known window, else the table's conservative default;
+/// with `long_context` (the client asked for it), at least [`LONG_CONTEXT_WINDOW`].
+pub fn window_for(model: &str, long_context: bool) -> u64 {
+    let window = known_window(model).unwrap_or_else(unknown_window);
+    if long_context {
+        window.max(LONG_CONTEXT_WINDOW)
+    } else {
+        window
+    }
 }
 
 /// The window assumed for a model the table does not know.
@@ -79,18 +99,42 @@ pub fn unknown_window() -> u64 {
 mod tests {
     use super::*;
 
+    fn window_for_test(model: &str) -> u64 {
+        window_for(model, false)
+    }
+
+    #[test]
+    fn claude_5_models_and_the_long_context_have_a_million_tokens() {
+        assert_eq!(window_for("claude-opus-5", false), 1_000_000);
+        assert_eq!(window_for("claude-sonnet-5-5", false), 1_000_000);
+        assert_eq!(window_for("anthropic/claude-opus-5.5", false), 1_000_000);
+        assert_eq!(window_for("claude-fable-5-1", false), 1_000_000);
+        assert_eq!(window_for("claude-sonnet-4-5-20250929", false), 200_000);
+        assert_eq!(
+            window_for("claude-sonnet-4-5-20250929", true),
+            1_000_000,
+            "the beta"
+        );
+        assert_eq!(
+            window_for("claude-sonnet-4-5-20250929[1m]", false),
+            1_000_000
+        );
+        assert_eq!(known_window("claude-opus-4-6[1M]"), Some(1_000_000));
+        assert_eq!(known_window("my-finetune[1m]"), None);
+    }
+
     #[test]
     fn the_built_in_table_reads_and_matches_by_longest_prefix() {
         assert!(table().is_some(), "data/models.toml does not parse");
-        assert_eq!(window_for("claude-sonnet-4-5-20250929"), 200_000);
-        assert_eq!(window_for("anthropic/claude-opus-4.1"), 200_000);
-        assert_eq!(window_for("GPT-5-mini"), 272_000);
-        assert_eq!(window_for("gpt-4o-mini"), 128_000);
-        assert_eq!(window_for("models/gemini-3-pro-preview"), 1_048_576);
-        assert_eq!(window_for("qwen3-coder-30b"), 262_144);
-        assert_eq!(window_for("qwen2.5-7b"), 32_768);
+        assert_eq!(window_for_test("claude-sonnet-4-5-20250929"), 200_000);
+        assert_eq!(window_for_test("anthropic/claude-opus-4.1"), 200_000);
+        assert_eq!(window_for_test("GPT-5-mini"), 272_000);
+        assert_eq!(window_for_test("gpt-4o-mini"), 128_000);
+        assert_eq!(window_for_test("models/gemini-3-pro-preview"), 1_048_576);
+        assert_eq!(window_for_test("qwen3-coder-30b"), 262_144);
+        assert_eq!(window_for_test("qwen2.5-7b"), 32_768);
         assert_eq!(known_window("my-finetune"), None);
-        assert_eq!(window_for("my-finetune"), unknown_window());
+        assert_eq!(window_for_test("my-finetune"), unknown_window());
         assert!(
             unknown_window() <= 64_000,
             "unknown models get a small window"

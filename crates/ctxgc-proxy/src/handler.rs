@@ -173,6 +173,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         let model_name = model.as_deref().unwrap_or_default();
         let caller = pipeline::Caller {
             kept_alive,
+            long_context: api == Api::Messages && asks_long_context(&parts.headers),
             refused: s.refusals.refused(
                 (tenant.as_str(), upstream, model_name),
                 std::time::Instant::now(),
@@ -627,4 +628,15 @@ fn decode_request_body(
     }
     headers.remove("content-encoding");
     Ok(Bytes::from(out))
+}
+
+/// Whether an Anthropic request asks for the model's 1M context (the `context-1m-…` beta, in
+/// any of its `anthropic-beta` headers' comma-separated values).
+fn asks_long_context(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|beta| beta.trim().starts_with("context-1m"))
 }

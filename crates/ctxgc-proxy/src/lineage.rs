@@ -94,6 +94,11 @@ pub struct Outcome {
     /// make free leaves ([`plan::kept_if_cold`]), when [`StepInput::weigh_cold`] asked for it
     /// and no event ran.
     pub kept_if_cold: Option<f64>,
+    /// The prompt did not fit the window, and the event ran to make it fit: beyond what the
+    /// policy's own event would cut ([`Plan::fits_window`]), or where events were held back.
+    ///
+    /// [`Plan::fits_window`]: ctxgc_core::engine::Plan::fits_window
+    pub fits_window: bool,
 }
 
 /// Writes a compaction's summary (a blocking call to an LLM).
@@ -111,6 +116,10 @@ pub struct StepInput<'a> {
     pub tools: &'a [Value],
     /// Whether an event may run (not for a token count).
     pub events: bool,
+    /// Whether an event may run to make a prompt past the window fit
+    /// ([`plan::must_fit`]) where `events` holds events back: not for a token count, and only
+    /// for a model whose window is known (an assumed one may be smaller than the real one).
+    pub fit_window: bool,
     /// When no event may run and no lineage is in force, do nothing at all: no view of the
     /// prompt, no token count (the estimate is then 0, which calibrates nothing).
     pub lazy: bool,
@@ -204,6 +213,7 @@ fn step_unchecked(
             integrity: None,
             reclaimed_tokens: 0,
             kept_if_cold: None,
+            fits_window: false,
         });
     }
     let current: &[Value] = applied.as_deref().unwrap_or(client);
@@ -235,6 +245,7 @@ fn step_unchecked(
             summarizer_failed: None,
             reclaimed_tokens: 0,
             kept_if_cold: None,
+            fits_window: false,
         });
     };
     let messages = &view.messages;
@@ -252,11 +263,9 @@ fn step_unchecked(
         summarizer_failed: None,
         reclaimed_tokens: 0,
         kept_if_cold: None,
+        fits_window: false,
     };
     let stopped = lineage.as_ref().is_some_and(|l| l.stopped.is_some());
-    if stopped || !(input.events || input.weigh_cold) {
-        return Ok(unchanged(applied, lineage));
-    }
     // 2. Is an event due? Plan on the prompt as the upstream would see it, in its tokens.
     let scale = |n: usize| calibration.scale(n);
     let tokens: Vec<usize> = counts.iter().map(|&n| scale(n)).collect();
@@ -282,11 +291,17 @@ fn step_unchecked(
         cache_prices: input.cache_prices,
         may_compact: input.may_compact,
     };
+    // A prompt past the window would fail: the event that makes it fit runs whatever holds
+    // events back.
+    let must_fit = input.fit_window && plan::must_fit(&plan_input, policy);
+    if (stopped || !(input.events || input.weigh_cold)) && !must_fit {
+        return Ok(unchanged(applied, lineage));
+    }
     // What a pause would make free, for the keep-alives' decision.
     let kept_if_cold = input
         .weigh_cold
         .then(|| plan::kept_if_cold(&plan_input, policy, &counter));
-    if !input.events {
+    if !input.events && !must_fit {
         return Ok(Outcome {
             kept_if_cold,
             ..unchanged(applied, lineage)
@@ -421,6 +436,8 @@ fn step_unchecked(
         integrity,
         reclaimed_tokens: before.saturating_sub(scale(estimated)),
         kept_if_cold: None,
+        // Cut beyond the policy's own event, or run where events were held back.
+        fits_window: plan.fits_window || must_fit && !input.events,
     })
 }
 
@@ -441,6 +458,7 @@ mod tests {
             system: None,
             tools: &[],
             events: true,
+            fit_window: true,
             lazy: false,
             may_compact: true,
             metas,
@@ -651,6 +669,7 @@ mod tests {
             let input = StepInput {
                 idle_secs: Some(5),
                 events: false,
+                fit_window: true,
                 lazy: true,
                 weigh_cold,
                 ..chat_input(client, &no_metas)

@@ -122,6 +122,8 @@ pub(crate) struct Metrics {
     keepalive_cache_read_tokens: AtomicU64,
     agent_tool_calls: AtomicU64,
     summarizer_failures: AtomicU64,
+    /// Events run because a prompt did not fit the window: made to fit, or not even then.
+    window_fits: [AtomicU64; 2],
     upstream: Histogram,
     store: Histogram,
 }
@@ -251,6 +253,12 @@ impl Metrics {
     /// The LLM summarizer failed and the extractive one stood in.
     pub(crate) fn summarizer_failure(&self) {
         add(&self.summarizer_failures, 1);
+    }
+
+    /// A prompt past the window had an event run to make it fit: `fits`, whether it then did
+    /// (when even the protected part and the newest turn did not, it went out too long).
+    pub(crate) fn window_fit(&self, fits: bool) {
+        add(&self.window_fits[usize::from(!fits)], 1);
     }
 
     /// An upstream answered its headers after `took`.
@@ -408,6 +416,15 @@ impl Metrics {
             "counter",
             "Compactions whose LLM summary failed and were summarised extractively.",
             &[(String::new(), get(&self.summarizer_failures))],
+        );
+        family(
+            "ctxgc_window_fits_total",
+            "counter",
+            "Prompts past the window (less the room for the answer) that an event cut to fit, by whether they then fit.",
+            &[
+                ("{outcome=\"fits\"}".into(), get(&self.window_fits[0])),
+                ("{outcome=\"still_past\"}".into(), get(&self.window_fits[1])),
+            ],
         );
         family(
             "ctxgc_rewrites_in_flight",

@@ -32,6 +32,9 @@ pub(crate) struct Caller {
     /// Which of ctxgc's cache fields its upstream refused lately ([`crate::refusals`]): ctxgc
     /// sets none of them.
     pub(crate) refused: crate::refusals::Refused,
+    /// It asked for the model's long context (Anthropic's `context-1m` beta): the window is
+    /// 1M tokens whatever the table says of the model.
+    pub(crate) long_context: bool,
 }
 
 /// A request ready to forward.
@@ -51,6 +54,10 @@ pub(crate) struct Prepared {
     /// an expiry makes free would leave (`None`: not weighed, taken as 1).
     pub(crate) kept_if_cold: Option<f64>,
 }
+
+/// Tokens a provider adds to a request beyond its body (its own system text for tools): a body
+/// this far under the prompt limit in bytes cannot pass it.
+const LAZY_MARGIN_TOKENS: usize = 4_096;
 
 /// Everything done to a request before it is forwarded: the session's agent state replayed and
 /// the agent tools injected, insertion trimming, the engine's lineage, and the originals
@@ -189,6 +196,19 @@ pub(crate) fn prepare(
         let when = !prepared
             && (!settings.events_only_when_cold
                 || policy.is_cache_cold(idle_secs, wire.family(), requested_ttl_secs));
+        // The window: the model's, a long context the session asked for, or `--window`. Only
+        // a known one is enforced: an assumed window may be smaller than the real one, and
+        // cutting a history to it is not free.
+        let model = request.body["model"].as_str();
+        if caller.long_context && purpose == Purpose::Request {
+            state.sessions.note_long_context(session);
+        }
+        let long_context = caller.long_context || state.sessions.long_context(session);
+        let window = settings.window_for(model, long_context);
+        let fit_window = !counting && settings.knows_window(model, long_context);
+        // A body of fewer bytes than the limit cannot pass it (no tokenizer makes a token of
+        // less than a byte), so one that small needs no count.
+        let could_pass = fit_window && raw.len() + LAZY_MARGIN_TOKENS > policy.prompt_limit(window);
         let step = lineage::StepInput {
             api: request.api,
             client: &client,
@@ -196,7 +216,8 @@ pub(crate) fn prepare(
             tools: &tools,
             // A token count sees the lineage in force but never runs or records an event.
             events: !counting && when,
-            lazy: settings.events_only_when_cold,
+            fit_window,
+            lazy: settings.events_only_when_cold && !could_pass,
             may_compact: !settings.events_only_when_cold,
             metas: &out.metas,
             idle_secs,
@@ -208,7 +229,6 @@ pub(crate) fn prepare(
             // them): anyone else's requests plan no event they would never use.
             weigh_cold: purpose == Purpose::Request && caller.kept_alive,
         };
-        let window = settings.window_for(request.body["model"].as_str());
         let mut outcome = advance_lineage(
             state,
             session,
@@ -239,6 +259,22 @@ pub(crate) fn prepare(
         if let Some(kind) = outcome.event {
             state.metrics.event(kind, outcome.reclaimed_tokens);
             tracing::info!(event = kind, tokens = outcome.estimated_tokens, "event");
+        }
+        if outcome.fits_window {
+            let limit = policy.prompt_limit(window);
+            let fits = state
+                .sessions
+                .calibration(session)
+                .scale(outcome.estimated_tokens)
+                <= limit;
+            state.metrics.window_fit(fits);
+            tracing::warn!(
+                window,
+                limit,
+                tokens = outcome.estimated_tokens,
+                fits,
+                "prompt past the window: the event made it fit, cutting what it had to"
+            );
         }
         // The lineage replaces the client's first `covered` items with its prefix: spliced
         // into the bytes about to be sent, the rest of the history is not serialised again.

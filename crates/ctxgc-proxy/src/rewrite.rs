@@ -52,12 +52,22 @@ impl RewriteSettings {
     /// The window a request for `model` is shaped for: the model's known window when
     /// `model_windows` is on (the table's conservative default for unknown models), else the
     /// configured one.
-    pub fn window_for(&self, model: Option<&str>) -> u64 {
+    pub fn window_for(&self, model: Option<&str>, long_context: bool) -> u64 {
         match (self.model_windows, model) {
-            (true, Some(model)) => ctxgc_core::models::window_for(model),
+            (true, Some(model)) => ctxgc_core::models::window_for(model, long_context),
+            (true, None) if long_context => ctxgc_core::models::LONG_CONTEXT_WINDOW,
             (true, None) => ctxgc_core::models::unknown_window(),
             (false, _) => self.window,
         }
+    }
+
+    /// Whether [`Self::window_for`] is the model's real window (given with `--window`, the
+    /// table's, or a long context the client asked for), not the table's guess for a model it
+    /// does not know.
+    pub fn knows_window(&self, model: Option<&str>, long_context: bool) -> bool {
+        !self.model_windows
+            || long_context
+            || model.is_some_and(|m| ctxgc_core::models::known_window(m).is_some())
     }
 }
 
@@ -317,7 +327,7 @@ pub fn rewrite_within(
     // the keys before it.
     let mut entered: Vec<Entered<'_>> = Vec::with_capacity(slots.len());
     let mut repeats = RepeatIndex::new();
-    let window = settings.window_for(request.body["model"].as_str());
+    let window = settings.window_for(request.body["model"].as_str(), false);
     // Hides apply from the result at which their event ran, in that order.
     let mut hidden: Vec<&crate::lineage::HiddenResult> = hidden.iter().collect();
     hidden.sort_by_key(|h| h.from_result);
@@ -744,12 +754,22 @@ mod tests {
         // at 32K (12.8 KB).
         assert_eq!(run("claude-sonnet-4-5"), 0);
         assert!(run("my-local-finetune") > 4_000);
-        assert_eq!(settings.window_for(Some("gpt-5-mini")), 272_000);
+        assert_eq!(settings.window_for(Some("gpt-5-mini"), false), 272_000);
         let fixed = RewriteSettings {
             cache: Default::default(),
             model_windows: false,
             ..settings.clone()
         };
-        assert_eq!(fixed.window_for(Some("gpt-5-mini")), 32_000);
+        assert_eq!(fixed.window_for(Some("gpt-5-mini"), false), 32_000);
+        // Only a real window is enforced: the table's, a long context asked for, `--window`.
+        assert!(settings.knows_window(Some("gpt-5-mini"), false));
+        assert!(!settings.knows_window(Some("my-local-finetune"), false));
+        assert!(!settings.knows_window(None, false));
+        assert!(settings.knows_window(None, true));
+        assert_eq!(
+            settings.window_for(Some("claude-sonnet-4-5"), true),
+            1_000_000
+        );
+        assert!(fixed.knows_window(Some("my-local-finetune"), false));
     }
 }

@@ -185,6 +185,10 @@ pub struct SessionUsage {
     /// that resumes it carries that one and runs none of its own.
     #[serde(skip)]
     prepared_in_pause: bool,
+    /// Its client asked for the model's long context (Anthropic's `context-1m` beta): work
+    /// done for it without a request at hand (while it is idle) plans at that window too.
+    #[serde(skip)]
+    long_context: bool,
     /// A hash of the fixed part its latest request was sent with (tools, thinking settings,
     /// model: what the provider's cache of every message depends on).
     #[serde(skip)]
@@ -296,6 +300,20 @@ impl SessionTable {
             entry.estimated_tokens = tokens as u64;
             entry.last_request.get_or_insert_with(Instant::now);
         });
+    }
+
+    /// A request of the session asked for the model's long context.
+    pub(crate) fn note_long_context(&self, session: &SessionId) {
+        self.with(session, |entry| entry.long_context = true);
+    }
+
+    /// Whether a request of the session asked for the model's long context.
+    pub(crate) fn long_context(&self, session: &SessionId) -> bool {
+        self.sessions
+            .lock()
+            .ok()
+            .and_then(|s| s.get(session.as_str()).map(|u| u.long_context))
+            .unwrap_or(false)
     }
 
     /// The session's calibration (none learned yet when unknown).

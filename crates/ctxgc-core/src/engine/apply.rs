@@ -112,6 +112,26 @@ pub fn apply(
     counter: &TokenCounter,
     reply: Option<Result<SummaryReply, String>>,
 ) -> Edits {
+    let mut edits = decide_edits(plan, input, counter, reply);
+    if plan.fits_window {
+        let why = format!(
+            "prompt past the window: {} tokens, {} after the event",
+            plan.tokens_before, plan.estimated_after
+        );
+        edits.note = Some(match edits.note.take() {
+            Some(note) => format!("{why}; {note}"),
+            None => why,
+        });
+    }
+    edits
+}
+
+fn decide_edits(
+    plan: &Plan,
+    input: &ApplyInput<'_>,
+    counter: &TokenCounter,
+    reply: Option<Result<SummaryReply, String>>,
+) -> Edits {
     let messages = input.messages;
     match plan.kind {
         PlanKind::PruneOnly => {

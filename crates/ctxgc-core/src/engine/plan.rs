@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::content_id::ContentId;
 use crate::engine::abstracts::{ResultMeta, abstract_line};
 use crate::engine::facts::{self, FileAccess};
 use crate::engine::policy::Policy;
@@ -99,6 +100,9 @@ pub enum PruneReason {
     HugeArguments,
     /// Assistant text over the runaway limit.
     RunawayText,
+    /// The prompt did not fit the window: an output the event would have kept, cut to make it
+    /// fit ([`Plan::fits_window`]).
+    Window,
 }
 
 /// A change to one message.
@@ -151,6 +155,10 @@ pub struct Plan {
     pub summary_budget: usize,
     /// How the summary tells the agent to get outputs back ([`Policy::recall_hint`]).
     pub recall_hint: String,
+    /// The prompt did not fit the window ([`must_fit`]) and the event the policy's rules call
+    /// for would not have made it fit: this one cuts what it has to (the newest outputs
+    /// included, as the edits say), or, when even that is not enough, the most it can.
+    pub fits_window: bool,
 }
 
 /// The share of the prompt a request after the provider's cache expired would still send: the
@@ -169,14 +177,272 @@ pub fn kept_if_cold(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCount
         })
 }
 
-/// Plans the event that is due, if any.
+/// Whether the prompt of `input` does not fit the window with room for the answer
+/// ([`Policy::prompt_limit`]): a request that would fail outright. The event that makes it fit
+/// runs on it, whatever the economics, a stop after ineffective events or the cache say.
+pub fn must_fit(input: &PlanInput<'_>, policy: &Policy) -> bool {
+    input.total() > policy.prompt_limit(input.window)
+}
+
+/// Plans the event that is due, if any: the one the policy's rules call for, and, when the
+/// prompt does not fit the window ([`must_fit`]) and that event would not make it fit, one that
+/// does ([`fit_window`]).
 pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> Option<Plan> {
+    let planned = plan_due(input, policy, counter);
+    if !must_fit(input, policy) {
+        return planned;
+    }
+    match planned {
+        Some(plan) if plan.estimated_after <= policy.prompt_limit(input.window) => Some(plan),
+        planned => fit_window(input, policy, counter, planned),
+    }
+}
+
+/// The event for a prompt past the window when the policy's own would not make it fit: the
+/// planned prune's edits (a compaction that would land past the window is dropped), then every
+/// older tool output becomes its abstract, oldest first (the head's last), until the prompt
+/// lands the runway under the threshold; when it is still past the window, the newest turn's
+/// outputs are cut to head and tail around their recall ids, the largest first, to what fits.
+/// The head, the user's messages and the system prompt are never touched: when they alone do
+/// not fit, the plan cuts what it can and says so (`fits_window` with `estimated_after` past
+/// the limit).
+fn fit_window(
+    input: &PlanInput<'_>,
+    policy: &Policy,
+    counter: &TokenCounter,
+    planned: Option<Plan>,
+) -> Option<Plan> {
+    let messages = input.messages;
+    let window = input.window;
+    let limit = policy.prompt_limit(window);
+    let target = policy
+        .threshold(window)
+        .saturating_sub(policy.runway(window, input.growth_per_turn()))
+        .min(limit);
+    let (mut edits, compaction) = match planned {
+        Some(plan) if plan.kind == PlanKind::PruneOnly => (plan.edits, None),
+        planned => (Vec::new(), planned),
+    };
+    let mut total = input.total();
+    for e in &edits {
+        total -= e.tokens_before.saturating_sub(e.tokens_after);
+    }
+    let head_end = segments::head_end(messages, policy.head_exchanges);
+    // Runaway texts first, the latest turn's too: a repetition loop is not context.
+    for (i, m) in messages.iter().enumerate().skip(head_end) {
+        if total <= target {
+            break;
+        }
+        if edits.iter().any(|e| e.index == i) {
+            continue;
+        }
+        if let Some(edit) = runaway_text_edit(m, i, policy, counter) {
+            total -= edit.tokens_before.saturating_sub(edit.tokens_after);
+            edits.push(edit);
+        }
+    }
+    let newest = messages
+        .iter()
+        .rposition(|m| m.role == Role::Assistant)
+        .unwrap_or(messages.len());
+    let calls: BTreeMap<&str, &ToolCall> = messages
+        .iter()
+        .flat_map(|m| m.tool_calls().map(|c| (c.id.as_str(), c)))
+        .collect();
+    // An output this event may still cut: a tool result of no protected tool, not edited yet.
+    let cuttable = |edits: &[PruneEdit], i: usize| {
+        messages[i].role == Role::Tool
+            && !edits.iter().any(|e| e.index == i)
+            && messages[i]
+                .tool_results()
+                .next()
+                .is_some_and(|r| !policy.is_protected_tool(r.tool_name.as_deref().unwrap_or("")))
+    };
+    let older = (head_end..newest).chain(0..head_end.min(newest));
+    for i in older {
+        if total <= target {
+            break;
+        }
+        if !cuttable(&edits, i) {
+            continue;
+        }
+        let Some(result) = messages[i].tool_results().next() else {
+            continue;
+        };
+        let tool = result.tool_name.as_deref().unwrap_or("tool");
+        let meta = input
+            .metas
+            .get(&result.call_id)
+            .cloned()
+            .unwrap_or_else(|| ResultMeta::of(&result.text()));
+        let text = abstract_line(tool, calls.get(result.call_id.as_str()).copied(), &meta);
+        let after = FRAMING + counter.count_text(&text);
+        let before = input.tokens[i];
+        if after < before {
+            total -= before - after;
+            edits.push(PruneEdit {
+                index: i,
+                reason: PruneReason::Window,
+                replacement: Replacement::Result(text),
+                tokens_before: before,
+                tokens_after: after,
+            });
+        }
+    }
+    // The newest outputs, the largest first, each cut to what still fits.
+    let mut newest_outputs: Vec<usize> = (newest..messages.len())
+        .filter(|&i| cuttable(&edits, i))
+        .collect();
+    newest_outputs.sort_by_key(|&i| std::cmp::Reverse(input.tokens[i]));
+    for i in newest_outputs {
+        if total <= limit {
+            break;
+        }
+        let Some(result) = messages[i].tool_results().next() else {
+            continue;
+        };
+        let before = input.tokens[i];
+        let room = before.saturating_sub(total - limit);
+        let meta = input.metas.get(&result.call_id);
+        let text = result.text();
+        let id = meta.map_or_else(|| ContentId::of(text.as_bytes()), |m| m.id);
+        let cut = cut_to_fit(&text, room, before, id, counter);
+        let after = FRAMING + counter.count_text(&cut);
+        if after < before {
+            total -= before - after;
+            edits.push(PruneEdit {
+                index: i,
+                reason: PruneReason::Window,
+                replacement: Replacement::Result(cut),
+                tokens_before: before,
+                tokens_after: after,
+            });
+        }
+    }
+    let pruned = (!edits.is_empty()).then(|| {
+        edits.sort_by_key(|e| e.index);
+        // The tail starts after the last edit: a later event may still compact what is older.
+        let last = edits.last().map_or(0, |e| e.index);
+        let tail_start = (last + 1..messages.len())
+            .find(|&i| segments::is_boundary(messages, i))
+            .unwrap_or(messages.len());
+        Plan {
+            kind: PlanKind::PruneOnly,
+            tokens_before: input.total(),
+            estimated_after: total,
+            head_end,
+            tail_start,
+            edits,
+            summary_budget: 0,
+            recall_hint: policy.recall_hint.clone(),
+            fits_window: true,
+        }
+    });
+    if pruned.as_ref().is_some_and(|p| p.estimated_after <= limit) {
+        return pruned;
+    }
+    // Cutting outputs is not enough (the prompt is mostly the conversation itself): the middle
+    // is summarised, even in front of a client that keeps its own window, since a request past
+    // the window fails whatever the client would have shown. The lowest landing wins.
+    let tail = segments::tail_start(
+        messages,
+        input.tokens,
+        policy.tail_budget(window),
+        policy.tail_ceiling,
+        policy.tail_min_messages,
+        head_end,
+    );
+    let tail = past_runaways(messages, policy, tail).max(input.frozen);
+    let tail = (tail..messages.len())
+        .find(|&i| segments::is_boundary(messages, i))
+        .unwrap_or(messages.len());
+    let forced = compaction_plan(input, policy, head_end, tail);
+    [pruned, compaction, forced]
+        .into_iter()
+        .flatten()
+        .min_by_key(|p| p.estimated_after)
+        .map(|plan| Plan {
+            fits_window: true,
+            ..plan
+        })
+}
+
+/// The compaction of `head_end..tail_start` (what the client pins stays), when the middle is
+/// larger than its summary would be.
+fn compaction_plan(
+    input: &PlanInput<'_>,
+    policy: &Policy,
+    head_end: usize,
+    tail_start: usize,
+) -> Option<Plan> {
+    if head_end >= tail_start || tail_start >= input.messages.len() {
+        return None;
+    }
+    let middle: usize = (head_end..tail_start)
+        .filter(|&i| !segments::is_pinned(&input.messages[i]))
+        .map(|i| input.tokens[i])
+        .sum();
+    let budget = policy.summary_budget(middle, input.window);
+    (middle > budget + FRAMING).then(|| Plan {
+        kind: PlanKind::Compaction,
+        tokens_before: input.total(),
+        estimated_after: input.total() - middle + budget + FRAMING,
+        head_end,
+        tail_start,
+        edits: Vec::new(),
+        summary_budget: budget,
+        recall_hint: policy.recall_hint.clone(),
+        fits_window: false,
+    })
+}
+
+/// What a cut to fit the window keeps of an output at the least, at each end, in bytes.
+const WINDOW_CUT_MIN_BYTES: usize = 200;
+
+/// `text` (of `tokens` tokens) cut to head and tail around a marker naming its original's
+/// recall `id`, to at most about `room` tokens: the end holds the exit code and the error, the
+/// head what was run.
+fn cut_to_fit(
+    text: &str,
+    room: usize,
+    tokens: usize,
+    id: ContentId,
+    counter: &TokenCounter,
+) -> String {
+    let bytes_per_token = text.len() as f64 / tokens.max(1) as f64;
+    // The marker and framing take some of the room; what is left is split between the ends.
+    let mut aim = room.saturating_sub(40);
+    let mut out = text.to_owned();
+    // Bytes per token vary along an output: a few more passes when a cut is still too long.
+    for _ in 0..4 {
+        let each = ((aim as f64 * bytes_per_token * 0.45) as usize).max(WINDOW_CUT_MIN_BYTES);
+        if each * 2 >= text.len() {
+            return out;
+        }
+        let head = floor_char(text, each);
+        let tail_from = ceil_char(text, text.len() - each);
+        out = format!(
+            "{head}\n[... {} bytes of this output cut to fit the model's context window; original: id {id} ...]\n{}",
+            crate::trim::lines::group((tail_from - head.len()) as u64),
+            &text[tail_from..]
+        );
+        let counted = counter.count_text(&out);
+        if counted <= room || each == WINDOW_CUT_MIN_BYTES {
+            break;
+        }
+        aim = aim.saturating_sub(counted - room);
+    }
+    out
+}
+
+/// Plans the event the policy's rules call for, if any.
+fn plan_due(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> Option<Plan> {
     let total = input.total();
     let threshold = policy.threshold(input.window);
     let growth = input.growth_per_turn();
     // A cold cache makes an event free of cache cost: one due within the runway runs now, and
     // below that a prune that reclaims a real amount.
-    let due = total >= threshold;
+    let due = total >= threshold || must_fit(input, policy);
     let due_soon = input.cache_cold && total + policy.runway(input.window, growth) >= threshold;
     // Before any event is due: a prune of what is older than the newest outputs, at a cold
     // cache when it reclaims a real amount, at a warm one when it pays for the cache write.
@@ -263,44 +529,33 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
             edits,
             summary_budget: 0,
             recall_hint: policy.recall_hint.clone(),
+            fits_window: false,
         });
     }
     let target = threshold.saturating_sub(policy.runway(input.window, growth));
     let worth_pruning = reclaimed >= policy.min_reclaim(input.window);
-    // What the client pins stays through a compaction: it is not reclaimed.
-    let middle: usize = (head_end..tail_start)
-        .filter(|&i| !segments::is_pinned(&messages[i]))
-        .map(|i| input.tokens[i])
-        .sum();
-    let budget = policy.summary_budget(middle, input.window);
-    let can_compact = tail_start > head_end && middle > budget + FRAMING;
-    // Prune alone when that buys the runway; compact otherwise; when there is nothing to
-    // compact, pruning alone is still better than nothing if it reclaims a real amount.
-    let (kind, estimated_after, edits, summary_budget) =
-        if worth_pruning && total - reclaimed <= target {
-            (PlanKind::PruneOnly, total - reclaimed, edits, 0)
-        } else if can_compact && input.may_compact {
-            (
-                PlanKind::Compaction,
-                total - middle + budget + FRAMING,
-                Vec::new(),
-                budget,
-            )
-        } else if worth_pruning {
-            (PlanKind::PruneOnly, total - reclaimed, edits, 0)
-        } else {
-            return None;
-        };
-    Some(Plan {
-        kind,
+    let prune = |edits| Plan {
+        kind: PlanKind::PruneOnly,
         tokens_before: total,
-        estimated_after,
+        estimated_after: total - reclaimed,
         head_end,
         tail_start,
         edits,
-        summary_budget,
+        summary_budget: 0,
         recall_hint: policy.recall_hint.clone(),
-    })
+        fits_window: false,
+    };
+    // Prune alone when that buys the runway; compact otherwise (what the client pins stays,
+    // not reclaimed); when there is nothing to compact, pruning alone is still better than
+    // nothing if it reclaims a real amount.
+    if worth_pruning && total - reclaimed <= target {
+        return Some(prune(edits));
+    }
+    input
+        .may_compact
+        .then(|| compaction_plan(input, policy, head_end, tail_start))
+        .flatten()
+        .or_else(|| worth_pruning.then(|| prune(edits)))
 }
 
 /// A cheap bound checked on every request before planning an early prune at a warm cache: even

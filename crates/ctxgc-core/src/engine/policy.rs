@@ -14,6 +14,14 @@ pub const RECALL_TOOL_HINT: &str = "recall_tool_result and their id";
 pub struct Policy {
     /// An event is due when the prompt reaches this share of the context window (the threshold).
     pub trigger_share: f64,
+    /// Room kept in the window for the model's answer, in tokens (at most
+    /// `answer_reserve_share` of the window): a prompt past the window less this room does not
+    /// fit ([`Policy::prompt_limit`]), and the event that makes it fit runs on that request
+    /// whatever else would hold it back (a warm cache, events stopped, a client that keeps its
+    /// own window), cutting the newest outputs too when it must.
+    pub answer_reserve_tokens: usize,
+    /// See `answer_reserve_tokens`.
+    pub answer_reserve_share: f64,
     /// Exchanges after the system prompt that are never rewritten (the first user message, the
     /// assistant's answer and its tool results).
     pub head_exchanges: usize,
@@ -203,6 +211,8 @@ impl Default for Policy {
     fn default() -> Self {
         Policy {
             trigger_share: 0.90,
+            answer_reserve_tokens: 8_192,
+            answer_reserve_share: 0.10,
             head_exchanges: 1,
             tail_share: 0.15,
             tail_ceiling: 1.5,
@@ -310,6 +320,13 @@ impl Policy {
         saved >= self.economic_margin * cost
     }
 
+    /// The most prompt tokens a request may hold: the window less the room for the answer.
+    pub fn prompt_limit(&self, window: u64) -> usize {
+        let reserve = (self.answer_reserve_tokens as f64)
+            .min(window as f64 * self.answer_reserve_share.clamp(0.0, 0.5));
+        (window as f64 - reserve.max(0.0)) as usize
+    }
+
     /// Prompt tokens at which an event is due.
     pub fn threshold(&self, window: u64) -> usize {
         (window as f64 * self.trigger_share) as usize
@@ -411,6 +428,16 @@ mod tests {
         assert_eq!(p.min_reclaim(32_000), 5_000);
         assert_eq!(p.min_reclaim(1_000_000), 50_000);
         assert_eq!(p.threshold(200_000), 180_000);
+        assert_eq!(
+            p.prompt_limit(200_000),
+            191_808,
+            "8,192 tokens for the answer"
+        );
+        assert_eq!(
+            p.prompt_limit(32_000),
+            28_800,
+            "at most a tenth of the window"
+        );
         assert_eq!(p.runway(200_000, 0), 27_000);
         assert_eq!(p.runway(200_000, 5_000), 40_000, "8 turns of growth");
         assert_eq!(

@@ -385,13 +385,23 @@ impl Session {
         self.cache_cold
     }
 
-    /// The event that is due, if any (none once automatic events have stopped).
+    /// The event that is due, if any (once automatic events have stopped, only one that makes
+    /// a prompt past the window fit).
     pub fn plan(&self) -> Option<Plan> {
-        if self.stopped.is_some() {
+        let tokens = self.calibrated_tokens();
+        let input = self.plan_input(&tokens);
+        if self.stopped.is_some() && !plan::must_fit(&input, &self.policy) {
             return None;
         }
+        plan::plan(&input, &self.policy, &self.counter)
+    }
+
+    /// Whether the prompt as it stands does not fit the window with room for the answer
+    /// ([`plan::must_fit`]): an event must run on the next request, wherever events are
+    /// otherwise held back.
+    pub fn must_fit(&self) -> bool {
         let tokens = self.calibrated_tokens();
-        plan::plan(&self.plan_input(&tokens), &self.policy, &self.counter)
+        plan::must_fit(&self.plan_input(&tokens), &self.policy)
     }
 
     /// The share of the prompt the request after a pause past the cache's lifetime would still
@@ -449,9 +459,6 @@ impl Session {
         &mut self,
         summarizer: Option<&mut (dyn Summarizer + 's)>,
     ) -> Result<Option<EventRecord>, EngineError> {
-        if self.stopped.is_some() {
-            return Ok(None);
-        }
         let started = Instant::now();
         let mut ask = summarizer.map(|s| {
             move |request: &SummaryRequest| {
@@ -460,8 +467,12 @@ impl Session {
             }
         });
         let tokens = self.calibrated_tokens();
+        let input = self.plan_input(&tokens);
+        if self.stopped.is_some() && !plan::must_fit(&input, &self.policy) {
+            return Ok(None);
+        }
         let Some((_, edits)) = event::decide(
-            &self.plan_input(&tokens),
+            &input,
             &self.policy,
             &self.counter,
             &self.tools,

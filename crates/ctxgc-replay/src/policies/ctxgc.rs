@@ -259,9 +259,11 @@ impl ReplayPolicy for Ctxgc {
 
     fn request(&mut self) -> Request<'_> {
         let mut event = None;
+        // A prompt past the window would fail: the event that makes it fit runs whenever the
+        // policy runs events at all, as in the proxy.
         let may_run = match self.events {
             Events::Any => true,
-            Events::WhenCold => self.session.is_cache_cold(),
+            Events::WhenCold => self.session.is_cache_cold() || self.session.must_fit(),
             Events::Never => false,
         };
         if let Some(plan) = may_run.then(|| self.session.plan()).flatten() {
