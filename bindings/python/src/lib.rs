@@ -428,7 +428,9 @@ impl NativeSession {
         let messages = self.shape.read(items).map_err(format_error)?;
         let keeps = messages.len() >= self.seen.len() && messages[..self.seen.len()] == self.seen;
         if !keeps {
-            self.engine = self.fresh_engine();
+            let mut fresh = self.fresh_engine();
+            fresh.keep_calibration(&self.engine);
+            self.engine = fresh;
             self.seen.clear();
             self.originals.clear();
             self.rebuilt += 1;
@@ -659,6 +661,11 @@ impl NativeSession {
     /// The report of the event log as JSON text.
     fn report_json(&self) -> String {
         to_json_text(&self.engine.report())
+    }
+
+    /// The prompt tokens the provider reported for the request built from the latest prompt.
+    fn observe_usage(&mut self, prompt_tokens: usize) {
+        self.engine.observe_usage(prompt_tokens);
     }
 
     /// ctxgc's token count of the prompt.

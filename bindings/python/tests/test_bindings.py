@@ -196,6 +196,26 @@ def test_session_trims_stores_and_runs_events_keeping_pairs() -> None:
     assert session.handle_tool_call("bash", {}) is None
 
 
+def test_a_session_told_the_providers_counts_stays_inside_the_window() -> None:
+    # The provider counts 40% more than ctxgc: told so, the session's events come early enough.
+    window = 12_000
+    history = tool_session(60)
+
+    def peak(observe: bool) -> int:
+        session = ctxgc.Session("openai", window=window, session_id="w")
+        highest = 0
+        for end in range(4, len(history) + 1, 2):
+            session.prepare(history[:end])
+            counted = session.prompt_tokens * 14 // 10
+            highest = max(highest, counted)
+            if observe:
+                session.observe_usage(counted)
+        return highest
+
+    assert peak(False) > window, "uncalibrated, the provider's count passes the window"
+    assert peak(True) <= window
+
+
 def test_summarizer_sync_async_and_failing() -> None:
     asked: list[dict] = []
 

@@ -60,7 +60,7 @@ fn with_recalls(r: &Row) -> String {
 }
 
 /// The note under every policy table: what "with recalls" assumes.
-pub const WITH_RECALLS_NOTE: &str = "with recalls: each reference a policy hid but stored is priced as one recall round (one more request on the current prefix, read from the cache, plus the recalled text) and counted as seen; it assumes the agent notices what it misses. frontier: no other policy (foresight aside) is as cheap at as much recall.";
+pub const WITH_RECALLS_NOTE: &str = "with recalls: each reference a policy hid but stored is priced as one recall round (one more request on the current prefix, read from the cache, plus the recalled text) and counted as seen; it assumes the agent notices what it misses. overflows: requests past the window, which the provider refuses: they show nothing (recall counts them as lost), and a policy with more of them than another is never on the frontier. frontier: no other policy (foresight aside) is as cheap at as much recall.";
 
 /// The policy table's columns.
 pub fn policy_cells(rows: &[Row]) -> (Vec<&'static str>, Vec<Vec<String>>) {

@@ -290,10 +290,11 @@ fn step_unchecked(
         ),
         cache_prices: input.cache_prices,
         may_compact: input.may_compact,
+        enforce_window: input.fit_window,
     };
     // A prompt past the window would fail: the event that makes it fit runs whatever holds
     // events back.
-    let must_fit = input.fit_window && plan::must_fit(&plan_input, policy);
+    let must_fit = plan::must_fit(&plan_input, policy);
     if (stopped || !(input.events || input.weigh_cold)) && !must_fit {
         return Ok(unchanged(applied, lineage));
     }
@@ -584,8 +585,11 @@ mod tests {
                 client.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}));
                 client.push(json!({"role": "tool", "tool_call_id": id, "content": format!("output {turn} ").repeat(700)}));
                 let no_metas = BTreeMap::new();
+                // The window aside: a prompt past it gets the event that makes it fit, stop
+                // or no stop (`fit_window`).
                 let input = StepInput {
                     system: Some(&system),
+                    fit_window: false,
                     ..chat_input(&client, &no_metas)
                 };
                 let outcome = step(
@@ -713,11 +717,12 @@ mod tests {
             client
                 .push(json!({"role": "user", "content": format!("and then {turn}? ").repeat(60)}));
         }
-        let run = |may_compact| {
+        let run = |may_compact, fit_window| {
             let no_metas = BTreeMap::new();
             let input = StepInput {
                 idle_secs: Some(3_600),
                 may_compact,
+                fit_window,
                 ..chat_input(&client, &no_metas)
             };
             step(
@@ -732,7 +737,9 @@ mod tests {
             .unwrap()
             .event
         };
-        assert_eq!(run(true), Some("compaction"));
-        assert_eq!(run(false), None);
+        assert_eq!(run(true, false), Some("compaction"));
+        assert_eq!(run(false, false), None);
+        // Past the window, a request would fail whatever the client shows: it is compacted.
+        assert_eq!(run(false, true), Some("compaction"));
     }
 }

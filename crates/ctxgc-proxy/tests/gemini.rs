@@ -465,3 +465,51 @@ async fn a_gemini_session_under_compaction_keeps_its_turns_valid_and_its_prefix_
         "the prompt changed only at events"
     );
 }
+
+/// A Gemini CLI session driven past the window, in front of a client that keeps its own window
+/// (events only after a pause, the default): no request past the window reaches the model,
+/// and every turn stays valid.
+#[tokio::test]
+async fn a_gemini_session_past_the_window_is_made_to_fit() {
+    let upstream = FakeUpstream::start(gemini_reply).await;
+    let base = common::settings(&upstream.url);
+    let policy = Policy::default();
+    let limit = policy.prompt_limit(base.rewrite.window);
+    let settings = ProxySettings {
+        max_body_bytes: 8 * 1024 * 1024,
+        rewrite: RewriteSettings {
+            cache: Default::default(),
+            engine: Some(policy),
+            events_only_when_cold: true,
+            ..base.rewrite.clone()
+        },
+        ..base
+    };
+    let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    let router = ctxgc_proxy::router(state.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let mut counter = ctxgc_core::tokens::TokenCounter::openai();
+    for turns in 1..=24 {
+        let r = reqwest::Client::new()
+            .post(format!(
+                "{proxy}/v1beta/models/gemini-2.5-pro:generateContent"
+            ))
+            .header("x-goog-api-key", KEY)
+            .json(&session_body(turns))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "turn {turns}");
+        let sent = upstream.log.last().unwrap().body;
+        let request = ctxgc_formats::ApiRequest::parse(ctxgc_formats::Api::Gemini, &sent).unwrap();
+        let tokens = counter.count_messages(&request.transcript().unwrap().messages);
+        assert!(
+            tokens <= limit,
+            "turn {turns}: {tokens} tokens, the limit is {limit}"
+        );
+    }
+    assert_eq!(state.stats().fail_open, 0);
+    assert!(state.stats().events >= 1, "the window was enforced");
+}

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 
 use ctxgc_core::ContentId;
 use ctxgc_core::engine::Policy;
-use ctxgc_core::tokens::TokenCounter;
+use ctxgc_core::tokens::{Calibration, TokenCounter};
 use ctxgc_formats::Api;
 use ctxgc_proxy::lineage::{self, Lineage, StepInput};
 
@@ -210,11 +210,11 @@ proptest! {
             stored.extend(trimmed.originals.iter().map(|(id, _)| *id));
             let client_items = request.body[key].as_array().unwrap().clone();
             let client = &client_items[..];
-            let input = StepInput { api, client, system: Some(&system), tools: &[], events: true, lazy: false, may_compact: true, weigh_cold: false, metas: &trimmed.metas, idle_secs: None, requested_ttl_secs: None, cache_prices: None };
-            let outcome = lineage::step(&input, state.as_ref(), &policy, window, 1.0, counter(api), None)
+            let input = StepInput { api, client, system: Some(&system), tools: &[], events: true, fit_window: true, lazy: false, may_compact: true, weigh_cold: false, metas: &trimmed.metas, idle_secs: None, requested_ttl_secs: None, cache_prices: None };
+            let outcome = lineage::step(&input, state.as_ref(), &policy, window, Calibration::default(), counter(api), None)
                 .map_err(|e| TestCaseError::fail(format!("turn {t}: {e}")))?;
             // Deterministic: the same request and state give the same bytes.
-            let again = lineage::step(&input, state.as_ref(), &policy, window, 1.0, counter(api), None).unwrap();
+            let again = lineage::step(&input, state.as_ref(), &policy, window, Calibration::default(), counter(api), None).unwrap();
             prop_assert_eq!(&again.messages, &outcome.messages);
             stored.extend(outcome.originals.iter().map(|(id, _)| *id));
             let sent = outcome.messages.clone().unwrap_or_else(|| client.to_vec());
@@ -340,8 +340,8 @@ proptest! {
             let rewritten = ctxgc_proxy::rewrite::rewrite_within(&mut request, None, "s", &settings, &memo, &|_| false, &hidden, None)
                 .map_err(|_| TestCaseError::fail("no deadline was set"))?;
             let client = request.body[key].as_array().unwrap().clone();
-            let input = StepInput { api, client: &client, system: Some(&system), tools: &[], events: true, lazy: false, may_compact: true, weigh_cold: false, metas: &rewritten.metas, idle_secs: None, requested_ttl_secs: None, cache_prices: None };
-            let outcome = lineage::step(&input, state.as_ref(), &Policy::default(), window, 1.0, counter(api), None)
+            let input = StepInput { api, client: &client, system: Some(&system), tools: &[], events: true, fit_window: true, lazy: false, may_compact: true, weigh_cold: false, metas: &rewritten.metas, idle_secs: None, requested_ttl_secs: None, cache_prices: None };
+            let outcome = lineage::step(&input, state.as_ref(), &Policy::default(), window, Calibration::default(), counter(api), None)
                 .map_err(|e| TestCaseError::fail(format!("turn {t}: {e}")))?;
             let sent = outcome.messages.clone().unwrap_or(client);
             let view = api.wire().view(Some(&system), &sent).unwrap();

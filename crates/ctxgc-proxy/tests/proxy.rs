@@ -1351,7 +1351,7 @@ async fn reported_usage_calibrates_the_sessions_token_estimates() {
     // The fake upstream reports 100 prompt tokens for a prompt ctxgc counts in the thousands:
     // calibration never lowers the estimates (an overflow fails, an early event only costs).
     assert!(usage.estimated_tokens > 2_000, "{usage:?}");
-    assert_eq!(usage.calibration, Some(1.0));
+    assert_eq!(usage.calibration.known(), Some(1.0));
 }
 
 /// One agent turn in `api`'s wire form: a call, then its result (some results carry a reminder
@@ -1785,4 +1785,180 @@ async fn a_paused_redis_fails_open_within_the_deadline_and_leaks_nothing() {
         assert!(sent.contains("bob: run the build"));
     }
     assert_eq!(h.state.stats().fail_open, 1, "the store works again");
+}
+
+/// One Chat Completions turn: a call, then its result.
+fn chat_turn(turn: usize) -> Vec<Value> {
+    let id = format!("call_{turn}");
+    let output = format!("{}\nexit status: {}\n", words(900, turn), turn % 2);
+    vec![
+        json!({"role": "assistant", "content": format!("Step {turn}."), "tool_calls": [{"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"command\":\"pytest -k case_{turn}\"}}")}}]}),
+        json!({"role": "tool", "tool_call_id": id, "content": output}),
+    ]
+}
+
+/// A prompt past the window is a failed request. In front of a client that keeps its own
+/// window (events only after a pause: the proxy's default), a session driven far past the
+/// model's window never sends a prompt past it with any API: the event that makes it fit runs
+/// on a warm cache too, keeps every call with its result, is logged and counted.
+#[tokio::test]
+async fn a_session_past_the_window_is_made_to_fit_with_every_api() {
+    use ctxgc_formats::Api;
+    for api in [Api::ChatCompletions, Api::Messages, Api::Responses] {
+        let window = 12_000;
+        let policy = Policy::default();
+        let limit = policy.prompt_limit(window);
+        let h = start_full(
+            Box::new(MemoryStore::default()),
+            window,
+            Some((policy, true)),
+            None,
+        )
+        .await;
+        let path = match api {
+            Api::Messages => "/v1/messages",
+            Api::Responses => "/v1/responses",
+            _ => "/v1/chat/completions",
+        };
+        let mut items = vec![json!({"role": "user", "content": "Fix the flaky test."})];
+        let mut counter =
+            ctxgc_core::tokens::TokenCounter::new(api.wire().family(), Default::default());
+        let mut passed = 0;
+        for turn in 0..30 {
+            if api == Api::ChatCompletions {
+                items.extend(chat_turn(turn));
+            } else {
+                items.extend(turn_items(api, turn));
+            }
+            let body = match api {
+                Api::Messages => {
+                    json!({"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": "You are a coding agent.", "messages": items})
+                }
+                Api::Responses => {
+                    json!({"model": "gpt-5", "instructions": "You are a coding agent.", "input": items})
+                }
+                _ => json!({"model": "gpt-4o", "messages": items}),
+            };
+            let client_tokens = counter.count_messages(
+                &ctxgc_formats::ApiRequest::parse(api, body.to_string().as_bytes())
+                    .unwrap()
+                    .transcript()
+                    .unwrap()
+                    .messages,
+            );
+            passed += usize::from(client_tokens > limit);
+            let seen = h.post(path, &body).await;
+            let request = ctxgc_formats::ApiRequest::parse(api, &seen.2).unwrap();
+            let tokens = counter.count_messages(&request.transcript().unwrap().messages);
+            assert!(
+                tokens <= limit,
+                "{}: turn {turn}: {tokens} tokens sent, the limit is {limit}",
+                api.name()
+            );
+            if api != Api::ChatCompletions {
+                let sent: Value = serde_json::from_slice(&seen.2).unwrap();
+                let key = if api == Api::Messages {
+                    "messages"
+                } else {
+                    "input"
+                };
+                assert_pairs(sent[key].as_array().unwrap(), turn);
+            }
+        }
+        assert!(
+            passed > 10,
+            "{}: the client's history passed the window",
+            api.name()
+        );
+        let stats = h.state.stats();
+        assert_eq!(stats.fail_open, 0, "{}", api.name());
+        assert!(stats.events >= 1, "{}", api.name());
+        let metrics = client()
+            .get(format!("{}/metrics", h.proxy))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            metrics.lines().any(
+                |l| l.starts_with("ctxgc_window_fits_total{outcome=\"fits\"}")
+                    && !l.ends_with(" 0")
+            ),
+            "{}: {metrics}",
+            api.name()
+        );
+        assert!(h.logs.text().contains("prompt past the window"));
+    }
+}
+
+/// Claude Code's 1M-context sessions announce it (the `context-1m` beta); Claude 5 models run
+/// at 1M anyway. Such a session is not cut as if it had the table's 200K: assuming a smaller
+/// window than the real one would hide what the client keeps and rewrite its cached prefix.
+#[tokio::test]
+async fn a_long_context_session_is_not_cut_to_the_tables_window() {
+    let upstream = FakeUpstream::start(upstream_reply).await;
+    let base = common::settings(&upstream.url);
+    let settings = ProxySettings {
+        max_body_bytes: 8 * 1024 * 1024,
+        rewrite: RewriteSettings {
+            cache: Default::default(),
+            model_windows: true,
+            engine: Some(Policy::default()),
+            events_only_when_cold: true,
+            ..base.rewrite.clone()
+        },
+        ..base
+    };
+    let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    let router = ctxgc_proxy::router(state.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    // About 280K tokens of conversation: past 200K, well inside 1M.
+    let mut messages = vec![json!({"role": "user", "content": "Read the whole module."})];
+    for turn in 0..10 {
+        messages.push(json!({"role": "assistant", "content": format!("Part {turn}.")}));
+        messages.push(json!({"role": "user", "content": words(8_000, turn)}));
+    }
+    let send = async |session: &str, model: &str, beta: Option<&str>| {
+        let mut request = client()
+            .post(format!("{proxy}/v1/messages"))
+            .header("x-ctxgc-session", session);
+        if let Some(beta) = beta {
+            request = request.header("anthropic-beta", beta);
+        }
+        let body = json!({"model": model, "max_tokens": 1000, "messages": messages});
+        request
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let sent: Value = serde_json::from_slice(&upstream.log.last().unwrap().body).unwrap();
+        sent["messages"].as_array().unwrap().len()
+    };
+    let whole = messages.len();
+    assert_eq!(
+        send(
+            "beta",
+            "claude-sonnet-4-5",
+            Some("interleaved-thinking-2025-05-14,context-1m-2025-08-07")
+        )
+        .await,
+        whole,
+        "the beta's 1M"
+    );
+    assert_eq!(
+        send("five", "claude-opus-5", None).await,
+        whole,
+        "a Claude 5 model's 1M"
+    );
+    assert!(
+        send("plain", "claude-sonnet-4-5", None).await < whole,
+        "at 200K the same history is cut to fit"
+    );
 }

@@ -8,7 +8,7 @@ use ctxgc_core::{Role, Transcript};
 
 use crate::cache::{CacheKind, Served};
 use crate::prices::ModelPrice;
-use crate::run::SessionRun;
+use crate::run::{RequestRecord, SessionRun};
 
 /// One line of the replay table.
 #[derive(Debug, Clone, Serialize)]
@@ -86,8 +86,12 @@ pub fn rows(
         let events = agent().filter(|r| r.event.is_some()).count();
         let mut earliest: Vec<usize> = agent().filter_map(|r| r.earliest_changed).collect();
         earliest.sort_unstable();
-        let (found, asked) = agent().fold((0, 0), |(f, a), r| (f + r.recall.0, a + r.recall.1));
-        let recallable: usize = agent().map(|r| r.recallable).sum();
+        let (found, asked) =
+            agent().fold((0, 0), |(f, a), r| (f + shown(r, window), a + r.recall.1));
+        let recallable: usize = agent()
+            .filter(|r| !overflows(r, window))
+            .map(|r| r.recallable)
+            .sum();
         let cost: f64 = mine.iter().map(|r| r.cost(cache, &prices[r.source])).sum();
         let rounds: f64 = mine
             .iter()
@@ -125,7 +129,7 @@ pub fn rows(
             summarizer_calls: all().filter(|r| r.summarizer).count(),
             earliest_changed_median: earliest.get(earliest.len() / 2).copied(),
             peak_prompt: agent().map(|r| r.tokens).max().unwrap_or(0),
-            overflows: agent().filter(|r| r.tokens as u64 > window).count(),
+            overflows: agent().filter(|r| overflows(r, window)).count(),
             recall: (asked > 0).then(|| found as f64 / asked as f64),
             recall_of_client: recall_of_client(runs, &mine),
             gap_closed: None,
@@ -151,16 +155,38 @@ pub fn rows(
     rows
 }
 
+/// Whether a request's prompt is past the window: the provider refuses it, and the agent sees
+/// nothing of it.
+fn overflows(r: &RequestRecord, window: u64) -> bool {
+    r.tokens as u64 > window
+}
+
+/// The references a request showed: none when it was past the window (a failed request shows
+/// nothing, whatever it held).
+fn shown(r: &RequestRecord, window: u64) -> usize {
+    if overflows(r, window) { 0 } else { r.recall.0 }
+}
+
 /// Tokens of the recall call itself (the model's call, its answer framing).
 const RECALL_CALL_TOKENS: usize = 40;
 
 /// Marks the rows on the cost-recall frontier (the recorded row and the `foresight` bound
-/// aside): no other row costs as little or less at as much recall or more, and is better in one.
+/// aside, and every row that overflows more often than the fewest do): no other row costs as
+/// little or less at as much recall or more, and is better in one.
 fn mark_pareto(rows: &mut [Row]) {
+    let candidate = |r: &Row| r.policy != "foresight" && r.policy != "recorded";
+    // A policy that overflows where another does not fails requests the other answers: it is
+    // never on the frontier, however cheap.
+    let fewest = rows
+        .iter()
+        .filter(|r| candidate(r))
+        .map(|r| r.overflows)
+        .min()
+        .unwrap_or(0);
     let points: Vec<(f64, f64, bool)> = rows
         .iter()
         .map(|r| {
-            let eligible = r.policy != "foresight" && r.policy != "recorded";
+            let eligible = candidate(r) && r.overflows <= fewest;
             (r.cost, r.recall.unwrap_or(0.0), eligible)
         })
         .collect();
@@ -195,7 +221,7 @@ fn recall_of_client(runs: &[SessionRun], mine: &[&SessionRun]) -> Option<f64> {
             .collect();
         for r in run.requests.iter().filter(|r| r.is_agent()) {
             let base = found_by_none.get(&r.source_index).copied().unwrap_or(0);
-            kept += r.recall.0.min(base);
+            kept += shown(r, run.window).min(base);
             of += base;
         }
     }
@@ -306,12 +332,50 @@ mod tests {
             row("foresight", 1.0, 1.0),
         ];
         mark_pareto(&mut rows);
-        let on: Vec<&str> = rows
-            .iter()
-            .filter(|r| r.pareto)
-            .map(|r| r.policy.as_str())
-            .collect();
-        assert_eq!(on, ["none", "a", "c"]);
+        let on = |rows: &[Row]| -> Vec<String> {
+            rows.iter()
+                .filter(|r| r.pareto)
+                .map(|r| r.policy.clone())
+                .collect()
+        };
+        assert_eq!(on(&rows), ["none", "a", "c"]);
+        // One that overflows where the others do not is never on it, and beats nobody.
+        rows.push(Row {
+            overflows: 3,
+            ..row("d", 1.5, 0.99)
+        });
+        mark_pareto(&mut rows);
+        assert_eq!(on(&rows), ["none", "a", "c"]);
+    }
+
+    #[test]
+    fn a_request_past_the_window_shows_nothing() {
+        let mut runs = vec![
+            run("none", true, &[(4, 4), (6, 6)]),
+            run("p", true, &[(4, 4), (6, 6)]),
+        ];
+        runs[1].requests[1].tokens = 200_001;
+        for r in runs.iter_mut().flat_map(|run| run.requests.iter_mut()) {
+            r.served
+                .insert(CacheKind::Anthropic.name(), Served::default());
+        }
+        let rows = rows(
+            &runs,
+            200_000,
+            CacheKind::Anthropic,
+            &[crate::prices::default_for(CacheKind::Anthropic)],
+            &["none".into(), "p".into()],
+            None,
+        );
+        let p = rows.iter().find(|r| r.policy == "p").unwrap();
+        assert_eq!(p.overflows, 1);
+        assert_eq!(
+            p.recall,
+            Some(0.4),
+            "the failed request's 6 references are lost"
+        );
+        assert_eq!(p.recall_of_client, Some(0.4));
+        assert!(!p.pareto);
     }
 
     #[test]

@@ -196,6 +196,15 @@ class Session:
     def _prompt(self) -> list[dict[str, Any]]:
         return json.loads(self._native.prompt_json())
 
+    def observe_usage(self, prompt_tokens: int) -> None:
+        """Tell the session how many prompt tokens the provider counted for the prompt
+        :meth:`prepare` returned last (the response's usage: ``prompt_tokens``, or Anthropic's
+        ``input_tokens`` plus its cache reads and writes). Later events are planned in the
+        provider's tokens, whose window is the one that must not be passed: a model whose
+        tokenizer counts more than ctxgc's would otherwise pass it before an event is due.
+        """
+        self._native.observe_usage(int(prompt_tokens))
+
     # -- the agent's tools --------------------------------------------------------------
 
     def tools(self) -> list[dict[str, Any]]:

@@ -52,6 +52,10 @@ pub struct PlanInput<'a> {
     /// compaction, and a summary would hide all of the middle; a prune hides only old tool
     /// outputs, each stored and recallable.
     pub may_compact: bool,
+    /// Whether `window` is the model's real window, which a prompt must not pass
+    /// ([`must_fit`]): not for a model whose window is only assumed (the proxy's guess for a
+    /// model it does not know may be smaller than the real one, and cutting to it is not free).
+    pub enforce_window: bool,
 }
 
 /// Assistant turns over which growth per turn is measured.
@@ -181,7 +185,7 @@ pub fn kept_if_cold(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCount
 /// ([`Policy::prompt_limit`]): a request that would fail outright. The event that makes it fit
 /// runs on it, whatever the economics, a stop after ineffective events or the cache say.
 pub fn must_fit(input: &PlanInput<'_>, policy: &Policy) -> bool {
-    input.total() > policy.prompt_limit(input.window)
+    input.enforce_window && input.total() > policy.prompt_limit(input.window)
 }
 
 /// Plans the event that is due, if any: the one the policy's rules call for, and, when the

@@ -213,6 +213,13 @@ impl Session {
         self.calibration.ratio()
     }
 
+    /// Starts from what `earlier` learned of the provider's counts: a session that replaces
+    /// another for the same conversation (its history was rewound or edited) talks to the same
+    /// provider.
+    pub fn keep_calibration(&mut self, earlier: &Session) {
+        self.calibration = earlier.calibration;
+    }
+
     /// Tokens of each message of the prompt.
     pub fn message_tokens(&self) -> &[usize] {
         &self.tokens
@@ -437,6 +444,7 @@ impl Session {
             // The session does not know the model: the policy's prices, the dearer default.
             cache_prices: None,
             may_compact: self.may_compact,
+            enforce_window: true,
         }
     }
 

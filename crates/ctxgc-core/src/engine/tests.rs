@@ -1038,6 +1038,7 @@ fn an_event_keeps_what_a_visible_pointer_names() {
         cache_cold: false,
         cache_prices: None,
         may_compact: true,
+        enforce_window: true,
     };
     // Pruning alone is enough here (no runway asked), so the plan says what it prunes.
     let policy = Policy {
@@ -1527,6 +1528,7 @@ fn a_prompt_past_the_window_is_cut_to_fit_the_newest_output_too() {
         cache_cold: false,
         cache_prices: None,
         may_compact: false,
+        enforce_window: true,
     };
     assert!(plan::must_fit(&input, &policy), "{}", input.total());
     let plan = plan::plan(&input, &policy, &counter).expect("an event");

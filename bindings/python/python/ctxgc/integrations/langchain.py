@@ -187,7 +187,9 @@ class CtxgcMiddleware(AgentMiddleware):
         session.summarizer = self.summarizer  # sync path: only a sync summarizer
         dicts, originals = self._as_dicts(request.messages)
         prompt = session.prepare(dicts)
-        return handler(request.override(messages=self._as_messages(prompt, originals)))
+        response = handler(request.override(messages=self._as_messages(prompt, originals)))
+        _observe_usage(session, response)
+        return response
 
     async def awrap_model_call(
         self,
@@ -198,7 +200,9 @@ class CtxgcMiddleware(AgentMiddleware):
         session.summarizer = self._summarizer_for(request)
         dicts, originals = self._as_dicts(request.messages)
         prompt = await session.aprepare(dicts)
-        return await handler(request.override(messages=self._as_messages(prompt, originals)))
+        response = await handler(request.override(messages=self._as_messages(prompt, originals)))
+        _observe_usage(session, response)
+        return response
 
     # -- the agent's tools ------------------------------------------------------------------
 
@@ -225,3 +229,13 @@ class CtxgcMiddleware(AgentMiddleware):
                 trim_tool_result, name=TRIM_TOOL, description=specs[TRIM_TOOL]["description"]
             ),
         ]
+
+
+def _observe_usage(session: Session, response: ModelResponse) -> None:
+    """The prompt tokens the provider counted (LangChain's ``usage_metadata.input_tokens``,
+    cache reads included), so the session's events are planned in the provider's tokens."""
+    for message in getattr(response, "result", None) or []:
+        usage = getattr(message, "usage_metadata", None)
+        if isinstance(message, AIMessage) and usage and usage.get("input_tokens"):
+            session.observe_usage(int(usage["input_tokens"]))
+            return

@@ -112,7 +112,15 @@ class CtxgcModel:
         return getattr(self.inner, name)
 
     def query(self, messages: list[dict[str, Any]], **kwargs: Any) -> dict:
-        return self.inner.query(self.session.prepare(messages), **kwargs)
+        answer = self.inner.query(self.session.prepare(messages), **kwargs)
+        # The provider's count of the prompt (mini-swe-agent keeps the response in
+        # `extra.response`): later events are planned in its tokens.
+        response = (answer.get("extra") or {}).get("response") if isinstance(answer, dict) else None
+        usage = response.get("usage") if isinstance(response, dict) else None
+        prompt_tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+        if isinstance(prompt_tokens, int) and prompt_tokens > 0:
+            self.session.observe_usage(prompt_tokens)
+        return answer
 
     def format_observation_messages(
         self, message: dict, outputs: list[dict], template_vars: dict | None = None
