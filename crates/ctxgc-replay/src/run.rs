@@ -402,6 +402,10 @@ pub fn replay(
     let tools_tokens = calibration.prefix_tokens
         + scaled(counter.count_tools(&t.tools), calibration.scale)
         + policy.extra_tool_tokens();
+    // The same prefix in ctxgc's own count, as a proxy in front of the client would see it.
+    let fixed_prefix = (calibration.prefix_tokens as f64 / calibration.scale).round() as usize
+        + counter.count_tools(&t.tools);
+    policy.fixed_prefix(fixed_prefix);
     let tools_hash = xxhash_rust::xxh3::xxh3_64(
         serde_json::to_string(&t.tools)
             .unwrap_or_default()
@@ -442,6 +446,7 @@ pub fn replay(
                 pending.clear();
                 salts.clear();
                 policy = factory(&context);
+                policy.fixed_prefix(fixed_prefix);
                 for m in &t.messages[..system_end.min(index)] {
                     policy.push(m.clone());
                 }

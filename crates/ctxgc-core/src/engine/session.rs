@@ -113,6 +113,9 @@ pub struct Session {
     tokens: Vec<usize>,
     tools: Vec<Value>,
     tools_tokens: usize,
+    /// Tokens every request holds that neither the messages nor the tools show
+    /// ([`Session::set_unseen_tokens`]).
+    unseen_tokens: usize,
     metas: BTreeMap<String, ResultMeta>,
     events: Vec<EventRecord>,
     ineffective: usize,
@@ -151,6 +154,7 @@ impl Session {
             tokens: Vec::new(),
             tools: Vec::new(),
             tools_tokens: 0,
+            unseen_tokens: 0,
             metas: BTreeMap::new(),
             events: Vec::new(),
             ineffective: 0,
@@ -187,6 +191,13 @@ impl Session {
         self.tools = tools;
     }
 
+    /// Tokens the provider reads on every request that the session's messages and tool
+    /// definitions do not hold, in ctxgc's own count: a client's system prompt and tools its
+    /// log leaves out, which a proxy would see. They count in every prompt.
+    pub fn set_unseen_tokens(&mut self, tokens: usize) {
+        self.unseen_tokens = tokens;
+    }
+
     /// The prompt as the model sees it.
     pub fn prompt(&self) -> &[Message] {
         &self.messages
@@ -194,7 +205,7 @@ impl Session {
 
     /// Tokens of the prompt, tool definitions and reply priming included.
     pub fn prompt_tokens(&self) -> usize {
-        self.tokens.iter().sum::<usize>() + self.tools_tokens + 3
+        self.tokens.iter().sum::<usize>() + self.fixed_tokens()
     }
 
     /// Tells the session how many prompt tokens the provider counted for the request built
@@ -423,6 +434,12 @@ impl Session {
         }
     }
 
+    /// Tokens of every request besides its messages: tool definitions, what the session does
+    /// not see, the reply's priming.
+    fn fixed_tokens(&self) -> usize {
+        self.tools_tokens + self.unseen_tokens + 3
+    }
+
     /// Tokens of each message in the provider's count.
     fn calibrated_tokens(&self) -> Vec<usize> {
         self.tokens
@@ -436,7 +453,7 @@ impl Session {
         PlanInput {
             messages: &self.messages,
             tokens,
-            fixed_tokens: self.calibration.scale(self.tools_tokens + 3),
+            fixed_tokens: self.calibration.scale(self.fixed_tokens()),
             metas: &self.metas,
             window: self.window,
             frozen: self.frozen,

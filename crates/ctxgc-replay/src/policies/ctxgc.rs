@@ -179,6 +179,10 @@ impl ReplayPolicy for Ctxgc {
         let _ = self.session.insert_tool_results(&self.store, results);
     }
 
+    fn fixed_prefix(&mut self, tokens: usize) {
+        self.session.set_unseen_tokens(tokens);
+    }
+
     fn observe_usage(&mut self, prompt_tokens: usize) {
         self.session.observe_usage(prompt_tokens);
     }

@@ -74,6 +74,12 @@ pub trait ReplayPolicy: Send {
     }
     /// The request sent before the next assistant message.
     fn request(&mut self) -> Request<'_>;
+    /// Tokens every request holds before its messages, in ctxgc's own count (the tool
+    /// definitions, and a client's system prompt its log leaves out): what a proxy in front of
+    /// the client sees in each request. Called once the policy is made.
+    fn fixed_prefix(&mut self, tokens: usize) {
+        let _ = tokens;
+    }
     /// The prompt tokens the provider counted for the latest request (its answer's usage, as
     /// a proxy reads it): called after [`Self::request`], before the next message enters.
     fn observe_usage(&mut self, prompt_tokens: usize) {
