@@ -139,7 +139,19 @@ pub fn rows(
             path: path_of(&mine),
         }
     }));
-    if let Some(none) = rows.iter().find(|r| r.policy == "none").map(|r| r.cost) {
+    // `none` is the yardstick even when its row is not shown (its runs are there).
+    let none_cost = rows
+        .iter()
+        .find(|r| r.policy == "none")
+        .map(|r| r.cost)
+        .or_else(|| {
+            let none: Vec<&SessionRun> = runs
+                .iter()
+                .filter(|r| r.window == window && r.policy == "none")
+                .collect();
+            (!none.is_empty()).then(|| none.iter().map(|r| r.cost(cache, &prices[r.source])).sum())
+        });
+    if let Some(none) = none_cost {
         let foresight = rows
             .iter()
             .find(|r| r.policy == "foresight")

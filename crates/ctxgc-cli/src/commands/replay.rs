@@ -451,10 +451,19 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     }
     let exec_timeout = std::time::Duration::from_secs_f64(args.exec_timeout);
     let mut pools = Vec::new();
-    let policies: Vec<(String, PolicyFactory)> = specs
+    let mut policies: Vec<(String, PolicyFactory)> = specs
         .iter()
         .map(|s| policy(s, config, exec_timeout, &mut pools))
         .collect::<Result<_>>()?;
+    // The tables show the policies asked for; what the client itself kept in view (`of
+    // client's`, `--misses`) is what `none` shows, so it runs beside them, unshown.
+    let names: Vec<String> = policies.iter().map(|(n, _)| n.clone()).collect();
+    if !names.iter().any(|n| n == "none") {
+        policies.push((
+            "none".into(),
+            policies::builtin("none").context("the none policy")?,
+        ));
+    }
     let mut caches: Vec<CacheKind> = Vec::new();
     for name in &args.cache {
         caches.push(CacheKind::parse(name).with_context(|| {
@@ -528,7 +537,6 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let names: Vec<String> = policies.iter().map(|(n, _)| n.clone()).collect();
     // `recorded` when every session is a client log with the usage it was billed.
     let all_recorded = transcripts
         .iter()
