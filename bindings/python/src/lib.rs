@@ -158,7 +158,7 @@ fn window_of(config: &CoreConfig, window: Option<u64>, model: Option<&str>) -> P
     match (window, model) {
         (Some(0), _) => Err(config_error("window must be a positive number of tokens")),
         (Some(w), _) => Ok(w),
-        (None, Some(model)) => Ok(ctxgc_core::models::window_for(model)),
+        (None, Some(model)) => Ok(ctxgc_core::models::window_for(model, false)),
         (None, None) => Ok(config.trim.default_window),
     }
 }

@@ -233,14 +233,18 @@ fn replay_sample_compares_every_policy_and_writes_a_report() {
         assert!(policies.contains(&"tight"));
         let row = |name: &str| rows.iter().find(|r| r["policy"] == name).unwrap();
         assert!(row("ctxgc")["cost"].as_f64().unwrap() < row("none")["cost"].as_f64().unwrap());
-        assert_eq!(
-            row("none")["recall"].as_f64(),
-            Some(1.0),
-            "nothing removed: everything visible"
-        );
         assert!(
             row("none")["overflows"].as_u64().unwrap() > 0,
             "the samples overflow 32K verbatim"
+        );
+        assert!(
+            row("none")["recall"].as_f64().unwrap() < 1.0,
+            "nothing removed, but a request past the window shows nothing"
+        );
+        assert_eq!(
+            row("ctxgc")["overflows"],
+            0,
+            "ctxgc never passes the window"
         );
         assert_eq!(row("ctxgc")["requests"], row("none")["requests"]);
     }

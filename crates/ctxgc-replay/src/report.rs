@@ -86,11 +86,21 @@ pub fn rows(
         let events = agent().filter(|r| r.event.is_some()).count();
         let mut earliest: Vec<usize> = agent().filter_map(|r| r.earliest_changed).collect();
         earliest.sort_unstable();
-        let (found, asked) =
-            agent().fold((0, 0), |(f, a), r| (f + shown(r, window), a + r.recall.1));
-        let recallable: usize = agent()
-            .filter(|r| !overflows(r, window))
-            .map(|r| r.recallable)
+        // Each request with the window its session ran at.
+        let agent_at = || {
+            mine.iter().flat_map(|run| {
+                run.requests
+                    .iter()
+                    .filter(|r| r.is_agent())
+                    .map(move |r| (r, run.limit))
+            })
+        };
+        let (found, asked) = agent_at().fold((0, 0), |(f, a), (r, limit)| {
+            (f + shown(r, limit), a + r.recall.1)
+        });
+        let recallable: usize = agent_at()
+            .filter(|&(r, limit)| !overflows(r, limit))
+            .map(|(r, _)| r.recallable)
             .sum();
         let cost: f64 = mine.iter().map(|r| r.cost(cache, &prices[r.source])).sum();
         let rounds: f64 = mine
@@ -129,7 +139,7 @@ pub fn rows(
             summarizer_calls: all().filter(|r| r.summarizer).count(),
             earliest_changed_median: earliest.get(earliest.len() / 2).copied(),
             peak_prompt: agent().map(|r| r.tokens).max().unwrap_or(0),
-            overflows: agent().filter(|r| overflows(r, window)).count(),
+            overflows: agent_at().filter(|&(r, limit)| overflows(r, limit)).count(),
             recall: (asked > 0).then(|| found as f64 / asked as f64),
             recall_of_client: recall_of_client(runs, &mine),
             gap_closed: None,
@@ -233,7 +243,7 @@ fn recall_of_client(runs: &[SessionRun], mine: &[&SessionRun]) -> Option<f64> {
             .collect();
         for r in run.requests.iter().filter(|r| r.is_agent()) {
             let base = found_by_none.get(&r.source_index).copied().unwrap_or(0);
-            kept += shown(r, run.window).min(base);
+            kept += shown(r, run.limit).min(base);
             of += base;
         }
     }

@@ -75,6 +75,7 @@ impl SessionRun {
             session: "s".into(),
             policy: policy.into(),
             window: 200_000,
+            limit: 200_000,
             requests: requests
                 .into_iter()
                 .enumerate()
@@ -122,8 +123,11 @@ pub struct SessionRun {
     pub session: String,
     /// Policy name.
     pub policy: String,
-    /// Window.
+    /// The table it belongs to: its window, or [`CLIENT_WINDOW`] for a session replayed at its
+    /// client's own window.
     pub window: u64,
+    /// The window it ran at: a request past it fails.
+    pub limit: u64,
     /// Every request, summarizer calls included.
     pub requests: Vec<RequestRecord>,
     /// Whether it followed the requests the client sent (client logs, policies that do not
@@ -366,7 +370,54 @@ fn scaled(tokens: usize, scale: f64) -> usize {
     }
 }
 
-/// Replays `t` (the `source`-th transcript) under a policy at `window`. With `record_misses`,
+/// The table key of sessions replayed each at its client's own window ([`client_window`]).
+pub const CLIENT_WINDOW: u64 = 0;
+
+/// The window a client log's session ran at: its model's (Claude 200K, GPT-5.x 272K,
+/// `crates/ctxgc-core/data/models.toml`), or the long context (1M) when the client billed a
+/// prompt larger than that (Claude Code's 1M-context sessions); a log that names no model, its
+/// client's default (Codex: GPT-5.x); `None` for a transcript that is not a client's log or
+/// names no model ctxgc knows.
+pub fn client_window(t: &Transcript) -> Option<u64> {
+    let client = t.recording.as_ref()?.client.as_str();
+    // A log that names no model ran the client's default one (Codex: GPT-5.x).
+    let model = t.model.as_deref().or(match client {
+        c if c.starts_with("codex") => Some("gpt-5"),
+        c if c.starts_with("claude") => Some("claude"),
+        _ => None,
+    })?;
+    let window = ctxgc_core::models::known_window(model)?;
+    let largest = t
+        .messages
+        .iter()
+        .filter_map(|m| m.usage)
+        .map(|u| u.prompt_tokens)
+        .max()
+        .unwrap_or(0);
+    Some(if largest > window {
+        window.max(ctxgc_core::models::LONG_CONTEXT_WINDOW)
+    } else {
+        window
+    })
+}
+
+/// The window `t` runs at in the table of `window`: that window, or for [`CLIENT_WINDOW`] its
+/// client's ([`client_window`]; a transcript that is no client's log, its model's known window,
+/// else 200K).
+pub fn session_window(t: &Transcript, window: u64) -> u64 {
+    if window != CLIENT_WINDOW {
+        return window;
+    }
+    client_window(t)
+        .or_else(|| ctxgc_core::models::known_window(t.model.as_deref()?))
+        .unwrap_or(DEFAULT_SESSION_WINDOW)
+}
+
+/// The window of a session that names no model ctxgc knows, in a table of clients' windows.
+const DEFAULT_SESSION_WINDOW: u64 = 200_000;
+
+/// Replays `t` (the `source`-th transcript) under a policy at `window` ([`CLIENT_WINDOW`]: its
+/// client's own). With `record_misses`,
 /// each request on a client path records what it hides that the client showed
 /// ([`RequestRecord::misses`], for `ctxgc replay --misses`): finding where each came from reads
 /// the history again, so it is done only when asked.
@@ -380,8 +431,9 @@ pub fn replay(
     record_misses: bool,
 ) -> SessionRun {
     let session = format!("{source}:{}", t.id);
+    let limit = session_window(t, window);
     let context = SessionContext {
-        window,
+        window: limit,
         session: &session,
         transcript: t,
     };
@@ -619,6 +671,7 @@ pub fn replay(
         session: t.id.clone(),
         policy: policy.name(),
         window,
+        limit,
         requests,
         client_path,
         on_client_log: recording.is_some(),
@@ -802,6 +855,49 @@ fn kind_of(m: &Message, kinds: &HashMap<&str, String>) -> String {
 mod tests {
     use super::*;
     use crate::cache::CacheKind;
+
+    /// A client's log replays by default at the window its client ran: its model's, the long
+    /// context when it billed a larger prompt, its client's default model when it names none.
+    #[test]
+    fn a_client_log_runs_at_its_clients_window() {
+        let log = |client: &str, model: Option<&str>, prompt: u64| {
+            let mut answer = Message::text(Role::Assistant, "ok");
+            answer.usage = Some(ctxgc_core::RecordedUsage {
+                prompt_tokens: prompt,
+                ..Default::default()
+            });
+            let mut t = crate::test_logs::recorded(
+                vec![Message::text(Role::User, "go"), answer],
+                vec![None, None],
+                vec![],
+            );
+            t.recording.as_mut().unwrap().client = client.into();
+            t.model = model.map(str::to_owned);
+            t
+        };
+        assert_eq!(
+            client_window(&log("codex 0.94.0", Some("gpt-5.2-codex"), 1)),
+            Some(272_000)
+        );
+        assert_eq!(client_window(&log("codex 0.34.0", None, 1)), Some(272_000));
+        let claude = log("claude-code 2.1.6", Some("claude-opus-4-5"), 150_000);
+        assert_eq!(client_window(&claude), Some(200_000));
+        let long = log("claude-code 2.1.6", Some("claude-opus-4-5"), 350_000);
+        assert_eq!(
+            client_window(&long),
+            Some(1_000_000),
+            "a 1M-context session"
+        );
+        assert_eq!(
+            session_window(&long, 64_000),
+            64_000,
+            "a window asked for stands"
+        );
+        assert_eq!(session_window(&long, CLIENT_WINDOW), 1_000_000);
+        let mut transcript = claude.clone();
+        transcript.recording = None;
+        assert_eq!(client_window(&transcript), None, "not a client's log");
+    }
 
     /// A keep-alive policy sends its keep-alives in each pause and, after the session's last
     /// request, for as long as it would in a pause (a proxy cannot tell the end from a pause):

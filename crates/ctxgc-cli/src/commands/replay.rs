@@ -17,6 +17,7 @@ use ctxgc_replay::misses::ClientMisses;
 use ctxgc_replay::policies::{self, Ctxgc, Exec, ExecPool, PolicyFactory};
 use ctxgc_replay::prices::{self, Catalog, Pricing};
 use ctxgc_replay::report::{self, Row};
+use ctxgc_replay::run::CLIENT_WINDOW;
 use ctxgc_replay::run::{ClientModel, SessionRun, client_model, replay};
 use ctxgc_replay::validate::{self, SessionCheck};
 use ctxgc_replay::written;
@@ -48,8 +49,10 @@ pub struct ReplayArgs {
     /// Replay the sample sessions bundled with ctxgc.
     #[arg(long)]
     pub sample: bool,
-    /// Context windows, comma-separated (`32k,64k,200k`).
-    #[arg(long, default_value = "32k,64k,200k", value_delimiter = ',')]
+    /// Context windows, comma-separated (`32k,64k,200k`), or `client`: each session at the
+    /// window its client ran (its model's: Claude 200K or 1M, GPT-5.x 272K). Default: `client`
+    /// when every session is a client's log, else `32k,64k,200k`.
+    #[arg(long, value_delimiter = ',')]
     pub window: Vec<String>,
     /// Policies: built-in names, a ctxgc.toml file, or `exec:CMD`. Default: all built-ins.
     #[arg(long, value_delimiter = ',')]
@@ -253,6 +256,38 @@ struct CalibrationRow {
     model: ClientModel,
 }
 
+/// The windows to replay at: those given (`client`: each session's client's own), or by
+/// default the client's for a set of client logs and 32K, 64K and 200K for other transcripts.
+fn windows_of(given: &[String], transcripts: &[Transcript]) -> Result<Vec<u64>> {
+    if given.is_empty() {
+        let clients = !transcripts.is_empty()
+            && transcripts
+                .iter()
+                .all(|t| ctxgc_replay::run::client_window(t).is_some());
+        return Ok(if clients {
+            vec![CLIENT_WINDOW]
+        } else {
+            vec![32_000, 64_000, 200_000]
+        });
+    }
+    given
+        .iter()
+        .map(|w| match w.trim() {
+            "client" => Ok(CLIENT_WINDOW),
+            w => parse_window(w),
+        })
+        .collect()
+}
+
+/// "at a 200,000-token window", or "at each client's own window".
+fn at_window(window: u64) -> String {
+    if window == CLIENT_WINDOW {
+        "at each client's own window".into()
+    } else {
+        format!("at a {}-token window", num(window))
+    }
+}
+
 /// How many skipped files the terminal report names.
 const SKIPPED_SHOWN: usize = 20;
 
@@ -433,11 +468,7 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             skipped.len() - SKIPPED_SHOWN
         );
     }
-    let windows: Vec<u64> = args
-        .window
-        .iter()
-        .map(|w| parse_window(w))
-        .collect::<Result<_>>()?;
+    let windows = windows_of(&args.window, &transcripts)?;
     let specs = if args.policy.is_empty() {
         policies::BUILTIN.iter().map(|s| (*s).to_owned()).collect()
     } else {
@@ -701,9 +732,13 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         }
     )?;
     for table in &output.tables {
+        let window = if table.window == CLIENT_WINDOW {
+            "Each session at its client's own window".to_owned()
+        } else {
+            format!("Window {} tokens", num(table.window))
+        };
         outln!(
-            "Window {} tokens, {} cache model, {} prices",
-            num(table.window),
+            "{window}, {} cache model, {} prices",
             table.cache,
             table.model
         )?;
@@ -1164,8 +1199,8 @@ fn miss_sections(misses: &[ClientMisses]) -> Vec<Section> {
         let here: Vec<&ClientMisses> = misses.iter().filter(|m| m.window == w).collect();
         out.push(Section {
             title: format!(
-                "What each policy hid that the client showed, at a {}-token window (client paths; references the client's own request found and the policy's did not)",
-                num(w)
+                "What each policy hid that the client showed, {} (client paths; references the client's own request found and the policy's did not)",
+                at_window(w)
             ),
             header: ["policy", "hidden", "by tool", "by age of the output"]
                 .map(str::to_owned)
@@ -1185,9 +1220,9 @@ fn miss_sections(misses: &[ClientMisses]) -> Vec<Section> {
         for m in here.iter().filter(|m| !m.examples.is_empty()) {
             out.push(Section {
                 title: format!(
-                    "First references {} hid that the client showed, at a {}-token window",
+                    "First references {} hid that the client showed, {}",
                     m.policy,
-                    num(w)
+                    at_window(w)
                 ),
                 header: ["session", "request", "reference", "from", "turns ago"]
                     .map(str::to_owned)
@@ -1245,8 +1280,8 @@ fn sections(output: &Output) -> Vec<Section> {
             .collect();
         out.push(Section {
             title: format!(
-                "Where the context goes at a {}-token window: input tokens of every request by kind, and the share each policy keeps",
-                num(table.window)
+                "Where the context goes {}: input tokens of every request by kind, and the share each policy keeps",
+                at_window(table.window)
             ),
             header,
             rows,
@@ -1321,8 +1356,8 @@ fn sections(output: &Output) -> Vec<Section> {
                 .collect();
         out.push(Section {
             title: format!(
-                "Why the cache was written, by policy (simulated, client logs, {}-token window, each session under its own cache model; share of written tokens by cause, and TTL-expiry writes over none's)",
-                num(first.window)
+                "Why the cache was written, by policy (simulated, client logs, {}, each session under its own cache model; share of written tokens by cause, and TTL-expiry writes over none's)",
+                at_window(first.window)
             ),
             header,
             rows,
