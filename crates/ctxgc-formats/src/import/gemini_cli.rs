@@ -33,6 +33,23 @@ pub(crate) fn is_chat_metadata(value: &Value) -> bool {
         && value.get("projectHash").is_some_and(Value::is_string)
 }
 
+/// Whether a JSON array is a Gemini CLI checkpoint (`/chat save`, `checkpoint-<tag>.json`): the
+/// API's `Content[]`, each item a `role` (`user` or `model`) with `parts`, a model turn among
+/// them.
+pub(crate) fn is_checkpoint(items: &[Value]) -> bool {
+    let content = |v: &Value| {
+        v.get("parts").is_some_and(Value::is_array)
+            && matches!(
+                v.get("role").and_then(Value::as_str),
+                Some("user" | "model")
+            )
+    };
+    items.iter().all(content)
+        && items
+            .iter()
+            .any(|v| v.get("role").and_then(Value::as_str) == Some("model"))
+}
+
 /// Imports a `.json` chat (`{"sessionId", "projectHash", "messages": [...]}`).
 pub(crate) fn import_document(doc: &Value, id: &str) -> Result<Transcript, FormatError> {
     let messages = doc
@@ -201,6 +218,28 @@ fn usage(tokens: &Value) -> Option<RecordedUsage> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_checkpoint_is_told_from_chat_messages() {
+        let checkpoint = serde_json::json!([
+            {"role": "user", "parts": [{"text": "Fix the build."}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "run_shell_command", "args": {}}}]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "run_shell_command", "response": {"output": "ok"}}}]}
+        ]);
+        assert!(is_checkpoint(checkpoint.as_array().unwrap()));
+        let chat = serde_json::json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]);
+        assert!(!is_checkpoint(chat.as_array().unwrap()));
+        let error = crate::import::import_bytes(
+            std::path::Path::new("checkpoint-fix.json"),
+            checkpoint.to_string().as_bytes(),
+        )
+        .unwrap_err();
+        assert!(
+            error.why.contains("a Gemini CLI checkpoint"),
+            "{}",
+            error.why
+        );
+    }
 
     fn lines(text: &str) -> Vec<Value> {
         text.lines()

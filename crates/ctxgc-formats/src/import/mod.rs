@@ -276,6 +276,12 @@ fn detect_and_import(
                 "not a session: a Cline or Roo Code UI log (its usage is read with the api_conversation_history.json beside it)",
             ));
         }
+        if gemini_cli::is_checkpoint(items) {
+            return Err(FormatError::shape(
+                "file",
+                "not a session: a Gemini CLI checkpoint (`/chat save`), a copy of a conversation its chat log (chats/session-*.json) holds whole with its usage; that one is read",
+            ));
+        }
         if cline::is_anthropic_history(items) {
             return Ok((SourceFormat::Cline, cline::import(items, companion, id)?));
         }
