@@ -204,7 +204,11 @@ pub(crate) fn prepare(
             state.sessions.note_long_context(session);
         }
         let long_context = caller.long_context || state.sessions.long_context(session);
-        let window = settings.window_for(model, long_context);
+        // The upstream took a larger prompt of this session before: the window is at least
+        // that, whatever the table says.
+        let window = settings
+            .window_for(model, long_context)
+            .max(state.sessions.answered_past_window(session));
         let fit_window = !counting && settings.knows_window(model, long_context);
         // A body of fewer bytes than the limit cannot pass it (no tokenizer makes a token of
         // less than a byte), so one that small needs no count.
@@ -252,7 +256,7 @@ pub(crate) fn prepare(
         if purpose == Purpose::Request {
             state
                 .sessions
-                .record_estimate(session, outcome.estimated_tokens);
+                .record_estimate(session, outcome.estimated_tokens, window);
         }
         event = outcome.event;
         kept_if_cold = outcome.kept_if_cold;

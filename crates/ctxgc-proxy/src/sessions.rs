@@ -153,6 +153,14 @@ pub struct SessionUsage {
     pub keepalive_cache_read_tokens: u64,
     /// ctxgc's own estimate of the latest request's input tokens.
     pub estimated_tokens: u64,
+    /// The window that estimate was planned against.
+    #[serde(skip)]
+    estimated_window: u64,
+    /// The largest prompt the upstream answered for the session, when it was larger than the
+    /// window ctxgc assumed: the model's window is at least that (a model run with a context
+    /// larger than the table's), and ctxgc does not cut to the smaller one.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub answered_past_window: u64,
     /// Reported input / ctxgc's estimate, smoothed: scales the engine's token counts for this
     /// session (the upstream's tokenizer, tool definitions and framing as it really counts them).
     pub calibration: Calibration,
@@ -295,11 +303,22 @@ impl SessionTable {
     }
 
     /// Records ctxgc's estimate of the session's latest request.
-    pub(crate) fn record_estimate(&self, session: &SessionId, tokens: usize) {
+    pub(crate) fn record_estimate(&self, session: &SessionId, tokens: usize, window: u64) {
         self.with(session, |entry| {
             entry.estimated_tokens = tokens as u64;
+            entry.estimated_window = window;
             entry.last_request.get_or_insert_with(Instant::now);
         });
+    }
+
+    /// The largest prompt the upstream answered for the session past the window ctxgc
+    /// assumed (0: none): the window is at least that.
+    pub(crate) fn answered_past_window(&self, session: &SessionId) -> u64 {
+        self.sessions
+            .lock()
+            .ok()
+            .and_then(|s| s.get(session.as_str()).map(|u| u.answered_past_window))
+            .unwrap_or(0)
     }
 
     /// A request of the session asked for the model's long context.
@@ -334,10 +353,16 @@ impl SessionTable {
             entry.cache_write_tokens += u.cache_write;
             entry.cache_write_1h_tokens += u.cache_write_1h.min(u.cache_write);
             entry.output_tokens += u.output;
-            entry.calibration.observe(
-                entry.estimated_tokens as usize,
-                (u.input + u.cache_read + u.cache_write) as usize,
-            );
+            let reported = u.input + u.cache_read + u.cache_write;
+            // A prompt the upstream took although it is past the window ctxgc planned for says
+            // the window is larger, not that ctxgc's counts are low: it calibrates nothing.
+            if entry.estimated_window > 0 && reported > entry.estimated_window {
+                entry.answered_past_window = entry.answered_past_window.max(reported);
+            } else {
+                entry
+                    .calibration
+                    .observe(entry.estimated_tokens as usize, reported as usize);
+            }
             if let Some(point) = entry.history.back_mut().filter(|p| p.reported.is_none()) {
                 point.reported = Some([small(u.input), small(u.cache_read), small(u.cache_write)]);
             }
@@ -474,7 +499,7 @@ mod tests {
     fn the_usage_table_is_bounded() {
         let table = SessionTable::default();
         for i in 0..MAX_SESSIONS + 5 {
-            table.record_estimate(&SessionId::new(format!("s{i}")), 1);
+            table.record_estimate(&SessionId::new(format!("s{i}")), 1, 32_000);
         }
         let sessions = table.snapshot();
         assert!(sessions.len() <= MAX_SESSIONS);
@@ -483,5 +508,28 @@ mod tests {
             !sessions.contains_key("s0"),
             "the least recently active left"
         );
+    }
+
+    /// A prompt the upstream answered although it is past the window ctxgc planned for says
+    /// the window is larger: it raises the session's window and calibrates nothing (a gateway
+    /// that reported 100K tokens for every request had every request cut as if past 32K).
+    #[test]
+    fn a_prompt_answered_past_the_window_teaches_the_window_not_the_counts() {
+        let table = SessionTable::default();
+        let s = SessionId::new("s");
+        let usage = |input| Usage {
+            input,
+            cache_read: 0,
+            cache_write: 0,
+            cache_write_1h: 0,
+            output: 1,
+        };
+        table.record_estimate(&s, 10_000, 32_000);
+        table.record_usage(&s, usage(100_000));
+        assert_eq!(table.calibration(&s).known(), None);
+        assert_eq!(table.answered_past_window(&s), 100_000);
+        table.record_usage(&s, usage(12_000));
+        assert_eq!(table.calibration(&s).known(), Some(1.2));
+        assert_eq!(table.answered_past_window(&s), 100_000, "it stays");
     }
 }

@@ -214,6 +214,12 @@ impl Session {
     /// that must not be passed: a model whose tokenizer counts 30% more than ctxgc's (Gemini's
     /// does) would otherwise pass it before an event is due.
     pub fn observe_usage(&mut self, reported_prompt_tokens: usize) {
+        // A count past the window is not of a prompt the model took as planned (the window is
+        // larger than the session was told, or the usage counts more than the prompt): it
+        // teaches nothing about ctxgc's counts.
+        if reported_prompt_tokens as u64 > self.window {
+            return;
+        }
         self.calibration
             .observe(self.prompt_tokens(), reported_prompt_tokens);
     }
