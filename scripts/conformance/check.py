@@ -28,7 +28,11 @@ import sys
 PINNED = "this note is pinned by the client"
 # The error line as output shows it: after a line break, a kept-line number (`[line 701] `) or
 # a recalled line's number (`   701| `); the command that prints it names it too, after `echo '`.
-ERROR_SHOWN = re.compile(r"(\\n|\] |\| )2026-11-24T10:00:01Z ERROR disk quota exceeded at step 700")
+# An abstract of the output (an event's, or a window fit's when the newest output had no room
+# for its lines) names it as its first error.
+ERROR_SHOWN = re.compile(
+    r"(\\n|\] |\| |first error: )2026-11-24T10:00:01Z ERROR disk quota exceeded at step 700"
+)
 # The long log's output (its first line). Some clients cut an output themselves before sending
 # it (Codex CLI keeps its head and tail; mini-swe-agent's observation template its first and
 # last 5,000 characters): the error line is then gone before the proxy sees it, and run.sh says
@@ -99,7 +103,10 @@ def task_of(r):
 def seen_by_model(rs, problems, session):
     """The error line and the task reached the model; the system prompt never changed."""
     dumps = [json.dumps(items(r)) for r in rs]
-    ran = next((k for k, d in enumerate(dumps) if ERROR_LOG_OUTPUT in d), None)
+    # The first request that shows the long log's output, whole, trimmed or as its abstract.
+    ran = next(
+        (k for k, d in enumerate(dumps) if ERROR_LOG_OUTPUT in d or ERROR_SHOWN.search(d)), None
+    )
     cut_by_client = os.environ.get("CLIENT_CUTS_OUTPUTS") == "1"
     if ran is not None and not cut_by_client and not ERROR_SHOWN.search(dumps[ran]):
         problems.append("session %s: the error line in the middle of the long log did not reach the model with its output" % session)

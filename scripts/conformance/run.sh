@@ -74,9 +74,20 @@ ctxgc="$root/target/debug/ctxgc"
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 100); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 0.2)" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 
-failed=0
-# run NAME CONFIG COMMAND...: one client session through a fresh proxy and upstream.
+# Sessions run CONFORMANCE_JOBS at a time (default 1: the whole suite takes about 170 s; each
+# session is a client, a proxy and a scripted upstream on ports of its own, which two sessions
+# at once could rarely both pick). Each writes its verdict to its folder; the run fails if one
+# is not ok or a session gave none.
+jobs_max=${CONFORMANCE_JOBS:-1}
+# run NAME CONFIG COMMAND...: one client session through a fresh proxy and upstream, in the
+# background once a job slot is free.
+started=0
 run() {
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  started=$((started + 1))
+  run_one "$@" &
+}
+run_one() {
   local name=$1 config=$2; shift 2
   local dir="$out/$name-$config"; mkdir -p "$dir/work"
   local up_port px_port rl_port; up_port=$(port); px_port=$(port); rl_port=$(port)
@@ -116,8 +127,7 @@ run() {
     case "$name" in codex-cli|mini-swe-agent) cuts=1 ;; esac
     verdict=$(CLIENT_CUTS_OUTPUTS=$cuts python3 "$here/check.py" "$dir/upstream.jsonl" "$dir/stats.json" "$config" "$dir/client.jsonl" 2>&1) || true
   fi
-  printf '%-26s %-8s %s\n' "$name" "$config" "$verdict"
-  case "$verdict" in ok:*) ;; *) failed=1 ;; esac
+  printf '%-26s %-8s %s\n' "$name" "$config" "$verdict" | tee "$dir/verdict"
 }
 
 mini_client() {
@@ -222,5 +232,15 @@ for client in "${clients[@]}"; do
     for mode in chat responses-stream; do run "sdk-$mode-gpt-5.6" defaults sdk_client "$mode"; done
     unset CONFORMANCE_OPENAI_MODEL
   fi
+done
+wait
+failed=0
+verdicts=$(find "$out" -mindepth 2 -maxdepth 2 -name verdict | wc -l)
+if [ "$verdicts" -ne "$started" ]; then
+  echo "FAIL: $started client sessions started, $verdicts gave a verdict" >&2
+  failed=1
+fi
+for verdict in "$out"/*/verdict; do
+  grep -q '^[^ ]* *[^ ]* *ok:' "$verdict" || failed=1
 done
 exit $failed

@@ -59,6 +59,20 @@ pub struct HiddenResult {
     pub from_result: usize,
 }
 
+/// `item` without any `cache_control` (Anthropic's breakpoints).
+fn without_breakpoints(item: &Value) -> Value {
+    match item {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| *k != "cache_control")
+                .map(|(k, v)| (k.clone(), without_breakpoints(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_breakpoints).collect()),
+        other => other.clone(),
+    }
+}
+
 /// Hash of a run of wire messages, blind to `cache_control` (clients move their breakpoints).
 pub fn hash_messages(messages: &[Value]) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
@@ -422,7 +436,10 @@ fn step_unchecked(
     let lineage = Lineage {
         covered,
         covered_hash: hash_messages(&client[..covered]),
-        prefix: prompt[..boundary].to_vec(),
+        // Without the client's breakpoints: the client moves them on every request, and a
+        // copy kept in the prefix would add to those it places next (past the API's four once
+        // a window fit's prefix reaches the newest message).
+        prefix: prompt[..boundary].iter().map(without_breakpoints).collect(),
         ineffective: verdict.ineffective_in_a_row,
         stopped: verdict.stop,
         hidden,

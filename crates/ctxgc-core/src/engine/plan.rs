@@ -13,7 +13,6 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::content_id::ContentId;
 use crate::engine::abstracts::{ResultMeta, abstract_line};
 use crate::engine::facts::{self, FileAccess};
 use crate::engine::policy::Policy;
@@ -206,7 +205,8 @@ pub fn plan(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
 /// planned prune's edits (a compaction that would land past the window is dropped), then every
 /// older tool output becomes its abstract, oldest first (the head's last), until the prompt
 /// lands the runway under the threshold; when it is still past the window, the newest turn's
-/// outputs are cut to head and tail around their recall ids, the largest first, to what fits.
+/// outputs are trimmed further (head, tail and salient lines around a recall id), the largest
+/// first, to what fits.
 /// The head, the user's messages and the system prompt are never touched: when they alone do
 /// not fit, the plan cuts what it can and says so (`fits_window` with `estimated_after` past
 /// the limit).
@@ -307,10 +307,20 @@ fn fit_window(
         };
         let before = input.tokens[i];
         let room = before.saturating_sub(total - limit);
-        let meta = input.metas.get(&result.call_id);
+        let tool = result.tool_name.as_deref().unwrap_or("tool");
         let text = result.text();
-        let id = meta.map_or_else(|| ContentId::of(text.as_bytes()), |m| m.id);
-        let cut = cut_to_fit(&text, room, before, id, counter);
+        // With too little room for the trimmer's head, tail and salient lines, the abstract
+        // says more: the command, its exit code, its first error and the id.
+        let cut = if room < TRIMMED_MIN_TOKENS {
+            let meta = input
+                .metas
+                .get(&result.call_id)
+                .cloned()
+                .unwrap_or_else(|| ResultMeta::of(&text));
+            abstract_line(tool, calls.get(result.call_id.as_str()).copied(), &meta)
+        } else {
+            cut_to_fit(&text, tool, room, before, counter)
+        };
         let after = FRAMING + counter.count_text(&cut);
         if after < before {
             total -= before - after;
@@ -400,38 +410,39 @@ fn compaction_plan(
     })
 }
 
-/// What a cut to fit the window keeps of an output at the least, at each end, in bytes.
-const WINDOW_CUT_MIN_BYTES: usize = 200;
+/// Below this room (tokens) the newest output becomes its abstract rather than a trim too
+/// short to hold a log's head, tail and error lines.
+const TRIMMED_MIN_TOKENS: usize = 600;
 
-/// `text` (of `tokens` tokens) cut to head and tail around a marker naming its original's
-/// recall `id`, to at most about `room` tokens: the end holds the exit code and the error, the
-/// head what was run.
+/// What a cut to fit the window keeps of an output at the least, in bytes.
+const WINDOW_CUT_MIN_BYTES: usize = 400;
+
+/// `text`, the output of `tool` (of `tokens` tokens), cut by the trimmer to at most about `room`
+/// tokens: head and tail around the salient lines (the error in the middle of a log, which a
+/// plain cut of the middle would lose), with a marker naming the id the event stores it under.
+/// The default trimming profiles apply: the plan does not see `[trim]`.
 fn cut_to_fit(
     text: &str,
+    tool: &str,
     room: usize,
     tokens: usize,
-    id: ContentId,
     counter: &TokenCounter,
 ) -> String {
+    let config = crate::trim::TrimConfig::default();
+    let profile = config.profile_for(tool);
     let bytes_per_token = text.len() as f64 / tokens.max(1) as f64;
-    // The marker and framing take some of the room; what is left is split between the ends.
-    let mut aim = room.saturating_sub(40);
+    // The marker and framing take some of the room.
+    let mut aim = room.saturating_sub(60);
     let mut out = text.to_owned();
     // Bytes per token vary along an output: a few more passes when a cut is still too long.
     for _ in 0..4 {
-        let each = ((aim as f64 * bytes_per_token * 0.45) as usize).max(WINDOW_CUT_MIN_BYTES);
-        if each * 2 >= text.len() {
+        let limit = ((aim as f64 * bytes_per_token) as usize).max(WINDOW_CUT_MIN_BYTES);
+        if limit >= text.len() {
             return out;
         }
-        let head = floor_char(text, each);
-        let tail_from = ceil_char(text, text.len() - each);
-        out = format!(
-            "{head}\n[... {} bytes of this output cut to fit the model's context window; original: id {id} ...]\n{}",
-            crate::trim::lines::group((tail_from - head.len()) as u64),
-            &text[tail_from..]
-        );
+        out = crate::trim::trim_with_limit(&config, profile, limit, text).text;
         let counted = counter.count_text(&out);
-        if counted <= room || each == WINDOW_CUT_MIN_BYTES {
+        if counted <= room || limit == WINDOW_CUT_MIN_BYTES {
             break;
         }
         aim = aim.saturating_sub(counted - room);

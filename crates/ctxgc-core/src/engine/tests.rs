@@ -1497,7 +1497,10 @@ fn a_prompt_past_the_window_is_cut_to_fit_the_newest_output_too() {
             .map(|i| format!("line {i}: {}\n", words(8, seed + i)))
             .collect::<String>()
     };
-    let newest = log(1_200, 7) + "error: the build failed\nexit status: 1\n";
+    let newest = log(600, 7)
+        + "error[E0308]: mismatched types in src/lib.rs\n"
+        + &log(600, 9)
+        + "exit status: 1\n";
     let mut messages = vec![
         Message::text(Role::System, "You are a coding agent."),
         Message::text(Role::User, "Fix the build."),
@@ -1546,10 +1549,12 @@ fn a_prompt_past_the_window_is_cut_to_fit_the_newest_output_too() {
         panic!("{cut:?}")
     };
     let id = crate::ContentId::of(newest.as_bytes());
-    assert!(text.contains(&format!(
-        "cut to fit the model's context window; original: id {id}"
-    )));
+    assert!(text.contains(&format!("; id {id}")), "{text}");
     assert!(text.starts_with("line 0:"), "the head stays");
+    assert!(
+        text.contains("error[E0308]: mismatched types"),
+        "the error in the middle stays"
+    );
     assert!(text.ends_with("exit status: 1\n"), "the end stays");
     // Rendered and counted again, the prompt fits.
     let edits = apply::apply(
