@@ -60,7 +60,7 @@ pub struct HiddenResult {
 }
 
 /// `item` without any `cache_control` (Anthropic's breakpoints).
-fn without_breakpoints(item: &Value) -> Value {
+pub fn without_breakpoints(item: &Value) -> Value {
     match item {
         Value::Object(map) => Value::Object(
             map.iter()

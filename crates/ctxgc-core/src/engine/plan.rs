@@ -262,6 +262,31 @@ fn fit_window(
                 .next()
                 .is_some_and(|r| !policy.is_protected_tool(r.tool_name.as_deref().unwrap_or("")))
     };
+    // An output's abstract (the command, its exit code, its first error, the id).
+    let abstract_of = |result: &crate::transcript::ToolResult| {
+        let meta = input
+            .metas
+            .get(&result.call_id)
+            .cloned()
+            .unwrap_or_else(|| ResultMeta::of(&result.text()));
+        let tool = result.tool_name.as_deref().unwrap_or("tool");
+        abstract_line(tool, calls.get(result.call_id.as_str()).copied(), &meta)
+    };
+    // Replaces output `i` by `text` when that is shorter: the tokens it reclaims.
+    let cut_to = |edits: &mut Vec<PruneEdit>, i: usize, text: String| {
+        let (before, after) = (input.tokens[i], FRAMING + counter.count_text(&text));
+        if after >= before {
+            return 0;
+        }
+        edits.push(PruneEdit {
+            index: i,
+            reason: PruneReason::Window,
+            replacement: Replacement::Result(text),
+            tokens_before: before,
+            tokens_after: after,
+        });
+        before - after
+    };
     let older = (head_end..newest).chain(0..head_end.min(newest));
     for i in older {
         if total <= target {
@@ -273,25 +298,8 @@ fn fit_window(
         let Some(result) = messages[i].tool_results().next() else {
             continue;
         };
-        let tool = result.tool_name.as_deref().unwrap_or("tool");
-        let meta = input
-            .metas
-            .get(&result.call_id)
-            .cloned()
-            .unwrap_or_else(|| ResultMeta::of(&result.text()));
-        let text = abstract_line(tool, calls.get(result.call_id.as_str()).copied(), &meta);
-        let after = FRAMING + counter.count_text(&text);
-        let before = input.tokens[i];
-        if after < before {
-            total -= before - after;
-            edits.push(PruneEdit {
-                index: i,
-                reason: PruneReason::Window,
-                replacement: Replacement::Result(text),
-                tokens_before: before,
-                tokens_after: after,
-            });
-        }
+        let text = abstract_of(result);
+        total -= cut_to(&mut edits, i, text);
     }
     // The newest outputs, the largest first, each cut to what still fits.
     let mut newest_outputs: Vec<usize> = (newest..messages.len())
@@ -312,26 +320,11 @@ fn fit_window(
         // With too little room for the trimmer's head, tail and salient lines, the abstract
         // says more: the command, its exit code, its first error and the id.
         let cut = if room < TRIMMED_MIN_TOKENS {
-            let meta = input
-                .metas
-                .get(&result.call_id)
-                .cloned()
-                .unwrap_or_else(|| ResultMeta::of(&text));
-            abstract_line(tool, calls.get(result.call_id.as_str()).copied(), &meta)
+            abstract_of(result)
         } else {
             cut_to_fit(&text, tool, room, before, counter)
         };
-        let after = FRAMING + counter.count_text(&cut);
-        if after < before {
-            total -= before - after;
-            edits.push(PruneEdit {
-                index: i,
-                reason: PruneReason::Window,
-                replacement: Replacement::Result(cut),
-                tokens_before: before,
-                tokens_after: after,
-            });
-        }
+        total -= cut_to(&mut edits, i, cut);
     }
     let pruned = (!edits.is_empty()).then(|| {
         edits.sort_by_key(|e| e.index);

@@ -42,14 +42,5 @@ pub fn settings(upstream: &str) -> ProxySettings {
 /// request to request; the cached content is what matters).
 #[allow(dead_code)] // Each test binary uses its own helpers.
 pub fn without_cache_control(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, _)| *k != "cache_control")
-                .map(|(k, v)| (k.clone(), without_cache_control(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(without_cache_control).collect()),
-        other => other.clone(),
-    }
+    ctxgc_proxy::lineage::without_breakpoints(v)
 }
