@@ -485,11 +485,7 @@ async fn a_gemini_session_past_the_window_is_made_to_fit() {
         },
         ..base
     };
-    let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    let router = ctxgc_proxy::router(state.clone());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let (proxy, state) = common::serve(settings).await;
     let mut counter = ctxgc_core::tokens::TokenCounter::openai();
     for turns in 1..=24 {
         let r = reqwest::Client::new()

@@ -1911,11 +1911,7 @@ async fn a_long_context_session_is_not_cut_to_the_tables_window() {
         },
         ..base
     };
-    let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    let router = ctxgc_proxy::router(state.clone());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let (proxy, _state) = common::serve(settings).await;
     // About 280K tokens of conversation: past 200K, well inside 1M.
     let mut messages = vec![json!({"role": "user", "content": "Read the whole module."})];
     for turn in 0..10 {

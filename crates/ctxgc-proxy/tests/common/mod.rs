@@ -44,3 +44,15 @@ pub fn settings(upstream: &str) -> ProxySettings {
 pub fn without_cache_control(v: &Value) -> Value {
     ctxgc_proxy::lineage::without_breakpoints(v)
 }
+
+/// `ctxgc serve` with `settings` and a memory store on a free loopback port: its URL and state.
+#[allow(dead_code)] // Each test binary uses its own helpers.
+pub async fn serve(settings: ProxySettings) -> (String, std::sync::Arc<ctxgc_proxy::AppState>) {
+    let store = Box::new(ctxgc_core::store::MemoryStore::default());
+    let state = ctxgc_proxy::AppState::new(settings, store).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    let router = ctxgc_proxy::router(state.clone());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    (proxy, state)
+}
