@@ -414,10 +414,15 @@ impl Session {
     pub fn plan(&self) -> Option<Plan> {
         let tokens = self.calibrated_tokens();
         let input = self.plan_input(&tokens);
-        if self.stopped.is_some() && !plan::must_fit(&input, &self.policy) {
-            return None;
-        }
-        plan::plan(&input, &self.policy, &self.counter)
+        self.may_plan(&input)
+            .then(|| plan::plan(&input, &self.policy, &self.counter))
+            .flatten()
+    }
+
+    /// Whether an event may be planned on `input`: always, but once automatic events have
+    /// stopped only to make a prompt past the window fit.
+    fn may_plan(&self, input: &PlanInput<'_>) -> bool {
+        self.stopped.is_none() || plan::must_fit(input, &self.policy)
     }
 
     /// Whether the prompt as it stands does not fit the window with room for the answer
@@ -499,7 +504,7 @@ impl Session {
         });
         let tokens = self.calibrated_tokens();
         let input = self.plan_input(&tokens);
-        if self.stopped.is_some() && !plan::must_fit(&input, &self.policy) {
+        if !self.may_plan(&input) {
             return Ok(None);
         }
         let Some((_, edits)) = event::decide(
