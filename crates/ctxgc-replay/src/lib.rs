@@ -22,6 +22,7 @@ pub mod prices;
 pub mod recall;
 pub mod report;
 pub mod run;
+pub mod users;
 pub mod validate;
 pub mod written;
 

@@ -30,6 +30,8 @@ pub struct SessionCheck {
     pub session: String,
     /// The set it came from (the path it was found under).
     pub set: String,
+    /// Whose session it is ([`crate::users::user_of`]).
+    pub user: String,
     /// The cache model compared.
     pub cache: &'static str,
     /// The price row both sides were priced with.
@@ -83,7 +85,7 @@ pub fn aggregate(checks: &[&SessionCheck]) -> [Option<f64>; 5] {
 /// recorded only its total ([`ctxgc_core::Recording::billed_total`]).
 pub fn check(
     t: &Transcript,
-    set: &str,
+    (set, user): (&str, &str),
     run: &SessionRun,
     cache: &'static str,
     price: &ModelPrice,
@@ -130,6 +132,7 @@ pub fn check(
     (n > 0 && rec[0] > 0.0).then(|| SessionCheck {
         session: t.id.clone(),
         set: set.to_owned(),
+        user: user.to_owned(),
         cache,
         model: price.name.clone(),
         requests: n,
@@ -143,6 +146,56 @@ pub fn check(
         simulated: sim,
         recorded: rec,
     })
+}
+
+/// One user's sessions, simulated over recorded in aggregate.
+#[derive(Debug, Clone, Serialize)]
+pub struct UserCheck {
+    /// The user.
+    pub user: String,
+    /// Sessions compared.
+    pub sessions: usize,
+    /// Requests compared.
+    pub requests: usize,
+    /// Simulated / recorded of each of [`QUANTITIES`] over the user's sessions summed.
+    pub ratios: [Option<f64>; 5],
+}
+
+/// Each user's aggregate, in the order users first appear in `checks`.
+pub fn by_user(checks: &[&SessionCheck]) -> Vec<UserCheck> {
+    let mut users: Vec<&str> = Vec::new();
+    for c in checks {
+        if !users.contains(&c.user.as_str()) {
+            users.push(&c.user);
+        }
+    }
+    users
+        .into_iter()
+        .map(|user| {
+            let mine: Vec<&SessionCheck> =
+                checks.iter().copied().filter(|c| c.user == user).collect();
+            UserCheck {
+                user: user.to_owned(),
+                sessions: mine.len(),
+                requests: mine.iter().map(|c| c.requests).sum(),
+                ratios: aggregate(&mine),
+            }
+        })
+        .collect()
+}
+
+/// The median user's ratio of quantity `i` and the worst user's (the farthest from 1, by the
+/// ratio's logarithm: 0.8 is as far as 1.25), with the worst user's name.
+pub fn median_and_worst_user(users: &[UserCheck], i: usize) -> Option<(f64, f64, &str)> {
+    let values: Vec<(f64, &str)> = users
+        .iter()
+        .filter_map(|u| Some((u.ratios[i]?, u.user.as_str())))
+        .collect();
+    let (median, _, _) = spread(values.iter().map(|v| v.0).collect())?;
+    let &(worst, name) = values
+        .iter()
+        .max_by(|a, b| a.0.ln().abs().total_cmp(&b.0.ln().abs()))?;
+    Some((median, worst, name))
 }
 
 /// One request's (or a session's) [`QUANTITIES`]: its prompt, how the cache served it, and
@@ -187,5 +240,45 @@ mod tests {
         assert_eq!(median, 2.5);
         assert!((p10 - 1.3).abs() < 1e-9 && (p90 - 3.7).abs() < 1e-9);
         assert_eq!(spread(vec![]), None);
+    }
+
+    fn session(user: &str, simulated_cost: f64) -> SessionCheck {
+        SessionCheck {
+            session: format!("{user}-s"),
+            set: "set".into(),
+            user: user.into(),
+            cache: "openai",
+            model: "gpt-5".into(),
+            requests: 1,
+            prompt_ratio: 1.0,
+            cached_ratio: None,
+            written_ratio: None,
+            uncached_ratio: None,
+            cost_ratio: Some(simulated_cost),
+            recorded_cached_share: 0.0,
+            simulated_cached_share: 0.0,
+            simulated: [1.0, 0.0, 0.0, 0.0, simulated_cost],
+            recorded: [1.0, 0.0, 0.0, 0.0, 1.0],
+        }
+    }
+
+    /// A user with many sessions weighs as one user: the median user and the worst user are
+    /// over users, each user's figure over their own sessions summed.
+    #[test]
+    fn users_are_judged_each_on_their_own_sessions() {
+        let checks = [
+            session("a", 1.0),
+            session("a", 1.02),
+            session("a", 0.98),
+            session("b", 0.8),
+            session("c", 1.1),
+        ];
+        let refs: Vec<&SessionCheck> = checks.iter().collect();
+        let users = by_user(&refs);
+        assert_eq!(users.len(), 3);
+        assert_eq!((users[0].user.as_str(), users[0].sessions), ("a", 3));
+        let (median, worst, name) = median_and_worst_user(&users, 4).unwrap();
+        assert!((median - 1.0).abs() < 1e-9, "{median}");
+        assert_eq!((worst, name), (0.8, "b"));
     }
 }

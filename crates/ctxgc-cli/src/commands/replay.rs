@@ -291,16 +291,33 @@ fn at_window(window: u64) -> String {
 /// How many skipped files the terminal report names.
 const SKIPPED_SHOWN: usize = 20;
 
-/// The sessions to replay with the set each came from (the path it was found under), and the
-/// files that are not sessions (with why).
-fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<String>, Vec<Skipped>)> {
+/// Where a session came from: its set (the path it was found under) and its user
+/// ([`ctxgc_replay::users::user_of`]).
+struct Origin {
+    set: String,
+    user: String,
+}
+
+impl Origin {
+    /// A session of a set of one user.
+    fn of_set(set: &str) -> Origin {
+        Origin {
+            set: set.to_owned(),
+            user: set.to_owned(),
+        }
+    }
+}
+
+/// The sessions to replay with where each came from, and the files that are not sessions
+/// (with why).
+fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<Origin>, Vec<Skipped>)> {
     let mut out = Vec::new();
     let mut sets = Vec::new();
     if args.sample {
         for (name, bytes) in SAMPLES {
             for imported in import::import_bytes(Path::new(name), bytes)? {
                 out.push(imported.transcript);
-                sets.push("sample".to_owned());
+                sets.push(Origin::of_set("sample"));
             }
         }
     }
@@ -322,8 +339,12 @@ fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<String>, Vec<Skipped>
         for result in import::import_paths(std::slice::from_ref(path)) {
             match result {
                 Ok(imported) => {
+                    let user = ctxgc_replay::users::user_of(&imported.path, path, &set);
                     out.push(imported.transcript);
-                    sets.push(set.clone());
+                    sets.push(Origin {
+                        set: set.clone(),
+                        user,
+                    });
                 }
                 Err(e) => skipped.push(Skipped {
                     path: e.path.display().to_string(),
@@ -351,7 +372,7 @@ fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<String>, Vec<Skipped>
 fn load_history(
     args: &ReplayArgs,
     out: &mut Vec<Transcript>,
-    sets: &mut Vec<String>,
+    sets: &mut Vec<Origin>,
     skipped: &mut Vec<Skipped>,
 ) -> Result<()> {
     for name in &args.agent {
@@ -386,7 +407,7 @@ fn load_history(
             match result {
                 Ok(imported) => {
                     out.push(imported.transcript);
-                    sets.push(agent.agent.to_owned());
+                    sets.push(Origin::of_set(agent.agent));
                 }
                 Err(e) => {
                     not_sessions += 1;
@@ -597,7 +618,7 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
                 .find(|r| r.source == i && r.policy == "none" && r.window == windows[0])?;
             validate::check(
                 t,
-                &sets[i],
+                (&sets[i].set, &sets[i].user),
                 run,
                 pricing.own_cache[i].name(),
                 &pricing.own[i],
@@ -925,7 +946,7 @@ fn explain_sections(
 /// usage, then each set (or, with one set, each fifth of the sessions) left out in turn.
 fn calibrate(
     transcripts: &[Transcript],
-    sets: &[String],
+    sets: &[Origin],
     catalog: &Catalog,
     pricing: &Pricing,
     window: u64,
@@ -964,10 +985,23 @@ fn calibrate(
             lag_tokens: 0,
             ..base
         };
-        let mut set_names: Vec<&str> = mine.iter().map(|&i| sets[i].as_str()).collect();
-        set_names.sort_unstable();
-        set_names.dedup();
-        let by_set = set_names.len() > 1;
+        // Left out in turn: each user when the sessions are several users', else each set, else
+        // each fifth of the sessions.
+        let names_by = |key: fn(&Origin) -> &str| {
+            let mut names: Vec<&str> = mine.iter().map(|&i| key(&sets[i])).collect();
+            names.sort_unstable();
+            names.dedup();
+            names
+        };
+        let (users, set_names) = (names_by(|o| &o.user), names_by(|o| &o.set));
+        let (group_names, group_key): (&[&str], Option<fn(&Origin) -> &str>) = if users.len() > 1
+        {
+            (&users, Some(|o: &Origin| o.user.as_str()))
+        } else if set_names.len() > 1 {
+            (&set_names, Some(|o: &Origin| o.set.as_str()))
+        } else {
+            (&[], None)
+        };
         let runs: Vec<(usize, SessionRun)> = mine
             .par_iter()
             .map(|&i| {
@@ -988,10 +1022,12 @@ fn calibrate(
             .collect();
         let mut obs = Vec::new();
         for (n, (i, run)) in runs.iter().enumerate() {
-            let group = if by_set {
-                set_names.iter().position(|s| *s == sets[*i]).unwrap_or(0)
-            } else {
-                n % 5
+            let group = match group_key {
+                Some(key) => group_names
+                    .iter()
+                    .position(|g| *g == key(&sets[*i]))
+                    .unwrap_or(0),
+                None => n % 5,
             };
             for r in run.requests.iter().filter(|r| r.is_agent()) {
                 let Some(u) = transcripts[*i].messages[r.source_index].usage else {
@@ -1027,10 +1063,9 @@ fn calibrate(
                 .filter(|o| o.group == held.group)
                 .map(|o| o.session)
                 .collect();
-            let name = if by_set {
-                format!("left out: {}", set_names[held.group])
-            } else {
-                format!("left out: fold {} of 5", held.group + 1)
+            let name = match group_key {
+                Some(_) => format!("left out: {}", group_names[held.group]),
+                None => format!("left out: fold {} of 5", held.group + 1),
             };
             let mut row = vec![
                 name,
@@ -1069,7 +1104,25 @@ fn calibrate(
             "cost",
             "median session cost",
         ];
-        outln!("{}\n", render(&header, &rows))?;
+        outln!("{}", render(&header, &rows))?;
+        if group_key.is_some() && held_out.len() > 1 {
+            // Each group judged only by a fit that never saw it: the median one and the worst.
+            let costs: Vec<(f64, &str)> = held_out
+                .iter()
+                .map(|h| (h.errors.cost, group_names[h.group]))
+                .collect();
+            let median = validate::spread(costs.iter().map(|c| c.0).collect()).map(|s| s.0);
+            let worst = costs
+                .iter()
+                .max_by(|a, b| a.0.ln().abs().total_cmp(&b.0.ln().abs()));
+            if let (Some(median), Some((worst, name))) = (median, worst) {
+                outln!(
+                    "Cost of each {} left out, from the fit without them: median {median:.3}, worst {worst:.3} ({name}).",
+                    if users.len() > 1 { "user" } else { "set" }
+                )?;
+            }
+        }
+        outln!()?;
         printed = true;
     }
     if !printed {
@@ -1366,57 +1419,104 @@ fn sections(output: &Output) -> Vec<Section> {
     out
 }
 
-/// The validation report: per set and cache model, simulated over recorded in aggregate and
-/// per session (median, p10, p90) for every quantity, cost included.
+/// The validation report: per set and cache model, simulated over recorded in aggregate, per
+/// user (the median user and the worst, each user's sessions summed) and per session (median,
+/// p10, p90) for every quantity, cost included; with several users, each user's own row.
 fn validation_sections(checks: &[SessionCheck]) -> Vec<Section> {
-    let mut groups: Vec<(&str, &str)> = Vec::new();
+    let mut groups: Vec<(&str, &'static str)> = Vec::new();
     for c in checks {
         if !groups.contains(&(c.set.as_str(), c.cache)) {
             groups.push((&c.set, c.cache));
         }
     }
-    groups
-        .into_iter()
-        .map(|(set, cache)| {
-            let mine: Vec<&SessionCheck> = checks
+    let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
+    // Cache writes only where the provider bills them apart.
+    let shown = |cache: &'static str| {
+        validate::QUANTITIES
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| *i != 2 || cache == "anthropic")
+    };
+    let mut sections = Vec::new();
+    for (set, cache) in groups {
+        let mine: Vec<&SessionCheck> = checks
+            .iter()
+            .filter(|c| c.set == set && c.cache == cache)
+            .collect();
+        let models = {
+            let mut m: Vec<&str> = mine.iter().map(|c| c.model.as_str()).collect();
+            m.sort_unstable();
+            m.dedup();
+            m.join(", ")
+        };
+        let aggregate = validate::aggregate(&mine);
+        let users = validate::by_user(&mine);
+        let rows = shown(cache)
+            .map(|(i, name)| {
+                let spread = validate::spread(mine.iter().filter_map(|c| c.ratio(i)).collect());
+                let by_user = validate::median_and_worst_user(&users, i);
+                vec![
+                    (*name).to_owned(),
+                    show(aggregate[i]),
+                    show(by_user.map(|u| u.0)),
+                    by_user.map_or("-".to_owned(), |(_, worst, who)| {
+                        if users.len() > 1 {
+                            format!("{worst:.3} ({who})")
+                        } else {
+                            format!("{worst:.3}")
+                        }
+                    }),
+                    show(spread.map(|s| s.0)),
+                    show(spread.map(|s| s.1)),
+                    show(spread.map(|s| s.2)),
+                ]
+            })
+            .collect();
+        sections.push(Section {
+            title: format!(
+                "Simulated `none` over recorded usage: {set}, {} sessions of {} user{}, {cache} cache model, priced as {models} (1.000 = the bill reproduced)",
+                mine.len(),
+                users.len(),
+                if users.len() == 1 { "" } else { "s" }
+            ),
+            header: [
+                "quantity",
+                "aggregate",
+                "median user",
+                "worst user",
+                "median session",
+                "p10",
+                "p90",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            rows,
+        });
+        if users.len() > 1 {
+            let mut header = vec!["user".to_owned(), "sessions".into(), "requests".into()];
+            header.extend(shown(cache).map(|(_, name)| (*name).to_owned()));
+            let rows = users
                 .iter()
-                .filter(|c| c.set == set && c.cache == cache)
-                .collect();
-            let models = {
-                let mut m: Vec<&str> = mine.iter().map(|c| c.model.as_str()).collect();
-                m.sort_unstable();
-                m.dedup();
-                m.join(", ")
-            };
-            let aggregate = validate::aggregate(&mine);
-            let rows = validate::QUANTITIES
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != 2 || cache == "anthropic")
-                .map(|(i, name)| {
-                    let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.3}"));
-                    let spread = validate::spread(mine.iter().filter_map(|c| c.ratio(i)).collect());
-                    vec![
-                        (*name).to_owned(),
-                        show(aggregate[i]),
-                        show(spread.map(|s| s.0)),
-                        show(spread.map(|s| s.1)),
-                        show(spread.map(|s| s.2)),
-                    ]
+                .map(|u| {
+                    let mut row = vec![
+                        u.user.clone(),
+                        u.sessions.to_string(),
+                        u.requests.to_string(),
+                    ];
+                    row.extend(shown(cache).map(|(i, _)| show(u.ratios[i])));
+                    row
                 })
                 .collect();
-            Section {
+            sections.push(Section {
                 title: format!(
-                    "Simulated `none` over recorded usage: {set}, {} sessions, {cache} cache model, priced as {models} (1.000 = the bill reproduced)",
-                    mine.len()
+                    "Simulated `none` over recorded usage, user by user: {set}, {cache} cache model (each user's sessions summed)"
                 ),
-                header: ["quantity", "aggregate", "median session", "p10", "p90"]
-                    .map(str::to_owned)
-                    .to_vec(),
+                header,
                 rows,
-            }
-        })
-        .collect()
+            });
+        }
+    }
+    sections
 }
 
 #[cfg(test)]
