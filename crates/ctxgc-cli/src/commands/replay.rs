@@ -199,6 +199,17 @@ struct Table {
     cache: &'static str,
     model: String,
     rows: Vec<Row>,
+    /// `none` against the bill, when the table has a `recorded` row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bill: Option<BillCheck>,
+}
+
+/// The simulated `none` over the billed cost, over the requests both hold (the validation's
+/// aggregate): the one figure a report gives for how far the lab is from the bill.
+#[derive(Serialize, Clone, Copy)]
+struct BillCheck {
+    none_over_bill: f64,
+    requests: usize,
 }
 
 /// Input tokens by kind at one window: `none`'s, and each policy's as a share of them.
@@ -593,6 +604,27 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     let all_recorded = transcripts
         .iter()
         .all(|t| t.recording.is_some() && t.messages.iter().any(|m| m.usage.is_some()));
+    // `none` against the bill, at a window: each session's simulated requests against the
+    // usage it was billed for the same requests (those the log recorded usage for).
+    let checks_at = |w: u64| -> Vec<SessionCheck> {
+        transcripts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| {
+                let run = runs
+                    .iter()
+                    .find(|r| r.source == i && r.policy == "none" && r.window == w)?;
+                validate::check(
+                    t,
+                    (&sets[i].set, &sets[i].user),
+                    run,
+                    pricing.own_cache[i].name(),
+                    &pricing.own[i],
+                )
+            })
+            .collect()
+    };
+    let validation = checks_at(windows[0]);
     let mut tables = Vec::new();
     for &w in &windows {
         for (k, &cache) in caches.iter().enumerate() {
@@ -601,30 +633,37 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             let recorded = (all_recorded && pricing.own_cache.iter().all(|&k| k == cache))
                 .then(|| report::recorded_row(&transcripts, &pricing.own))
                 .flatten();
+            // One `none` against the bill per report: the row's `vs none` and the note are the
+            // validation's aggregate over the requests both hold, not the rows' totals (the
+            // none row also prices requests the log recorded no usage for).
+            let bill = recorded.as_ref().and_then(|_| {
+                let checks = if w == windows[0] {
+                    validation.clone()
+                } else {
+                    checks_at(w)
+                };
+                let refs: Vec<&SessionCheck> = checks.iter().collect();
+                let cost = validate::aggregate(&refs)[4]?;
+                Some(BillCheck {
+                    none_over_bill: cost,
+                    requests: checks.iter().map(|c| c.requests).sum(),
+                })
+            });
+            let mut rows = report::rows(&runs, w, cache, prices, &names, recorded);
+            if let (Some(bill), Some(row)) =
+                (&bill, rows.iter_mut().find(|r| r.policy == "recorded"))
+            {
+                row.cost_vs_none = Some(1.0 / bill.none_over_bill);
+            }
             tables.push(Table {
                 window: w,
                 cache: cache.name(),
                 model: Pricing::label(prices),
-                rows: report::rows(&runs, w, cache, prices, &names, recorded),
+                rows,
+                bill,
             });
         }
     }
-    let validation: Vec<SessionCheck> = transcripts
-        .iter()
-        .enumerate()
-        .filter_map(|(i, t)| {
-            let run = runs
-                .iter()
-                .find(|r| r.source == i && r.policy == "none" && r.window == windows[0])?;
-            validate::check(
-                t,
-                (&sets[i].set, &sets[i].user),
-                run,
-                pricing.own_cache[i].name(),
-                &pricing.own[i],
-            )
-        })
-        .collect();
     let cache_writes: Vec<CacheWrite> = transcripts
         .iter()
         .zip(&models)
@@ -769,7 +808,7 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         if let Some(note) = path_note(&table.rows) {
             outln!("{note}")?;
         }
-        if let Some(note) = recorded_note(&table.rows, &own_label) {
+        if let Some(note) = recorded_note(&table.rows, table.bill, &own_label) {
             outln!("{note}")?;
         }
         outln!()?;
@@ -1166,17 +1205,27 @@ fn bill_chart(
     crate::html::BillChart { requests }
 }
 
-/// Beside a `recorded` row: what priced it, and how far the lab's `none` is from it.
-fn recorded_note(rows: &[Row], priced_as: &str) -> Option<String> {
+/// Beside a `recorded` row: what priced it, and how far the lab's `none` is from it (the
+/// validation's aggregate, the figure the row's `vs none` inverts).
+fn recorded_note(rows: &[Row], bill: Option<BillCheck>, priced_as: &str) -> Option<String> {
     let recorded = rows.iter().find(|r| r.policy == "recorded")?;
-    let none = rows.iter().find(|r| r.policy == "none");
+    let unbilled = rows
+        .iter()
+        .find(|r| r.policy == "none")
+        .map_or(0, |n| n.requests.saturating_sub(recorded.requests));
     Some(format!(
-        "`recorded` is the usage the provider billed, each session at its own model's prices ({priced_as}; 1-hour writes at their own price){}; the validation below compares them per set.",
-        none.filter(|_| recorded.cost > 0.0)
-            .map_or(String::new(), |n| format!(
-                "; the lab's `none` costs {:.3}x of it",
-                n.cost / recorded.cost
-            ))
+        "`recorded` is the usage the provider billed, each session at its own model's prices ({priced_as}; 1-hour writes at their own price){}{}; the validation below compares them per set and user.",
+        bill.map_or(String::new(), |b| format!(
+            "; the lab's `none` costs {:.3}x of it over the {} requests both hold (the validation's aggregate; `vs none` of the row is its inverse)",
+            b.none_over_bill, b.requests
+        )),
+        if unbilled > 0 {
+            format!(
+                "; `none` sends {unbilled} more requests than were billed: the log recorded no usage for them, and they are left out of that figure"
+            )
+        } else {
+            String::new()
+        }
     ))
 }
 
