@@ -11,7 +11,7 @@ use ctxgc_core::{Role, Transcript};
 use serde::Serialize;
 
 use crate::cache::anthropic::{TTL_1H_MS, TTL_MS};
-use crate::client::{Calibration, client_prompt};
+use crate::client::{Attachment, Calibration, client_prompt};
 
 /// Why a request wrote to the cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -76,17 +76,27 @@ pub const CAUSES: &[&str] = &[
     "cold start",
 ];
 
-/// Every recorded cache write of a client log, classified.
-pub fn classify(t: &Transcript, calibration: Calibration) -> Vec<CacheWrite> {
+/// Every recorded cache write of a client log, classified; `calibration` and `attachments`
+/// (content the log does not hold) place each write's first unread message.
+pub fn classify(
+    t: &Transcript,
+    calibration: Calibration,
+    attachments: &[Attachment],
+) -> Vec<CacheWrite> {
     let Some(recording) = &t.recording else {
         return Vec::new();
     };
     let mut counter = crate::counting::counter();
-    let tokens: Vec<f64> = t
+    let mut tokens: Vec<f64> = t
         .messages
         .iter()
         .map(|m| counter.count_message(m) as f64 * calibration.scale)
         .collect();
+    for a in attachments {
+        if let Some(slot) = tokens.get_mut(a.at) {
+            *slot += a.tokens as f64;
+        }
+    }
     let mut out = Vec::new();
     let mut previous: Option<(usize, u64, bool)> = None; // index, prompt tokens, 1h TTL
     for (index, m) in t.messages.iter().enumerate() {
@@ -201,6 +211,7 @@ mod tests {
                 prefix_tokens: 2_000,
                 scale: 1.0,
             },
+            &[],
         )
         .iter()
         .map(|w| w.cause.name())

@@ -26,6 +26,18 @@ impl Default for Calibration {
     }
 }
 
+/// Content a client sent with a message that its log does not hold: the files a slash command
+/// or a skill pulls in with `@` references (Claude Code 2.0-2.1 logs the command's text, not
+/// the files), hook output, images. The log does not say how much; the recorded usage does:
+/// the request that first carried it grew by more than the log's new messages count.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Attachment {
+    /// The message it came with (the newest before the request that first carried it).
+    pub at: usize,
+    /// Provider tokens.
+    pub tokens: usize,
+}
+
 /// The message indices of the request that produced assistant message `index`, as the client
 /// sent it: everything before it, or after the client's latest compaction its leading system
 /// messages and what followed the compaction.

@@ -7,7 +7,7 @@ use ctxgc_core::{Message, Role, Transcript};
 use serde::Serialize;
 
 use crate::cache::{Block, CacheKind, CacheModel, CacheRules, SentAt, Served, chain};
-pub use crate::client::{Calibration, client_prompt};
+pub use crate::client::{Attachment, Calibration, client_prompt};
 use crate::kinds::tool_kind;
 use crate::policies::{PolicyFactory, ReplayEvent, ReplayPolicy, SessionContext};
 use crate::prices::ModelPrice;
@@ -186,15 +186,18 @@ pub struct ClientModel {
     /// files and plans it re-attaches), as (compaction's first message, tokens): counted with
     /// the compaction's first message in every request of that segment.
     pub hidden_after_compaction: Vec<(usize, usize)>,
+    /// Content the client attached mid-session that the log does not hold, sized from the
+    /// recorded usage; counted with its message, wherever a request carries it unchanged.
+    pub attachments: Vec<Attachment>,
 }
 
 /// The model of a transcript with recorded usage (a client log, or an agent's trajectory that
 /// kept the provider's usage); `None` for other transcripts.
 pub fn client_model(t: &Transcript) -> Option<ClientModel> {
-    let (calibration, hidden_after_compaction) = fit(t)?;
+    let (calibration, hidden_after_compaction, attachments) = fit(t)?;
     let mut prompt_changes = Vec::new();
     let mut static_reads = Vec::new();
-    for write in crate::causes::classify(t, calibration) {
+    for write in crate::causes::classify(t, calibration, &attachments) {
         match write.cause {
             crate::causes::WriteCause::PrefixChange { message, .. } => {
                 prompt_changes.push((write.request, message));
@@ -203,8 +206,10 @@ pub fn client_model(t: &Transcript) -> Option<ClientModel> {
                 }
             }
             // What a request after a pause past the TTL still read was kept warm by the
-            // client's other sessions; what one read nothing says they did not, that time.
-            crate::causes::WriteCause::TtlExpiry { .. } => {
+            // client's other sessions; what one read nothing says they did not, that time. The
+            // session's first request says the same (Claude Code's system prompt and tools are
+            // the same in every session of a version, and read warm from the others).
+            crate::causes::WriteCause::TtlExpiry { .. } | crate::causes::WriteCause::ColdStart => {
                 static_reads.push(write.read as usize);
             }
             _ => {}
@@ -223,14 +228,16 @@ pub fn client_model(t: &Transcript) -> Option<ClientModel> {
         static_prefix_tokens,
         prompt_changes,
         hidden_after_compaction,
+        attachments,
     })
 }
 
 /// The calibration (fitted on the requests before the client's first compaction, when there
-/// are enough of them: the client adds content of its own after a compaction), and for each
+/// are enough of them: the client adds content of its own after a compaction), for each
 /// compaction the tokens its first request held beyond what the log shows (files and plans the
-/// client re-attached), as (compaction's first message, tokens).
-fn fit(t: &Transcript) -> Option<(Calibration, Vec<(usize, usize)>)> {
+/// client re-attached), as (compaction's first message, tokens), and the content the client
+/// attached mid-session that the log does not hold ([`Attachment`]).
+fn fit(t: &Transcript) -> Option<(Calibration, Vec<(usize, usize)>, Vec<Attachment>)> {
     let no_recording = ctxgc_core::Recording::default();
     let recording = t.recording.as_ref().unwrap_or(&no_recording);
     let mut counter = crate::counting::counter();
@@ -251,6 +258,7 @@ fn fit(t: &Transcript) -> Option<(Calibration, Vec<(usize, usize)>)> {
             Some((i, counted as f64, usage.prompt_tokens as f64))
         })
         .collect();
+    let segment = |i: usize| recording.compactions.iter().filter(|c| c.at <= i).count();
     let first_compaction = recording.compactions.first().map_or(usize::MAX, |c| c.at);
     let before: Vec<(f64, f64)> = points
         .iter()
@@ -262,15 +270,35 @@ fn fit(t: &Transcript) -> Option<(Calibration, Vec<(usize, usize)>)> {
     } else {
         points.iter().map(|p| (p.1, p.2)).collect()
     };
-    let &(m1, r1) = sample.first()?;
-    let n = sample.len() as f64;
-    let (mx, my) = (
-        sample.iter().map(|p| p.0).sum::<f64>() / n,
-        sample.iter().map(|p| p.1).sum::<f64>() / n,
-    );
-    let var: f64 = sample.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let cov: f64 = sample.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    let scale = if var > 0.0 { cov / var } else { 1.0 }.clamp(0.7, 2.0);
+    // Claude Code's logs leave attachments out; a Codex rollout's growth past its count is the
+    // turn's own reasoning, which the provider drops again at the next user message.
+    let attaches = recording.client.starts_with("claude");
+    let mut scale = least_squares_slope(&sample)?;
+    let mut attachments = Vec::new();
+    // The first fit is pulled by the attachments; each round fits again without those found.
+    for _ in 0..ATTACHMENT_ROUNDS {
+        if !attaches {
+            break;
+        }
+        attachments = attachments_of(t, &points, scale, &segment);
+        let attached = |p: &(usize, f64, f64)| -> f64 {
+            attachments
+                .iter()
+                .filter(|a| a.at < p.0 && segment(a.at) == segment(p.0))
+                .map(|a| a.tokens as f64)
+                .sum()
+        };
+        let adjusted: Vec<(f64, f64)> = points
+            .iter()
+            .filter(|p| p.0 < first_compaction || sample.len() == points.len())
+            .map(|p| (p.1, p.2 - attached(p)))
+            .collect();
+        scale = least_squares_slope(&adjusted)?;
+    }
+    if attaches {
+        attachments = attachments_of(t, &points, scale, &segment);
+    }
+    let &(_, m1, r1) = points.first()?;
     let prefix = (r1 - scale * m1).max(0.0);
     let hidden = recording
         .compactions
@@ -287,7 +315,63 @@ fn fit(t: &Transcript) -> Option<(Calibration, Vec<(usize, usize)>)> {
             scale,
         },
         hidden,
+        attachments,
     ))
+}
+
+/// The least-squares slope of recorded over counted prompt tokens (1 when the counts do not
+/// vary), clamped to what a tokenizer's difference can be.
+fn least_squares_slope(sample: &[(f64, f64)]) -> Option<f64> {
+    let n = sample.len() as f64;
+    if n == 0.0 {
+        return None;
+    }
+    let (mx, my) = (
+        sample.iter().map(|p| p.0).sum::<f64>() / n,
+        sample.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let var: f64 = sample.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let cov: f64 = sample.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    Some(if var > 0.0 { cov / var } else { 1.0 }.clamp(0.7, 2.0))
+}
+
+/// Rounds of finding attachments and fitting the scale again without them.
+const ATTACHMENT_ROUNDS: usize = 3;
+
+/// Growth of a recorded prompt past what the log's new messages count, below which it is taken
+/// for counting noise (Claude's tokenizer against o200k varies by a few percent per message)
+/// rather than content the log does not hold. Source: on `client-logs/claude-code-procrypto`
+/// (2.0.76-2.1.6) 96% of the growth past the count is in jumps over 1,000 tokens, nearly all
+/// at a slash command or skill whose files the log does not hold.
+const ATTACHMENT_MIN_TOKENS: f64 = 1_000.0;
+
+/// The attachments that explain each request's recorded growth over the previous request of
+/// its segment, at `scale` provider tokens per counted token.
+fn attachments_of(
+    t: &Transcript,
+    points: &[(usize, f64, f64)],
+    scale: f64,
+    segment: &dyn Fn(usize) -> usize,
+) -> Vec<Attachment> {
+    points
+        .windows(2)
+        .filter(|w| segment(w[0].0) == segment(w[1].0))
+        .filter_map(|w| {
+            let (previous, next) = (w[0], w[1]);
+            let excess = (next.2 - previous.2) - scale * (next.1 - previous.1);
+            if excess < ATTACHMENT_MIN_TOKENS {
+                return None;
+            }
+            // The newest message the client added since the previous request.
+            let at = (previous.0 + 1..next.0)
+                .rev()
+                .find(|&i| t.messages[i].role != Role::Assistant)?;
+            Some(Attachment {
+                at,
+                tokens: excess.round() as usize,
+            })
+        })
+        .collect()
 }
 
 /// What comes before the messages: the tool definitions and a client log's estimated fixed
@@ -305,6 +389,9 @@ struct Layout<'a> {
     salts: &'a [(usize, u64)],
     /// Tokens the client sent with a message (by position) that the log does not hold.
     hidden: Option<(usize, usize)>,
+    /// Tokens the client attached to a message the log holds without them, by the message's
+    /// content hash: they go wherever the message goes, unchanged, in a policy's request.
+    attached: &'a HashMap<u64, usize>,
 }
 
 /// Blocks of a request: the prefix blocks, then one per message. The breakpoints an agent
@@ -319,16 +406,25 @@ fn blocks(
     spec.extend(layout.prefix.blocks.iter().copied());
     let offset = spec.len();
     let mut hashes = Vec::with_capacity(messages.len());
+    let mut attached_once: Vec<u64> = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         let (hash, tokens) = counter.count_message_hashed(m);
         hashes.push(hash);
+        // Once per request: a second message with the same text ("yes") carried nothing.
+        let attached = match layout.attached.get(&hash) {
+            Some(&n) if !attached_once.contains(&hash) => {
+                attached_once.push(hash);
+                n
+            }
+            _ => 0,
+        };
         let salt = layout
             .salts
             .iter()
             .filter(|(at, _)| *at == i)
             .fold(0, |acc, (_, s)| acc ^ s);
         let hidden = layout.hidden.filter(|h| h.0 == i).map_or(0, |h| h.1);
-        spec.push((hash ^ salt, scaled(tokens, layout.scale) + hidden));
+        spec.push((hash ^ salt, scaled(tokens, layout.scale) + hidden + attached));
     }
     let mut blocks = chain(spec);
     if blocks.is_empty() {
@@ -473,6 +569,18 @@ pub fn replay(
     };
     prefix.blocks.retain(|b| b.1 > 0);
     let mut salts: Vec<(usize, u64)> = Vec::new();
+    let attached: HashMap<u64, usize> = if client_path {
+        client
+            .attachments
+            .iter()
+            .filter_map(|a| {
+                let (hash, _) = counter.count_message_hashed(t.messages.get(a.at)?);
+                Some((hash, a.tokens))
+            })
+            .collect()
+    } else {
+        HashMap::new()
+    };
     let kinds = output_kinds(t);
     let probes = probes(t);
     let mut memo = RecallMemo::default();
@@ -525,6 +633,7 @@ pub fn replay(
                 scale: calibration.scale,
                 salts: &salts,
                 hidden,
+                attached: &attached,
             };
             let sent_ms = recording.and_then(|r| r.sent_at(index));
             // Keep-alive requests the policy sends while the session is idle: each reads the

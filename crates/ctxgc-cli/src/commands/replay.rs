@@ -667,7 +667,10 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     let cache_writes: Vec<CacheWrite> = transcripts
         .iter()
         .zip(&models)
-        .filter_map(|(t, m)| Some(causes::classify(t, m.as_ref()?.calibration)))
+        .filter_map(|(t, m)| {
+            let m = m.as_ref()?;
+            Some(causes::classify(t, m.calibration, &m.attachments))
+        })
         .flatten()
         .collect();
     let writes_by_policy: Vec<PolicyWrites> = if transcripts.iter().any(|t| t.recording.is_some()) {
@@ -878,7 +881,7 @@ fn explain_sections(
         };
         let writes = models[i]
             .as_ref()
-            .map(|m| causes::classify(t, m.calibration))
+            .map(|m| causes::classify(t, m.calibration, &m.attachments))
             .unwrap_or_default();
         let explained = ctxgc_replay::explain::explain(t, run, kind.name(), &rules, &writes);
         let cell = |v: usize| num(v as u64);
