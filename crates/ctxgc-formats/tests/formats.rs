@@ -401,6 +401,45 @@ fn a_claude_code_log_becomes_the_requests_the_client_sent() {
     assert_eq!(side.messages.len(), 4);
 }
 
+/// A call the provider refused is the client's own canned line (`<synthetic>`, "Prompt is too
+/// long"): Claude Code never sends it back, so it is not part of any later request.
+#[test]
+fn a_refused_call_is_not_a_message() {
+    let line = |uuid: &str, parent: &str, kind: &str, extra: &str, message: &str| {
+        format!(
+            r#"{{"type": "{kind}", "uuid": "{uuid}", "parentUuid": {parent}, "sessionId": "s", "version": "2.1.6", "timestamp": "2026-01-05T10:00:0{n}.000Z"{extra}, "message": {message}}}"#,
+            n = uuid.len() % 10
+        )
+    };
+    let log = [
+        line("u1", "null", "user", "", r#"{"role": "user", "content": "fix it"}"#),
+        line(
+            "a12",
+            r#""u1""#,
+            "assistant",
+            r#", "isApiErrorMessage": true"#,
+            r#"{"model": "<synthetic>", "role": "assistant", "content": [{"type": "text", "text": "Prompt is too long"}], "usage": {"input_tokens": 0, "output_tokens": 0}}"#,
+        ),
+        line("u123", r#""a12""#, "user", "", r#"{"role": "user", "content": "/compact"}"#),
+        line(
+            "a1234",
+            r#""u123""#,
+            "assistant",
+            r#", "requestId": "req_1""#,
+            r#"{"model": "claude-opus-4-5", "role": "assistant", "content": [{"type": "text", "text": "done"}], "usage": {"input_tokens": 10, "cache_read_input_tokens": 500, "output_tokens": 3}}"#,
+        ),
+    ]
+    .join("\n");
+    let sessions = import::import_bytes(Path::new("refused.jsonl"), log.as_bytes()).unwrap();
+    let roles: Vec<Role> = sessions[0]
+        .transcript
+        .messages
+        .iter()
+        .map(|m| m.role)
+        .collect();
+    assert_eq!(roles, [Role::User, Role::User, Role::Assistant]);
+}
+
 #[test]
 fn a_codex_rollout_becomes_the_requests_the_client_sent() {
     let sessions = client_fixture("codex-rollout-synthetic.jsonl");

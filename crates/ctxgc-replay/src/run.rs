@@ -189,12 +189,31 @@ pub struct ClientModel {
     /// Content the client attached mid-session that the log does not hold, sized from the
     /// recorded usage; counted with its message, wherever a request carries it unchanged.
     pub attachments: Vec<Attachment>,
+    /// The scale of each compaction's segment that has one of its own, as (compaction's first
+    /// message, provider tokens per counted token); others count at the calibration's.
+    pub segment_scales: Vec<(usize, f64)>,
+}
+
+impl ClientModel {
+    /// Provider tokens per counted token in the request for assistant message `index`.
+    fn scale_at(&self, index: usize) -> f64 {
+        self.segment_scales
+            .iter()
+            .rev()
+            .find(|(at, _)| *at <= index)
+            .map_or(self.calibration.scale, |s| s.1)
+    }
 }
 
 /// The model of a transcript with recorded usage (a client log, or an agent's trajectory that
 /// kept the provider's usage); `None` for other transcripts.
 pub fn client_model(t: &Transcript) -> Option<ClientModel> {
-    let (calibration, hidden_after_compaction, attachments) = fit(t)?;
+    let ClientFit {
+        calibration,
+        segment_scales,
+        hidden_after_compaction,
+        attachments,
+    } = fit(t)?;
     let mut prompt_changes = Vec::new();
     let mut static_reads = Vec::new();
     for write in crate::causes::classify(t, calibration, &attachments) {
@@ -229,6 +248,7 @@ pub fn client_model(t: &Transcript) -> Option<ClientModel> {
         prompt_changes,
         hidden_after_compaction,
         attachments,
+        segment_scales,
     })
 }
 
@@ -237,7 +257,7 @@ pub fn client_model(t: &Transcript) -> Option<ClientModel> {
 /// compaction the tokens its first request held beyond what the log shows (files and plans the
 /// client re-attached), as (compaction's first message, tokens), and the content the client
 /// attached mid-session that the log does not hold ([`Attachment`]).
-fn fit(t: &Transcript) -> Option<(Calibration, Vec<(usize, usize)>, Vec<Attachment>)> {
+fn fit(t: &Transcript) -> Option<ClientFit> {
     let no_recording = ctxgc_core::Recording::default();
     let recording = t.recording.as_ref().unwrap_or(&no_recording);
     let mut counter = crate::counting::counter();
@@ -280,7 +300,7 @@ fn fit(t: &Transcript) -> Option<(Calibration, Vec<(usize, usize)>, Vec<Attachme
         if !attaches {
             break;
         }
-        attachments = attachments_of(t, &points, scale, &segment);
+        attachments = attachments_of(t, &points, &|_| scale, &segment);
         let attached = |p: &(usize, f64, f64)| -> f64 {
             attachments
                 .iter()
@@ -295,8 +315,37 @@ fn fit(t: &Transcript) -> Option<(Calibration, Vec<(usize, usize)>, Vec<Attachme
             .collect();
         scale = least_squares_slope(&adjusted)?;
     }
+    // Each compaction's segment at its own scale where it has requests enough to fit one:
+    // what follows a compaction is other content (a summary, other files), and a session-wide
+    // scale a few percent off puts its longest prompts past the window the client ran at.
+    let mut segment_scales: Vec<(usize, f64)> = Vec::new();
+    for (k, c) in recording.compactions.iter().enumerate() {
+        let mine: Vec<&(usize, f64, f64)> =
+            points.iter().filter(|p| segment(p.0) == k + 1).collect();
+        let spread = mine.iter().map(|p| p.1).fold(0.0, f64::max)
+            - mine.iter().map(|p| p.1).fold(f64::MAX, f64::min);
+        if mine.len() < SEGMENT_MIN_REQUESTS || spread < SEGMENT_MIN_SPREAD_TOKENS {
+            continue;
+        }
+        let attached = |p: &(usize, f64, f64)| -> f64 {
+            attachments
+                .iter()
+                .filter(|a| a.at < p.0 && segment(a.at) == segment(p.0))
+                .map(|a| a.tokens as f64)
+                .sum()
+        };
+        let sample: Vec<(f64, f64)> = mine.iter().map(|p| (p.1, p.2 - attached(p))).collect();
+        segment_scales.push((c.at, least_squares_slope(&sample)?));
+    }
+    let scale_at = |i: usize| {
+        segment_scales
+            .iter()
+            .rev()
+            .find(|(at, _)| *at <= i)
+            .map_or(scale, |s| s.1)
+    };
     if attaches {
-        attachments = attachments_of(t, &points, scale, &segment);
+        attachments = attachments_of(t, &points, &scale_at, &segment);
     }
     let &(_, m1, r1) = points.first()?;
     let prefix = (r1 - scale * m1).max(0.0);
@@ -304,20 +353,34 @@ fn fit(t: &Transcript) -> Option<(Calibration, Vec<(usize, usize)>, Vec<Attachme
         .compactions
         .iter()
         .filter_map(|c| {
-            let &(_, counted, recorded) = points.iter().find(|p| p.0 > c.at)?;
-            let extra = recorded - (prefix + scale * counted);
+            let &(i, counted, recorded) = points.iter().find(|p| p.0 > c.at)?;
+            let extra = recorded - (prefix + scale_at(i) * counted);
             (extra >= 1.0).then(|| (c.at, extra.round() as usize))
         })
         .collect();
-    Some((
-        Calibration {
+    Some(ClientFit {
+        calibration: Calibration {
             prefix_tokens: prefix.round() as usize,
             scale,
         },
-        hidden,
+        segment_scales,
+        hidden_after_compaction: hidden,
         attachments,
-    ))
+    })
 }
+
+/// What [`fit`] finds in a client log.
+struct ClientFit {
+    calibration: Calibration,
+    segment_scales: Vec<(usize, f64)>,
+    hidden_after_compaction: Vec<(usize, usize)>,
+    attachments: Vec<Attachment>,
+}
+
+/// Requests and the spread of their counted prompts a compaction's segment needs for a scale
+/// of its own.
+const SEGMENT_MIN_REQUESTS: usize = 5;
+const SEGMENT_MIN_SPREAD_TOKENS: f64 = 10_000.0;
 
 /// The least-squares slope of recorded over counted prompt tokens (1 when the counts do not
 /// vary), clamped to what a tokenizer's difference can be.
@@ -346,11 +409,12 @@ const ATTACHMENT_ROUNDS: usize = 3;
 const ATTACHMENT_MIN_TOKENS: f64 = 1_000.0;
 
 /// The attachments that explain each request's recorded growth over the previous request of
-/// its segment, at `scale` provider tokens per counted token.
+/// its segment, at `scale_at` (of the request's message index) provider tokens per counted
+/// token.
 fn attachments_of(
     t: &Transcript,
     points: &[(usize, f64, f64)],
-    scale: f64,
+    scale_at: &dyn Fn(usize) -> f64,
     segment: &dyn Fn(usize) -> usize,
 ) -> Vec<Attachment> {
     points
@@ -358,7 +422,7 @@ fn attachments_of(
         .filter(|w| segment(w[0].0) == segment(w[1].0))
         .filter_map(|w| {
             let (previous, next) = (w[0], w[1]);
-            let excess = (next.2 - previous.2) - scale * (next.1 - previous.1);
+            let excess = (next.2 - previous.2) - scale_at(next.0) * (next.1 - previous.1);
             if excess < ATTACHMENT_MIN_TOKENS {
                 return None;
             }
@@ -424,7 +488,10 @@ fn blocks(
             .filter(|(at, _)| *at == i)
             .fold(0, |acc, (_, s)| acc ^ s);
         let hidden = layout.hidden.filter(|h| h.0 == i).map_or(0, |h| h.1);
-        spec.push((hash ^ salt, scaled(tokens, layout.scale) + hidden + attached));
+        spec.push((
+            hash ^ salt,
+            scaled(tokens, layout.scale) + hidden + attached,
+        ));
     }
     let mut blocks = chain(spec);
     if blocks.is_empty() {
@@ -630,7 +697,7 @@ pub fn replay(
             };
             let layout = Layout {
                 prefix: &prefix,
-                scale: calibration.scale,
+                scale: client.scale_at(index),
                 salts: &salts,
                 hidden,
                 attached: &attached,

@@ -43,8 +43,7 @@ fn name_prefix(file_name: &str) -> Option<&str> {
 /// A user's name, not a piece of a session id, a date or a project path: it starts with a
 /// letter and is not all hex digits.
 fn is_name(s: &str) -> bool {
-    s.chars().next().is_some_and(|c| c.is_alphabetic())
-        && !s.chars().all(|c| c.is_ascii_hexdigit())
+    s.chars().next().is_some_and(|c| c.is_alphabetic()) && !s.chars().all(|c| c.is_ascii_hexdigit())
 }
 
 #[cfg(test)]
@@ -62,7 +61,10 @@ mod tests {
             "procrypto"
         );
         assert_eq!(
-            user("logs/EdouardZemb-rollout-2026-01-29T10-08-57-019c.jsonl", "logs"),
+            user(
+                "logs/EdouardZemb-rollout-2026-01-29T10-08-57-019c.jsonl",
+                "logs"
+            ),
             "EdouardZemb"
         );
     }

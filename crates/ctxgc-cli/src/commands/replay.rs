@@ -1036,8 +1036,7 @@ fn calibrate(
             names
         };
         let (users, set_names) = (names_by(|o| &o.user), names_by(|o| &o.set));
-        let (group_names, group_key): (&[&str], Option<fn(&Origin) -> &str>) = if users.len() > 1
-        {
+        let (group_names, group_key): (&[&str], Option<fn(&Origin) -> &str>) = if users.len() > 1 {
             (&users, Some(|o: &Origin| o.user.as_str()))
         } else if set_names.len() > 1 {
             (&set_names, Some(|o: &Origin| o.set.as_str()))

@@ -159,6 +159,14 @@ fn build(
             continue;
         }
         let message = &e.line["message"];
+        // The client's record of a call the provider refused ("Prompt is too long", an
+        // overloaded API): nothing the model said, never sent back in a later request, and
+        // nothing billed. The next request is the one the session went on with.
+        if e.kind == "assistant"
+            && e.line.get("isApiErrorMessage").and_then(Value::as_bool) == Some(true)
+        {
+            continue;
+        }
         match e.kind {
             "assistant" => {
                 let request = e
