@@ -20,8 +20,12 @@ pub struct Observation {
     pub session: usize,
     /// Prompt tokens as the replay counts them.
     pub prompt: usize,
-    /// Tokens the cache could serve: the shared prefix, times the share of it still alive.
+    /// Tokens the cache could serve had nothing expired: the prefix shared with what the
+    /// session sent before.
     pub reachable: usize,
+    /// Time since the session's previous request (None: not recorded), for the share of that
+    /// prefix still alive under the rules' lifetime.
+    pub idle_ms: Option<i64>,
     /// What the provider billed.
     pub recorded: Served,
     /// Output tokens billed.
@@ -29,7 +33,8 @@ pub struct Observation {
 }
 
 impl Observation {
-    /// Tokens read under `rules` (its step, minimum, lag and routing misses), in expectation.
+    /// Tokens read under `rules` (its step, minimum, lag, lifetime and routing misses), in
+    /// expectation.
     pub fn cached(&self, rules: &CacheRules) -> usize {
         if self.prompt < rules.min_tokens {
             return 0;
@@ -39,7 +44,10 @@ impl Observation {
             return 0;
         }
         let step = rules.step.max(1);
-        ((reach / step * step) as f64 * (1.0 - rules.routing_miss)).round() as usize
+        let alive = self
+            .idle_ms
+            .map_or(1.0, |idle| rules.alive_share(idle, false));
+        ((reach / step * step) as f64 * alive * (1.0 - rules.routing_miss)).round() as usize
     }
 }
 
@@ -54,12 +62,20 @@ pub struct Errors {
     pub cost: f64,
     /// Cost of the median session.
     pub median_cost: f64,
+    /// The mean over requests of the squared difference between the reads served in
+    /// expectation and those billed, relative to the mean prompt squared: least where the
+    /// expected reads are each request's, which tells a lifetime (the requests after a pause)
+    /// apart from routing misses and lag (the others), where an error on sums lets one stand
+    /// in for another.
+    #[serde(skip)]
+    pub request_loss: f64,
 }
 
 impl Errors {
-    /// How far from the bill, the measure the fit minimises: the largest error relative to its
-    /// tolerance (cost ±3% in aggregate and at the median session, reads and uncached input
-    /// ±5% in aggregate, the validation's targets), ties broken by the sum of squared log errors.
+    /// How far from the bill, the measure the fit of routing misses and lag minimises: the
+    /// largest error relative to its tolerance (cost ±3% in aggregate and at the median
+    /// session, reads and uncached input ±5% in aggregate, the validation's targets), ties
+    /// broken by the sum of squared log errors.
     fn loss(&self) -> f64 {
         let log = |r: f64| if r > 0.0 { r.ln().abs() } else { 1e3 };
         let worst = [
@@ -97,9 +113,13 @@ fn errors_each(
     price: &ModelPrice,
 ) -> Option<Errors> {
     let (mut sim, mut rec) = ([0f64; 3], [0f64; 3]);
+    let (mut squared, mut prompts, mut n) = (0f64, 0f64, 0usize);
     let mut sessions: std::collections::BTreeMap<usize, (f64, f64)> = Default::default();
     for o in obs.iter().filter(|o| keep(o)) {
         let cached = o.cached(&rules_of(o)).min(o.prompt);
+        squared += (cached as f64 - o.recorded.cached as f64).powi(2);
+        prompts += o.prompt as f64;
+        n += 1;
         let served = Served {
             cached,
             uncached: o.prompt - cached,
@@ -139,6 +159,7 @@ fn errors_each(
         uncached: sim[1] / rec[1],
         cost: sim[2] / rec[2],
         median_cost: crate::validate::spread(ratios)?.0,
+        request_loss: squared / n.max(1) as f64 / (prompts / n.max(1) as f64).max(1.0).powi(2),
     })
 }
 
@@ -149,43 +170,87 @@ pub struct Fit {
     pub routing_miss: f64,
     /// Tokens a hit falls short of the prefix's end.
     pub lag_tokens: usize,
+    /// Where eviction is gradual, the idle time by which every entry is gone (ms).
+    pub ttl_max_ms: Option<i64>,
     /// On the observations fitted.
     pub errors: Errors,
 }
 
 /// The routing-miss share (0 to 25% in steps of 0.5%) and lag (0 to 2,048 tokens in steps of
-/// 16) that bring the observations `keep` selects closest to the bill.
+/// 16) that bring the observations `keep` selects closest to the bill (the validation's
+/// tolerances, [`Errors::loss`]); where the cache evicts gradually and the requests say when
+/// they were sent, first the idle time by which it has evicted everything (from its documented
+/// lifetime to an hour): the one whose best values serve each request's reads closest to what
+/// was billed ([`Errors::request_loss`]).
 pub fn fit(
     obs: &[Observation],
     keep: impl Fn(&Observation) -> bool + Copy,
     base: &CacheRules,
     price: &ModelPrice,
 ) -> Option<Fit> {
-    let mut best: Option<(f64, Fit)> = None;
-    for miss in (0..=50).map(|i| i as f64 * 0.005) {
-        for lag in (0..=128).map(|i| i * 16) {
-            let rules = CacheRules {
-                routing_miss: miss,
-                lag_tokens: lag,
-                ..*base
-            };
-            let Some(errors) = errors(obs, keep, &rules, price) else {
-                continue;
-            };
-            let loss = errors.loss();
-            if best.as_ref().is_none_or(|(b, _)| loss < *b) {
-                best = Some((
-                    loss,
-                    Fit {
-                        routing_miss: miss,
-                        lag_tokens: lag,
-                        errors,
-                    },
-                ));
+    let timed = obs.iter().any(|o| keep(o) && o.idle_ms.is_some());
+    let lifetimes: Vec<Option<i64>> = match (base.ttl_ms, base.ttl_max_ms) {
+        (Some(ttl), Some(_)) if timed => TTL_MAX_CANDIDATES_SECS
+            .iter()
+            .map(|s| s * 1_000)
+            .filter(|&ms| ms >= ttl)
+            .map(Some)
+            .collect(),
+        _ => vec![base.ttl_max_ms],
+    };
+    let best_of = |ttl_max_ms: Option<i64>, measure: &dyn Fn(&Errors) -> f64| {
+        let mut best: Option<(f64, Fit)> = None;
+        for miss in (0..=50).map(|i| i as f64 * 0.005) {
+            for lag in (0..=128).map(|i| i * 16) {
+                let rules = CacheRules {
+                    routing_miss: miss,
+                    lag_tokens: lag,
+                    ttl_max_ms,
+                    ..*base
+                };
+                let Some(errors) = errors(obs, keep, &rules, price) else {
+                    continue;
+                };
+                let loss = measure(&errors);
+                if best.as_ref().is_none_or(|(b, _)| loss < *b) {
+                    best = Some((
+                        loss,
+                        Fit {
+                            routing_miss: miss,
+                            lag_tokens: lag,
+                            ttl_max_ms,
+                            errors,
+                        },
+                    ));
+                }
             }
         }
+        best
+    };
+    let lifetime = if lifetimes.len() > 1 {
+        lifetimes
+            .iter()
+            .filter_map(|&l| best_of(l, &|e| e.request_loss))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, f)| f.ttl_max_ms)?
+    } else {
+        lifetimes.first().copied().flatten()
+    };
+    best_of(lifetime, &Errors::loss).map(|(_, f)| f)
+}
+
+/// The idle times (seconds) by which a gradually evicting cache may have evicted everything:
+/// from OpenAI's documented "5 to 10 minutes" to the hour its guide allows off-peak.
+const TTL_MAX_CANDIDATES_SECS: [i64; 8] = [300, 600, 900, 1_200, 1_800, 2_400, 3_000, 3_600];
+
+/// `base` with a fit's values.
+pub fn with_fit(base: &CacheRules, fit: &Fit) -> CacheRules {
+    CacheRules {
+        routing_miss: fit.routing_miss,
+        lag_tokens: fit.lag_tokens,
+        ttl_max_ms: fit.ttl_max_ms,
+        ..*base
     }
-    best.map(|(_, f)| f)
 }
 
 /// One group left out: the values fitted without it, and the errors they leave on it.
@@ -208,11 +273,7 @@ pub fn leave_one_out(obs: &[Observation], base: &CacheRules, price: &ModelPrice)
         .into_iter()
         .filter_map(|g| {
             let fit = fit(obs, |o| o.group != g, base, price)?;
-            let rules = CacheRules {
-                routing_miss: fit.routing_miss,
-                lag_tokens: fit.lag_tokens,
-                ..*base
-            };
+            let rules = with_fit(base, &fit);
             let errors = errors(obs, |o| o.group == g, &rules, price)?;
             Some(HeldOut {
                 group: g,
@@ -232,12 +293,9 @@ pub fn pooled(
     price: &ModelPrice,
 ) -> Option<Errors> {
     let rules_of = |o: &Observation| {
-        let fit = held.iter().find(|h| h.group == o.group).map(|h| h.fit);
-        CacheRules {
-            routing_miss: fit.map_or(base.routing_miss, |f| f.routing_miss),
-            lag_tokens: fit.map_or(base.lag_tokens, |f| f.lag_tokens),
-            ..*base
-        }
+        held.iter()
+            .find(|h| h.group == o.group)
+            .map_or(*base, |h| with_fit(base, &h.fit))
     };
     errors_each(
         obs,
@@ -272,6 +330,7 @@ mod tests {
                     session: i / 10,
                     prompt,
                     reachable,
+                    idle_ms: None,
                     recorded: Served::default(),
                     output: 100,
                 };
@@ -294,5 +353,53 @@ mod tests {
             held.iter().all(|h| (h.errors.cost - 1.0).abs() < 0.01),
             "{held:?}"
         );
+    }
+
+    /// Where requests say when they were sent, the lifetime is fitted too: requests after
+    /// pauses that read in proportion to a 30-minute eviction give that lifetime back, with no
+    /// routing misses standing in for it.
+    #[test]
+    fn the_fit_finds_how_long_a_gradually_evicting_cache_keeps_a_prefix() {
+        let base = CacheRules {
+            ttl_ms: Some(300_000),
+            ttl_max_ms: Some(600_000),
+            ..CacheRules::documented(CacheKind::Openai, 1_024)
+        };
+        let truth = CacheRules {
+            ttl_max_ms: Some(1_800_000),
+            ..base
+        };
+        let price = crate::prices::default_for(CacheKind::Openai);
+        let obs: Vec<Observation> = (0..240)
+            .map(|i| {
+                let prompt = 5_000 + (i % 50) * 900;
+                // Most requests follow quickly; one in six after a pause of up to 40 minutes.
+                let idle_s = if i % 6 == 0 {
+                    120 + (i / 6 % 20) * 120
+                } else {
+                    20
+                };
+                let mut o = Observation {
+                    group: i % 3,
+                    session: i / 20,
+                    prompt,
+                    reachable: prompt - 500,
+                    idle_ms: Some(idle_s as i64 * 1_000),
+                    recorded: Served::default(),
+                    output: 100,
+                };
+                let cached = o.cached(&truth);
+                o.recorded = Served {
+                    cached,
+                    uncached: prompt - cached,
+                    ..Served::default()
+                };
+                o
+            })
+            .collect();
+        let fit = fit(&obs, |_| true, &base, &price).unwrap();
+        assert_eq!(fit.ttl_max_ms, Some(1_800_000), "{fit:?}");
+        assert!(fit.routing_miss < 0.011, "{fit:?}");
+        assert!((fit.errors.cost - 1.0).abs() < 0.01, "{fit:?}");
     }
 }

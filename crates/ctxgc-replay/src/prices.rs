@@ -72,10 +72,35 @@ pub struct Provider {
     pub source: String,
 }
 
+/// What one client does with a provider's cache that others do not, as calibrated values
+/// that replace the provider's for that client's sessions (Codex sends a `prompt_cache_key`,
+/// which routes a session's requests to the machines that hold its prefix).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClientRules {
+    /// The client, as its logs name it (`codex` matches `codex 0.92.0`).
+    pub client: String,
+    /// The provider whose cache it concerns (a `[[provider]]` name).
+    pub provider: String,
+    /// Calibrated: the client's routing-miss share.
+    #[serde(default)]
+    pub routing_miss: Option<f64>,
+    /// Calibrated: the client's lag.
+    #[serde(default)]
+    pub lag_tokens: Option<usize>,
+    /// Calibrated: the idle time by which every entry of its sessions is gone.
+    #[serde(default)]
+    pub ttl_max_secs: Option<u64>,
+    /// Where the values come from.
+    pub source: String,
+}
+
 #[derive(Deserialize)]
 struct Table {
     provider: Vec<Provider>,
     model: Vec<ModelPrice>,
+    #[serde(default)]
+    client: Vec<ClientRules>,
 }
 
 /// Everything the table holds.
@@ -85,6 +110,8 @@ pub struct Catalog {
     pub providers: Vec<Provider>,
     /// Model families.
     pub models: Vec<ModelPrice>,
+    /// Clients' own calibrated values.
+    pub clients: Vec<ClientRules>,
 }
 
 /// How a model's name was matched to a row.
@@ -179,9 +206,18 @@ impl Catalog {
                 });
             }
         }
+        for c in &table.client {
+            if !table.provider.iter().any(|p| p.name == c.provider) {
+                return Err(TableError::UnknownProvider {
+                    model: format!("client {}", c.client),
+                    provider: c.provider.clone(),
+                });
+            }
+        }
         Ok(Catalog {
             providers: table.provider,
             models: table.model,
+            clients: table.client,
         })
     }
 
@@ -310,6 +346,44 @@ impl Catalog {
     }
 }
 
+impl Catalog {
+    /// [`Catalog::rules`] for a session of `client` (its log's name, `codex 0.92.0`): the
+    /// provider's, with the client's own calibrated values where the table has them for that
+    /// provider's cache.
+    pub fn rules_for_client(
+        &self,
+        kind: CacheKind,
+        model: &ModelPrice,
+        client: Option<&str>,
+    ) -> CacheRules {
+        let rules = self.rules(kind, model);
+        let Some(client) = client else {
+            return rules;
+        };
+        let own = self.clients.iter().find(|c| {
+            client.starts_with(c.client.as_str())
+                && self
+                    .providers
+                    .iter()
+                    .any(|p| p.name == c.provider && CacheKind::parse(&p.cache) == Some(kind))
+        });
+        match own {
+            Some(c) => CacheRules {
+                routing_miss: c
+                    .routing_miss
+                    .map_or(rules.routing_miss, |m| m.clamp(0.0, 1.0)),
+                lag_tokens: c.lag_tokens.unwrap_or(rules.lag_tokens),
+                ttl_max_ms: c
+                    .ttl_max_secs
+                    .map(|s| s as i64 * 1_000)
+                    .or(rules.ttl_max_ms),
+                ..rules
+            },
+            None => rules,
+        }
+    }
+}
+
 /// How every session of a replay is priced and cached.
 #[derive(Debug, Clone)]
 pub struct Pricing {
@@ -352,6 +426,7 @@ impl Pricing {
             };
             let priced = catalog.price_of(t.model.as_deref(), guess);
             let own_cache = catalog.cache_of(&priced.price);
+            let client = t.recording.as_ref().map(|r| r.client.as_str());
             let mut spec = Vec::new();
             for (k, &cache) in caches.iter().enumerate() {
                 let row = if cache == own_cache {
@@ -359,11 +434,14 @@ impl Pricing {
                 } else {
                     catalog.default_for(cache)
                 };
-                spec.push((cache, catalog.rules(cache, &row)));
+                spec.push((cache, catalog.rules_for_client(cache, &row, client)));
                 pricing.per_cache[k].push(row);
             }
             if recorded && !caches.contains(&own_cache) {
-                spec.push((own_cache, catalog.rules(own_cache, &priced.price)));
+                spec.push((
+                    own_cache,
+                    catalog.rules_for_client(own_cache, &priced.price, client),
+                ));
             }
             pricing.spec.push(spec);
             pricing.own.push(priced.price);
@@ -486,6 +564,30 @@ impl ModelPrice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Codex's sessions meet OpenAI's cache with its own calibrated values (it sends a
+    /// `prompt_cache_key`); other clients', and Codex's under another provider's cache, keep
+    /// the provider's.
+    #[test]
+    fn a_clients_own_values_replace_its_providers() {
+        let table = builtin();
+        let gpt5 = table.find("gpt-5").unwrap().clone();
+        let provider = table.rules(CacheKind::Openai, &gpt5);
+        let codex = table.rules_for_client(CacheKind::Openai, &gpt5, Some("codex 0.92.0"));
+        assert_eq!(codex.routing_miss, 0.005);
+        assert_eq!(codex.ttl_max_ms, Some(3_600_000));
+        assert_eq!(codex.step, provider.step, "documented rules stay");
+        let other = table.rules_for_client(CacheKind::Openai, &gpt5, Some("hermes"));
+        assert_eq!(other, provider);
+        let claude = table.find("claude-opus-4.5").unwrap().clone();
+        assert_eq!(
+            table.rules_for_client(CacheKind::Anthropic, &claude, Some("codex 0.92.0")),
+            table.rules(CacheKind::Anthropic, &claude)
+        );
+        let bad = "[[provider]]\nname = \"openai\"\ncache = \"openai\"\nttl_secs = 300\nlong_ttl_secs = 0\nmax_breakpoints = 0\nlookback_blocks = 0\nstep = 128\nrouting_miss = 0.0\nlag_tokens = 0\nsource = \"x\"\n[[model]]\nname = \"gpt-5\"\nprovider = \"openai\"\ninput = 1.0\ncache_read = 0.1\noutput = 8.0\nmin_cacheable = 1024\nsource = \"x\"\ndate = \"x\"\n[[client]]\nclient = \"codex\"\nprovider = \"nobody\"\nsource = \"x\"\n";
+        let err = Catalog::parse(bad).err().unwrap().to_string();
+        assert!(err.contains("nobody"), "{err}");
+    }
 
     #[test]
     fn table_parses_and_prices_a_request() {

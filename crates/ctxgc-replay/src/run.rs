@@ -1,5 +1,6 @@
 //! Replaying one session under one policy at one window, through every cache model.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 
 use ctxgc_core::tokens::TokenCounter;
@@ -456,7 +457,40 @@ struct Layout<'a> {
     /// Tokens the client attached to a message the log holds without them, by the message's
     /// content hash: they go wherever the message goes, unchanged, in a policy's request.
     attached: &'a HashMap<u64, usize>,
+    /// Whether the provider drops the reasoning of turns before the latest user message (the
+    /// Responses API with a reasoning model, as Codex runs it), with each such message's
+    /// (hash, tokens) without its reasoning, by its full hash.
+    drops_earlier_reasoning: Option<&'a RefCell<HashMap<u64, (u64, usize)>>>,
 }
+
+/// The (hash, tokens) of `m` as the provider reads it once its reasoning is dropped.
+fn without_reasoning(
+    counter: &mut TokenCounter,
+    memo: &RefCell<HashMap<u64, (u64, usize)>>,
+    full_hash: u64,
+    m: &Message,
+) -> (u64, usize) {
+    if let Some(&known) = memo.borrow().get(&full_hash) {
+        return known;
+    }
+    let stripped = Message {
+        content: m
+            .content
+            .iter()
+            .filter(|b| !matches!(b, ctxgc_core::Block::Thinking { .. }))
+            .cloned()
+            .collect(),
+        ..m.clone()
+    };
+    let (hash, tokens) = counter.count_message_hashed(&stripped);
+    // Salted: a message that held nothing but reasoning must not read as an empty one.
+    let counted = (hash ^ DROPPED_REASONING_SALT, tokens);
+    memo.borrow_mut().insert(full_hash, counted);
+    counted
+}
+
+/// Mixed into the hash of a message whose reasoning the provider dropped.
+const DROPPED_REASONING_SALT: u64 = 0x005e_ed0f_d20b_be7d;
 
 /// Blocks of a request: the prefix blocks, then one per message. The breakpoints an agent
 /// places by default (end of the system prompt or tools, last message) plus the policy's own.
@@ -471,9 +505,23 @@ fn blocks(
     let offset = spec.len();
     let mut hashes = Vec::with_capacity(messages.len());
     let mut attached_once: Vec<u64> = Vec::new();
+    let latest_user = layout
+        .drops_earlier_reasoning
+        .and_then(|_| messages.iter().rposition(|m| m.role == Role::User));
     for (i, m) in messages.iter().enumerate() {
         let (hash, tokens) = counter.count_message_hashed(m);
         hashes.push(hash);
+        let (block_hash, tokens) = match (layout.drops_earlier_reasoning, latest_user) {
+            (Some(memo), Some(user))
+                if i < user
+                    && m.content
+                        .iter()
+                        .any(|b| matches!(b, ctxgc_core::Block::Thinking { .. })) =>
+            {
+                without_reasoning(counter, memo, hash, m)
+            }
+            _ => (hash, tokens),
+        };
         // Once per request: a second message with the same text ("yes") carried nothing.
         let attached = match layout.attached.get(&hash) {
             Some(&n) if !attached_once.contains(&hash) => {
@@ -489,7 +537,7 @@ fn blocks(
             .fold(0, |acc, (_, s)| acc ^ s);
         let hidden = layout.hidden.filter(|h| h.0 == i).map_or(0, |h| h.1);
         spec.push((
-            hash ^ salt,
+            block_hash ^ salt,
             scaled(tokens, layout.scale) + hidden + attached,
         ));
     }
@@ -648,6 +696,11 @@ pub fn replay(
     } else {
         HashMap::new()
     };
+    // The Responses API drops the reasoning items of earlier turns from what the model reads
+    // (and so from what the cache can serve past the first of them). Codex's rollouts are the
+    // logs that hold such items.
+    let drops_reasoning = recording.is_some_and(|r| r.client.starts_with("codex"));
+    let reasoning_memo = RefCell::new(HashMap::new());
     let kinds = output_kinds(t);
     let probes = probes(t);
     let mut memo = RecallMemo::default();
@@ -701,6 +754,7 @@ pub fn replay(
                 salts: &salts,
                 hidden,
                 attached: &attached,
+                drops_earlier_reasoning: drops_reasoning.then_some(&reasoning_memo),
             };
             let sent_ms = recording.and_then(|r| r.sent_at(index));
             // Keep-alive requests the policy sends while the session is idle: each reads the
@@ -1031,6 +1085,7 @@ fn kind_of(m: &Message, kinds: &HashMap<&str, String>) -> String {
 mod tests {
     use super::*;
     use crate::cache::CacheKind;
+    use ctxgc_core::Block;
 
     /// A client's log replays by default at the window its client ran: its model's, the long
     /// context when it billed a larger prompt, its client's default model when it names none.
@@ -1111,5 +1166,130 @@ mod tests {
         let tail: Vec<i64> = (1..=15).map(|k| 20 + 4 * k).collect();
         assert_eq!(pings, [[4, 8, 14, 18].as_slice(), &tail].concat());
         assert_eq!(run.requests.iter().filter(|r| !r.keepalive).count(), 3);
+    }
+    /// A recorded usage for a test log.
+    fn billed(prompt: u64) -> Option<ctxgc_core::RecordedUsage> {
+        Some(ctxgc_core::RecordedUsage {
+            prompt_tokens: prompt,
+            cached_tokens: prompt / 2,
+            ..Default::default()
+        })
+    }
+
+    /// Claude Code logs a slash command's text but not the files it attaches: the request
+    /// that first carried them grew by more than the log's new messages count. The lab finds
+    /// that growth, carries it with the command's message, and fits the tokenizers' scale
+    /// without it, so `none` sends what the client sent.
+    #[test]
+    fn content_a_client_log_does_not_hold_goes_with_its_message() {
+        let mut counter = crate::counting::counter();
+        let mut messages = vec![Message::text(Role::User, "start the plan")];
+        for step in 0..8 {
+            messages.push(Message::text(Role::Assistant, format!("step {step} done")));
+            let text = format!("{} result {step}", "word ".repeat(300 + 150 * step));
+            messages.push(Message::text(Role::User, text));
+        }
+        messages.push(Message::text(Role::Assistant, "finished"));
+        // The 5th user message is a command whose files the log does not hold.
+        let command = 8;
+        let (scale, prefix, attached) = (1.2, 5_000.0, 20_000.0);
+        let mut counted = 0usize;
+        for i in 0..messages.len() {
+            if messages[i].role == Role::Assistant {
+                let carried = if i > command { attached } else { 0.0 };
+                let prompt = prefix + scale * (counted + 3) as f64 + carried;
+                messages[i].usage = billed(prompt.round() as u64);
+            }
+            counted += counter.count_message(&messages[i]);
+        }
+        let n = messages.len();
+        let mut t = crate::test_logs::recorded(messages, vec![None; n], vec![]);
+        t.recording.as_mut().unwrap().client = "claude-code 2.1.6".into();
+        let model = client_model(&t).unwrap();
+        assert_eq!(model.attachments.len(), 1, "{:?}", model.attachments);
+        assert_eq!(model.attachments[0].at, command);
+        assert!(model.attachments[0].tokens.abs_diff(20_000) < 100);
+        assert!((model.calibration.scale - 1.2).abs() < 0.01, "{model:?}");
+        let none = crate::policies::builtin("none").unwrap();
+        let anthropic = CacheRules::documented(CacheKind::Anthropic, 0);
+        let run = replay(
+            0,
+            &t,
+            &none,
+            200_000,
+            &[(CacheKind::Anthropic, anthropic)],
+            Some(&model),
+            false,
+        );
+        for r in run.requests.iter().filter(|r| r.is_agent()) {
+            let recorded = t.messages[r.source_index].usage.unwrap().prompt_tokens as usize;
+            assert!(
+                r.tokens.abs_diff(recorded) * 100 < recorded,
+                "request {}: {} against {recorded}",
+                r.source_index,
+                r.tokens
+            );
+        }
+        // A Codex rollout's growth past its count is its turn's reasoning: nothing attached.
+        t.recording.as_mut().unwrap().client = "codex 0.94.0".into();
+        assert!(client_model(&t).unwrap().attachments.is_empty());
+    }
+
+    /// The Responses API drops the reasoning of turns before the latest user message: in a
+    /// Codex rollout the turn after one with reasoning reads only what came before that
+    /// reasoning, where a Claude Code log (whose provider keeps it) reads the whole prompt.
+    #[test]
+    fn codex_reads_stop_at_the_reasoning_of_an_earlier_turn() {
+        let thinking = |text: &str| Block::Thinking {
+            text: Some(text.into()),
+            raw: serde_json::json!({"type": "reasoning"}),
+        };
+        let turn = |reasoning: &str, answer: &str| Message {
+            role: Role::Assistant,
+            content: vec![thinking(reasoning), Block::text(answer)],
+            usage: None,
+        };
+        let messages = vec![
+            Message::text(Role::System, "You are a coding agent. ".repeat(200)),
+            Message::text(Role::User, "fix the parser"),
+            turn("the parser fails on tabs", "looking at it"),
+            turn("tabs are split wrongly", "fixed it"),
+            Message::text(Role::User, "now the lexer"),
+            turn("the lexer too", "done"),
+        ];
+        let reads = |client: &str| {
+            let mut t = crate::test_logs::recorded(messages.clone(), vec![None; 6], vec![]);
+            t.recording.as_mut().unwrap().client = client.into();
+            let none = crate::policies::builtin("none").unwrap();
+            let rules = CacheRules {
+                min_tokens: 0,
+                step: 1,
+                ..CacheRules::documented(CacheKind::Openai, 0)
+            };
+            let run = replay(
+                0,
+                &t,
+                &none,
+                200_000,
+                &[(CacheKind::Openai, rules)],
+                None,
+                false,
+            );
+            let agent: Vec<&RequestRecord> = run.requests.iter().filter(|r| r.is_agent()).collect();
+            // The first request, the second (same turn), what the third (next turn) read.
+            (
+                agent[0].tokens,
+                agent[1].tokens,
+                agent[2].served["openai"].cached,
+            )
+        };
+        let (first, second, third_codex) = reads("codex 0.94.0");
+        let (_, second_claude, third_claude) = reads("claude-code 2.1.6");
+        assert_eq!(second, second_claude);
+        assert_eq!(third_claude, second, "the whole previous prompt is read");
+        assert_eq!(
+            third_codex, first,
+            "read up to the first turn's reasoning, which the provider dropped"
+        );
     }
 }

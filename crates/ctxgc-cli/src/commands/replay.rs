@@ -350,7 +350,13 @@ fn load(args: &ReplayArgs) -> Result<(Vec<Transcript>, Vec<Origin>, Vec<Skipped>
         for result in import::import_paths(std::slice::from_ref(path)) {
             match result {
                 Ok(imported) => {
-                    let user = ctxgc_replay::users::user_of(&imported.path, path, &set);
+                    // A client's log is one user's; an agent's trajectories (SWE-bench runs,
+                    // named by task) are the set's.
+                    let user = if imported.transcript.recording.is_some() {
+                        ctxgc_replay::users::user_of(&imported.path, path, &set)
+                    } else {
+                        set.clone()
+                    };
                     out.push(imported.transcript);
                     sets.push(Origin {
                         set: set.clone(),
@@ -859,7 +865,8 @@ fn explain_sections(
             continue;
         }
         let kind = pricing.own_cache[i];
-        let rules = catalog.rules(kind, &pricing.own[i]);
+        let client = t.recording.as_ref().map(|r| r.client.as_str());
+        let rules = catalog.rules_for_client(kind, &pricing.own[i], client);
         let own_run;
         let run = match runs
             .iter()
@@ -984,6 +991,14 @@ fn explain_sections(
     Ok(out)
 }
 
+/// What groups sessions for leaving them out: their user or their set.
+type OriginKey = fn(&Origin) -> &str;
+
+/// A lifetime in whole seconds, `-` where there is none.
+fn secs(ms: Option<i64>) -> String {
+    ms.map_or("-".to_owned(), |ms| (ms / 1_000).to_string())
+}
+
 /// `--calibrate`: per prefix-cache provider, the values fitted on every session with billed
 /// usage, then each set (or, with one set, each fifth of the sessions) left out in turn.
 fn calibrate(
@@ -1018,13 +1033,27 @@ fn calibrate(
             .collect();
         let Some(&first) = mine.first() else { continue };
         let price = pricing.own[first].clone();
-        let base = catalog.rules(kind, &price);
-        // The prefix each request could read, unrounded and with nothing calibrated.
+        // The table's values for these sessions: their client's own, when they all share one
+        // the table has values for, else their provider's.
+        let client_of = |i: usize| transcripts[i].recording.as_ref().map(|r| r.client.as_str());
+        let base = catalog.rules_for_client(kind, &price, client_of(first));
+        let base = if mine
+            .iter()
+            .all(|&i| catalog.rules_for_client(kind, &price, client_of(i)) == base)
+        {
+            base
+        } else {
+            catalog.rules(kind, &price)
+        };
+        // The prefix each request could read, unrounded, never expired and with nothing
+        // calibrated: the fit applies each candidate's lifetime to the idle time before it.
         let raw = CacheRules {
             min_tokens: 0,
             step: 1,
             routing_miss: 0.0,
             lag_tokens: 0,
+            ttl_ms: None,
+            ttl_max_ms: None,
             ..base
         };
         // Left out in turn: each user when the sessions are several users', else each set, else
@@ -1036,7 +1065,7 @@ fn calibrate(
             names
         };
         let (users, set_names) = (names_by(|o| &o.user), names_by(|o| &o.set));
-        let (group_names, group_key): (&[&str], Option<fn(&Origin) -> &str>) = if users.len() > 1 {
+        let (group_names, group_key): (&[&str], Option<OriginKey>) = if users.len() > 1 {
             (&users, Some(|o: &Origin| o.user.as_str()))
         } else if set_names.len() > 1 {
             (&set_names, Some(|o: &Origin| o.set.as_str()))
@@ -1070,7 +1099,10 @@ fn calibrate(
                     .unwrap_or(0),
                 None => n % 5,
             };
+            let mut previous_sent: Option<i64> = None;
             for r in run.requests.iter().filter(|r| r.is_agent()) {
+                let idle_ms = r.sent_ms.zip(previous_sent).map(|(now, then)| now - then);
+                previous_sent = r.sent_ms.or(previous_sent);
                 let Some(u) = transcripts[*i].messages[r.source_index].usage else {
                     continue;
                 };
@@ -1079,6 +1111,7 @@ fn calibrate(
                     session: *i,
                     prompt: r.tokens,
                     reachable: r.served[kind.name()].cached,
+                    idle_ms,
                     recorded: report::recorded_served(&u),
                     output: u.completion_tokens as usize,
                 });
@@ -1093,6 +1126,7 @@ fn calibrate(
                 mine.len().to_string(),
                 format!("{:.3}", all.routing_miss),
                 all.lag_tokens.to_string(),
+                secs(all.ttl_max_ms),
             ];
             row.extend(error_cells(&all.errors));
             row
@@ -1113,6 +1147,7 @@ fn calibrate(
                 sessions.len().to_string(),
                 format!("{:.3}", held.fit.routing_miss),
                 held.fit.lag_tokens.to_string(),
+                secs(held.fit.ttl_max_ms),
             ];
             row.extend(error_cells(&held.errors));
             rows.push(row);
@@ -1123,23 +1158,26 @@ fn calibrate(
                 mine.len().to_string(),
                 "-".to_owned(),
                 "-".to_owned(),
+                "-".to_owned(),
             ];
             row.extend(error_cells(&pooled));
             rows.push(row);
         }
         outln!(
-            "Calibration of the {} cache on {} sessions' billed usage ({}; table now: routing_miss {:.3}, lag_tokens {}), simulated `none` over recorded on the sessions named (fitted on all, or on all but those left out):",
+            "Calibration of the {} cache on {} sessions' billed usage ({}; table now: routing_miss {:.3}, lag_tokens {}, ttl_max_secs {}), simulated `none` over recorded on the sessions named (fitted on all, or on all but those left out):",
             kind.name(),
             mine.len(),
             set_names.join(", "),
             base.routing_miss,
-            base.lag_tokens
+            base.lag_tokens,
+            secs(base.ttl_max_ms)
         )?;
         let header = [
             "sessions",
             "n",
             "routing_miss",
             "lag_tokens",
+            "ttl_max_secs",
             "reads",
             "uncached",
             "cost",

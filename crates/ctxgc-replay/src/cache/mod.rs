@@ -182,7 +182,7 @@ impl CacheRules {
 
     /// The share of a prefix last used `idle_ms` ago that is still cached: all of it within the
     /// lifetime, none past the longest, the share in between falling linearly.
-    fn alive_share(&self, idle_ms: i64, long: bool) -> f64 {
+    pub(crate) fn alive_share(&self, idle_ms: i64, long: bool) -> f64 {
         let (ttl, max) = match (long, self.long_ttl_ms, self.ttl_ms) {
             (true, Some(long), _) => (long, long),
             (_, _, Some(ttl)) => (ttl, self.ttl_max_ms.unwrap_or(ttl).max(ttl)),
