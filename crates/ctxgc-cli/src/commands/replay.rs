@@ -204,6 +204,56 @@ struct Table {
     bill: Option<BillCheck>,
 }
 
+/// One policy's cost over `none`'s for each user's sessions (first window, each session under
+/// its own provider's cache and prices).
+#[derive(Serialize)]
+struct UserCosts {
+    policy: String,
+    window: u64,
+    /// (user, cost over none's), in the order users first appear.
+    users: Vec<(String, f64)>,
+}
+
+/// [`UserCosts`] of every policy, when `origins` name more than one user.
+fn costs_by_user(
+    runs: &[SessionRun],
+    origins: &[Origin],
+    pricing: &Pricing,
+    names: &[String],
+    window: u64,
+) -> Vec<UserCosts> {
+    let mut users: Vec<&str> = Vec::new();
+    for o in origins {
+        if !users.contains(&o.user.as_str()) {
+            users.push(&o.user);
+        }
+    }
+    if users.len() < 2 {
+        return Vec::new();
+    }
+    let cost = |policy: &str, user: &str| -> f64 {
+        runs.iter()
+            .filter(|r| r.policy == policy && r.window == window && origins[r.source].user == user)
+            .map(|r| r.cost(pricing.own_cache[r.source], &pricing.own[r.source]))
+            .sum()
+    };
+    names
+        .iter()
+        .filter(|p| p.as_str() != "none")
+        .map(|policy| UserCosts {
+            policy: policy.clone(),
+            window,
+            users: users
+                .iter()
+                .filter_map(|u| {
+                    let none = cost("none", u);
+                    (none > 0.0).then(|| ((*u).to_owned(), cost(policy, u) / none))
+                })
+                .collect(),
+        })
+        .collect()
+}
+
 /// The simulated `none` over the billed cost, over the requests both hold (the validation's
 /// aggregate): the one figure a report gives for how far the lab is from the bill.
 #[derive(Serialize, Clone, Copy)]
@@ -235,6 +285,9 @@ struct Output {
     calibration: Vec<CalibrationRow>,
     tables: Vec<Table>,
     validation: Vec<SessionCheck>,
+    /// Each policy's cost against `none`, user by user, when the sessions are several users'.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    by_user: Vec<UserCosts>,
     cache_writes: Vec<CacheWrite>,
     /// Each policy's simulated cache writes by cause, on the client logs (first window, each
     /// session under its own cache model).
@@ -735,12 +788,14 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             })
         })
         .collect();
+    let by_user = costs_by_user(&runs, &sets, &pricing, &names, windows[0]);
     let output = Output {
         sessions: transcripts.len(),
         skipped,
         calibration,
         tables,
         validation,
+        by_user,
         cache_writes,
         writes_by_policy,
         by_tool,
@@ -1430,6 +1485,7 @@ fn sections(output: &Output) -> Vec<Section> {
         });
     }
     out.extend(miss_sections(&output.client_misses));
+    out.extend(user_cost_section(&output.by_user));
     out.extend(validation_sections(&output.validation));
     if !output.cache_writes.is_empty() {
         let mut sessions: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
@@ -1506,6 +1562,41 @@ fn sections(output: &Output) -> Vec<Section> {
         });
     }
     out
+}
+
+/// Each policy's cost against `none` user by user: the median user, the worst (the least
+/// saved), and each user.
+fn user_cost_section(by_user: &[UserCosts]) -> Option<Section> {
+    let first = by_user.first()?;
+    let mut header = vec![
+        "policy".to_owned(),
+        "median user".to_owned(),
+        "least saved".to_owned(),
+    ];
+    header.extend(first.users.iter().map(|(u, _)| u.clone()));
+    let rows = by_user
+        .iter()
+        .map(|p| {
+            let ratios: Vec<f64> = p.users.iter().map(|u| u.1).collect();
+            let median = validate::spread(ratios.clone()).map(|s| s.0);
+            let worst = p.users.iter().max_by(|a, b| a.1.total_cmp(&b.1));
+            let mut row = vec![
+                p.policy.clone(),
+                median.map_or("-".to_owned(), |m| format!("{m:.3}x")),
+                worst.map_or("-".to_owned(), |(u, r)| format!("{r:.3}x ({u})")),
+            ];
+            row.extend(p.users.iter().map(|(_, r)| format!("{r:.3}x")));
+            row
+        })
+        .collect();
+    Some(Section {
+        title: format!(
+            "Cost against none, user by user ({}, each session under its own provider's cache and prices)",
+            at_window(first.window)
+        ),
+        header,
+        rows,
+    })
 }
 
 /// The validation report: per set and cache model, simulated over recorded in aggregate, per
