@@ -196,6 +196,29 @@ pub struct ClientModel {
 }
 
 impl ClientModel {
+    /// Tokens of the requests with billed usage that are [`Attachment`]s (sized from the bill,
+    /// not counted from the log), summed over the session: what a report says of how much of
+    /// its prompts it took from the bill.
+    pub fn attached_tokens(&self, t: &Transcript) -> u64 {
+        let compactions = t
+            .recording
+            .as_ref()
+            .map_or(&[][..], |r| r.compactions.as_slice());
+        let segment = |i: usize| compactions.iter().filter(|c| c.at <= i).count();
+        t.messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.role == Role::Assistant && m.usage.is_some())
+            .map(|(i, _)| {
+                self.attachments
+                    .iter()
+                    .filter(|a| a.at < i && segment(a.at) == segment(i))
+                    .map(|a| a.tokens as u64)
+                    .sum::<u64>()
+            })
+            .sum()
+    }
+
     /// Provider tokens per counted token in the request for assistant message `index`.
     fn scale_at(&self, index: usize) -> f64 {
         self.segment_scales

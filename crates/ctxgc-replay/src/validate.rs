@@ -57,6 +57,11 @@ pub struct SessionCheck {
     pub simulated: [f64; 5],
     /// The same, recorded.
     pub recorded: [f64; 5],
+    /// Prompt tokens of the simulated requests that were sized from the bill rather than
+    /// counted from the log ([`crate::run::ClientModel::attached_tokens`]): the part of the
+    /// prompt comparison that holds by construction.
+    #[serde(default)]
+    pub from_bill: f64,
 }
 
 impl SessionCheck {
@@ -145,6 +150,7 @@ pub fn check(
         simulated_cached_share: sim[1] / sim[0].max(1.0),
         simulated: sim,
         recorded: rec,
+        from_bill: 0.0,
     })
 }
 
@@ -259,6 +265,7 @@ mod tests {
             simulated_cached_share: 0.0,
             simulated: [1.0, 0.0, 0.0, 0.0, simulated_cost],
             recorded: [1.0, 0.0, 0.0, 0.0, 1.0],
+            from_bill: 0.0,
         }
     }
 

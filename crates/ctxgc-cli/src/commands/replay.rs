@@ -683,7 +683,16 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             })
             .collect()
     };
-    let validation = checks_at(windows[0]);
+    let mut validation = checks_at(windows[0]);
+    for check in &mut validation {
+        if let Some((t, Some(model))) = transcripts
+            .iter()
+            .zip(&models)
+            .find(|(t, _)| t.id == check.session)
+        {
+            check.from_bill = model.attached_tokens(t) as f64;
+        }
+    }
     let mut tables = Vec::new();
     for &w in &windows {
         for (k, &cache) in caches.iter().enumerate() {
@@ -1652,9 +1661,19 @@ fn validation_sections(checks: &[SessionCheck]) -> Vec<Section> {
                 ]
             })
             .collect();
+        let from_bill: f64 = mine.iter().map(|c| c.from_bill).sum();
+        let recorded_prompt: f64 = mine.iter().map(|c| c.recorded[0]).sum();
+        let sized = if from_bill > 0.0 {
+            format!(
+                "; {:.1}% of the recorded prompt tokens are content the logs do not hold, sized from the bill",
+                from_bill * 100.0 / recorded_prompt.max(1.0)
+            )
+        } else {
+            String::new()
+        };
         sections.push(Section {
             title: format!(
-                "Simulated `none` over recorded usage: {set}, {} sessions of {} user{}, {cache} cache model, priced as {models} (1.000 = the bill reproduced)",
+                "Simulated `none` over recorded usage: {set}, {} sessions of {} user{}, {cache} cache model, priced as {models} (1.000 = the bill reproduced{sized})",
                 mine.len(),
                 users.len(),
                 if users.len() == 1 { "" } else { "s" }
