@@ -440,6 +440,113 @@ fn a_refused_call_is_not_a_message() {
     assert_eq!(roles, [Role::User, Role::User, Role::Assistant]);
 }
 
+/// One Claude Code log line (the fields the import reads), at second `n`.
+fn claude_line(n: u32, uuid: &str, parent: Option<&str>, kind: &str, rest: &str) -> String {
+    let parent = parent.map_or("null".to_owned(), |p| format!("\"{p}\""));
+    format!(
+        r#"{{"type": "{kind}", "uuid": "{uuid}", "parentUuid": {parent}, "sessionId": "s", "version": "2.1.328", "timestamp": "2026-11-28T10:00:{n:02}.000Z", {rest}}}"#
+    )
+}
+
+/// Claude Code writes each parallel call as its own assistant line and each result as a user
+/// line under its call's line: the chain runs through the last result, the others hang off
+/// it. Every result was sent, so every result is in the transcript (the import lost all but
+/// the last: 1,253 of 7,603 results in `client-logs/claude-code-procrypto`).
+#[test]
+fn parallel_tool_results_off_the_chain_are_kept() {
+    let call = |id: &str, cmd: &str| {
+        format!(
+            r#""requestId": "req_1", "message": {{"model": "claude-opus-5-5", "role": "assistant", "content": [{{"type": "tool_use", "id": "{id}", "name": "Bash", "input": {{"command": "{cmd}"}}}}], "usage": {{"input_tokens": 10, "output_tokens": 5}}}}"#
+        )
+    };
+    let result = |id: &str, out: &str| {
+        format!(
+            r#""message": {{"role": "user", "content": [{{"tool_use_id": "{id}", "type": "tool_result", "content": "{out}"}}]}}"#
+        )
+    };
+    let log = [
+        claude_line(0, "u1", None, "user", r#""message": {"role": "user", "content": "look around"}"#),
+        claude_line(1, "a1", Some("u1"), "assistant", &call("t1", "ls")),
+        claude_line(2, "a2", Some("a1"), "assistant", &call("t2", "git status")),
+        claude_line(3, "r1", Some("a1"), "user", &result("t1", "src")),
+        claude_line(4, "r2", Some("a2"), "user", &result("t2", "clean")),
+        claude_line(
+            5,
+            "a3",
+            Some("r2"),
+            "assistant",
+            r#""requestId": "req_2", "message": {"model": "claude-opus-5-5", "role": "assistant", "content": [{"type": "text", "text": "done"}]}"#,
+        ),
+    ]
+    .join("\n");
+    let sessions = import::import_bytes(Path::new("parallel.jsonl"), log.as_bytes()).unwrap();
+    let t = &sessions[0].transcript;
+    let roles: Vec<Role> = t.messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [
+            Role::User,
+            Role::Assistant,
+            Role::Tool,
+            Role::Tool,
+            Role::Assistant
+        ]
+    );
+    assert_eq!(
+        t.messages[1].tool_calls().count(),
+        2,
+        "one response, two calls"
+    );
+    let answered: Vec<&str> = t
+        .messages
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .map(|r| r.call_id.as_str())
+        .collect();
+    assert_eq!(answered, ["t1", "t2"]);
+}
+
+/// Claude Code 2.1.3xx logs each attachment with the text it sent (`rendered`): the file an
+/// `@` reference pulled in, the memory files. The import keeps them as what was sent; an
+/// attachment without rendered text is bookkeeping.
+#[test]
+fn rendered_attachments_are_what_the_client_sent() {
+    let log = [
+        claude_line(0, "u1", None, "user", r#""message": {"role": "user", "content": "/plan"}"#),
+        claude_line(
+            1,
+            "f1",
+            Some("u1"),
+            "attachment",
+            r#""attachment": {"type": "file"}, "renderedRole": "user", "rendered": [{"content": "<system-reminder>\nResult of calling the Read tool:\n1\tcontext line 0\n</system-reminder>"}]"#,
+        ),
+        claude_line(
+            2,
+            "e1",
+            Some("f1"),
+            "attachment",
+            r#""attachment": {"type": "date"}, "renderedRole": "system", "rendered": [{"content": "<system-reminder>\nToday's date is 2026-11-28.\n</system-reminder>"}]"#,
+        ),
+        claude_line(3, "p1", Some("e1"), "attachment", r#""attachment": {"type": "session_context", "context": {}}"#),
+        claude_line(
+            4,
+            "a1",
+            Some("p1"),
+            "assistant",
+            r#""requestId": "req_1", "message": {"model": "claude-opus-5-5", "role": "assistant", "content": [{"type": "text", "text": "planned"}]}"#,
+        ),
+    ]
+    .join("\n");
+    let sessions = import::import_bytes(Path::new("attached.jsonl"), log.as_bytes()).unwrap();
+    let t = &sessions[0].transcript;
+    let roles: Vec<Role> = t.messages.iter().map(|m| m.role).collect();
+    assert_eq!(
+        roles,
+        [Role::User, Role::User, Role::System, Role::Assistant]
+    );
+    assert!(t.messages[1].text_content().contains("context line 0"));
+}
+
 #[test]
 fn a_codex_rollout_becomes_the_requests_the_client_sent() {
     let sessions = client_fixture("codex-rollout-synthetic.jsonl");

@@ -8,8 +8,11 @@
 //! place of that history. One API call is split over several assistant lines that share a
 //! `requestId`; they are merged into one message, with the usage the provider billed. Sub-agent
 //! lines (`isSidechain`, and every line of an `agent-*.jsonl` file) form sessions of their own.
-//! Bookkeeping lines (`summary`, `file-history-snapshot`, `queue-operation`, `attachment`,
-//! `permission-mode`, hook summaries) carry nothing the model was sent and are skipped.
+//! An `attachment` line that holds the text the client rendered from it (2.1.3xx: files an `@`
+//! reference pulled in, memory files, listings) is a message of its rendered role. Bookkeeping
+//! lines (`summary`, `file-history-snapshot`, `queue-operation`, attachments without rendered
+//! text, `permission-mode`, hook summaries, `api-request`) carry nothing the model was sent and
+//! are skipped.
 //!
 //! The log has neither the system prompt nor the tool definitions: a replay estimates that
 //! fixed prefix from the recorded usage.
@@ -116,7 +119,8 @@ pub(crate) fn import(lines: &[Value], id: &str) -> Result<Vec<Transcript>, Forma
     Ok(sessions)
 }
 
-/// The entries from the root to `leaf`, in order (a parent that is not in the file ends it).
+/// The entries from the root to `leaf`, in order (a parent that is not in the file ends it),
+/// with the results of parallel tool calls that hang off the chain rather than on it.
 fn chain_to(entries: &[Entry], by_uuid: &HashMap<&str, usize>, leaf: usize) -> Vec<usize> {
     let mut chain = vec![leaf];
     let mut at = leaf;
@@ -128,7 +132,84 @@ fn chain_to(entries: &[Entry], by_uuid: &HashMap<&str, usize>, leaf: usize) -> V
         at = parent;
     }
     chain.reverse();
-    chain
+    with_parallel_results(entries, chain)
+}
+
+/// Claude Code writes each tool call of one response as its own assistant line, each line the
+/// parent of the next, and each call's result as a user line whose parent is that call's line:
+/// the chain runs through the last call's result, and the other results hang off it. They
+/// were sent (the API refuses a call without its result), so each goes in after the
+/// response's last line, in the order they were written. A side line that is not the result of
+/// a call on the chain (a prompt the user rewound and edited) stays out.
+fn with_parallel_results(entries: &[Entry], chain: Vec<usize>) -> Vec<usize> {
+    let on_chain: std::collections::HashSet<usize> = chain.iter().copied().collect();
+    let uuids: HashMap<&str, usize> = chain.iter().map(|&i| (entries[i].uuid, i)).collect();
+    let answered: std::collections::HashSet<&str> = chain
+        .iter()
+        .flat_map(|&i| result_ids(&entries[i]))
+        .collect();
+    let mut hanging: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        let Some(&parent) = e.parent.and_then(|p| uuids.get(p)) else {
+            continue;
+        };
+        let ids = result_ids(e);
+        let calls = call_ids(&entries[parent]);
+        if on_chain.contains(&i)
+            || e.kind != "user"
+            || ids.is_empty()
+            || !ids
+                .iter()
+                .all(|id| calls.contains(id) && !answered.contains(id))
+        {
+            continue;
+        }
+        hanging.entry(parent).or_default().push(i);
+    }
+    if hanging.is_empty() {
+        return chain;
+    }
+    let mut out = Vec::with_capacity(chain.len() + hanging.len());
+    let mut pending: Vec<usize> = Vec::new();
+    for &i in &chain {
+        // The response's lines end where a line that is not the assistant's begins.
+        if entries[i].kind != "assistant" && !pending.is_empty() {
+            pending.sort_unstable();
+            out.append(&mut pending);
+        }
+        out.push(i);
+        if let Some(results) = hanging.get(&i) {
+            pending.extend(results);
+        }
+    }
+    pending.sort_unstable();
+    out.append(&mut pending);
+    out
+}
+
+/// The tool call ids a line's message answers.
+fn result_ids<'a>(e: &Entry<'a>) -> Vec<&'a str> {
+    ids_of(e, "tool_result", "tool_use_id")
+}
+
+/// The tool call ids a line's message makes.
+fn call_ids<'a>(e: &Entry<'a>) -> Vec<&'a str> {
+    ids_of(e, "tool_use", "id")
+}
+
+fn ids_of<'a>(e: &Entry<'a>, kind: &str, key: &str) -> Vec<&'a str> {
+    e.line
+        .get("message")
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some(kind))
+                .filter_map(|b| b.get(key).and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn build(
@@ -155,6 +236,12 @@ fn build(
     for &i in chain {
         let e = &entries[i];
         let at = format!("line with uuid {}", e.uuid);
+        if let Some(message) = rendered_attachment(e) {
+            // Sent with the next request, as the log rendered it.
+            last_request = None;
+            push(&mut t, message, e.at_ms);
+            continue;
+        }
         if !e.is_message() {
             continue;
         }
@@ -227,6 +314,37 @@ fn build(
     t.model = models.most_used();
     crate::resolve_tool_names(&mut t);
     Ok(t)
+}
+
+/// An `attachment` line as the client sent it, where the log says (`rendered`, with its
+/// `renderedRole`; Claude Code 2.1.3xx): the files an `@` reference or a slash command pulled
+/// in, the memory files, the environment and skill listings, each a `<system-reminder>`.
+/// Earlier versions log no `rendered` text, and a replay sizes what they attached from the
+/// usage they were billed.
+fn rendered_attachment(e: &Entry) -> Option<Message> {
+    if e.kind != "attachment" {
+        return None;
+    }
+    let role = match e.line.get("renderedRole").and_then(Value::as_str)? {
+        "user" => Role::User,
+        "system" => Role::System,
+        _ => return None,
+    };
+    let content: Vec<Block> = e
+        .line
+        .get("rendered")?
+        .as_array()?
+        .iter()
+        .filter_map(|part| match part.get("content")? {
+            Value::String(text) => Some(Block::text(text.as_str())),
+            _ => None,
+        })
+        .collect();
+    (!content.is_empty()).then_some(Message {
+        role,
+        content,
+        usage: None,
+    })
 }
 
 /// The blocks of a line's message (a string content is one text block).
