@@ -6,7 +6,8 @@ spacing and the order of a JSON object's keys aside, since a client merges remin
 re-serialises tool inputs), it prints the characters of the request's messages, the share the
 imported log lacks, and the largest texts it lacks.
 
-Usage: log_vs_request.py RECORD IMPORTED.jsonl
+Usage: log_vs_request.py RECORD IMPORTED.jsonl [MAX_LACKING_PERCENT]
+With a maximum, exits 1 when the log lacks more than that share.
 """
 import json
 import re
@@ -28,6 +29,23 @@ def texts(content):
             out.append(json.dumps(block.get("input", {})))
         elif kind == "thinking":
             out.append(block.get("thinking", ""))
+    return out
+
+
+def request_texts(body):
+    """Every text of a request's conversation: Messages `messages`, or Responses `input`."""
+    out = []
+    for m in body.get("messages", []):
+        out.extend(texts(m.get("content")))
+    for item in body.get("input", []) if isinstance(body.get("input"), list) else []:
+        kind = item.get("type", "message")
+        if kind == "message":
+            out.extend(texts(item.get("content")))
+        elif kind in ("function_call", "custom_tool_call"):
+            out.append(item.get("arguments") or item.get("input") or "")
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            output = item.get("output")
+            out.extend(texts(output) if isinstance(output, list) else [output or ""])
     return out
 
 
@@ -57,7 +75,7 @@ def strings(value):
 def main():
     record, imported = sys.argv[1], sys.argv[2]
     last = [json.loads(line) for line in open(record)][-1]["body"]
-    sent = [t for m in last.get("messages", []) for t in texts(m.get("content"))]
+    sent = request_texts(last)
     logged = set()
     for line in open(imported):
         for s in strings(json.loads(line)):
@@ -75,6 +93,8 @@ def main():
           f"({100.0 * lacking / max(total, 1):.1f}%)")
     for missing, t in sorted(lacks, key=lambda x: x[0], reverse=True)[:6]:
         print(f"  {missing:>7}  {t[:90]!r}")
+    if len(sys.argv) > 3 and 100.0 * lacking / max(total, 1) > float(sys.argv[3]):
+        sys.exit(1)
 
 
 if __name__ == "__main__":
