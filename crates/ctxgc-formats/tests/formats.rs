@@ -547,6 +547,48 @@ fn rendered_attachments_are_what_the_client_sent() {
     assert!(t.messages[1].text_content().contains("context line 0"));
 }
 
+/// Codex 0.34-0.57 write the count of the call that ends a turn before that call's items:
+/// the count goes to the call that follows it, not to a request of its own, and the repeat
+/// after `turn_context` is not a new count (`client-logs/codex`: 130 of 2,522 billed calls).
+#[test]
+fn an_older_codex_counts_the_last_call_before_its_items() {
+    let count = |prompt: u64| {
+        format!(
+            r#"{{"timestamp": "2025-10-31T19:03:0{}.000Z", "type": "event_msg", "payload": {{"type": "token_count", "info": {{"last_token_usage": {{"input_tokens": {prompt}, "cached_input_tokens": 0, "output_tokens": 10}}}}}}}}"#,
+            prompt % 10
+        )
+    };
+    let item = |payload: &str| {
+        format!(
+            r#"{{"timestamp": "2025-10-31T19:03:00.000Z", "type": "response_item", "payload": {payload}}}"#
+        )
+    };
+    let log = [
+        r#"{"timestamp": "2025-10-31T19:02:58.000Z", "type": "session_meta", "payload": {"id": "s", "cli_version": "0.34.0", "instructions": "You are Codex."}}"#.to_owned(),
+        item(r#"{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]}"#),
+        r#"{"timestamp": "2025-10-31T19:03:00.000Z", "type": "event_msg", "payload": {"type": "token_count", "info": null}}"#.to_owned(),
+        item(r#"{"type": "function_call", "name": "shell", "arguments": "{\"command\": [\"ls\"]}", "call_id": "c1"}"#),
+        count(1001),
+        item(r#"{"type": "function_call_output", "call_id": "c1", "output": "src"}"#),
+        r#"{"timestamp": "2025-10-31T19:03:01.000Z", "type": "turn_context", "payload": {"model": "gpt-5"}}"#.to_owned(),
+        count(1001),
+        count(1202),
+        item(r#"{"type": "reasoning", "summary": [{"type": "summary_text", "text": "done"}]}"#),
+        item(r#"{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "fixed"}]}"#),
+        item(r#"{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "thanks"}]}"#),
+    ]
+    .join("\n");
+    let sessions = import::import_bytes(Path::new("rollout-old.jsonl"), log.as_bytes()).unwrap();
+    let t = &sessions[0].transcript;
+    let usage: Vec<Option<u64>> = t
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .map(|m| m.usage.map(|u| u.prompt_tokens))
+        .collect();
+    assert_eq!(usage, [Some(1001), Some(1202)]);
+}
+
 #[test]
 fn a_codex_rollout_becomes_the_requests_the_client_sent() {
     let sessions = client_fixture("codex-rollout-synthetic.jsonl");

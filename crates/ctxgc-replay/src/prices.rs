@@ -574,8 +574,8 @@ mod tests {
         let gpt5 = table.find("gpt-5").unwrap().clone();
         let provider = table.rules(CacheKind::Openai, &gpt5);
         let codex = table.rules_for_client(CacheKind::Openai, &gpt5, Some("codex 0.92.0"));
-        assert_eq!(codex.routing_miss, 0.005);
-        assert_eq!(codex.ttl_max_ms, Some(3_600_000));
+        assert_eq!(codex.routing_miss, 0.015);
+        assert_eq!(codex.ttl_max_ms, Some(3_000_000));
         assert_eq!(codex.step, provider.step, "documented rules stay");
         let other = table.rules_for_client(CacheKind::Openai, &gpt5, Some("hermes"));
         assert_eq!(other, provider);

@@ -39,6 +39,11 @@ pub(crate) fn import(lines: &[Value], id: &str) -> Result<Transcript, FormatErro
     let mut last_at: Option<i64> = None;
     // Each turn's context names its model; a session can switch models between turns.
     let mut models = super::ModelTally::default();
+    // Older versions (0.34-0.57) write a call's `token_count` before the items of the call that
+    // ends a turn (its reasoning and answer): held until that call's first item. The usage last
+    // attached tells the repeat every version writes after `turn_context` from a new count.
+    let mut pending_usage: Option<RecordedUsage> = None;
+    let mut last_usage: Option<RecordedUsage> = None;
     for (n, line) in lines.iter().enumerate() {
         let at = format!("line {}", n + 1);
         let payload = &line["payload"];
@@ -79,6 +84,19 @@ pub(crate) fn import(lines: &[Value], id: &str) -> Result<Transcript, FormatErro
                     });
                 }
                 push_item(&mut t.messages, payload, &format!("{at}: payload"))?;
+                if assistant_side
+                    && let Some(last) = t.messages.last_mut()
+                    && last.role == Role::Assistant
+                    && last.usage.is_none()
+                    && let Some(usage) = pending_usage.take()
+                {
+                    last.usage = Some(usage);
+                    last_usage = Some(usage);
+                }
+                if !assistant_side {
+                    // A count held for a call that never came (an aborted turn).
+                    pending_usage = None;
+                }
                 // A request was sent when its last input was written.
                 while recording.sent_ms.len() < t.messages.len() {
                     let index = recording.sent_ms.len();
@@ -132,15 +150,22 @@ pub(crate) fn import(lines: &[Value], id: &str) -> Result<Transcript, FormatErro
                     .get("info")
                     .and_then(|i| i.get("last_token_usage"))
                     .and_then(usage)
-                    && let Some(last) = t
+                {
+                    let open = t
                         .messages
                         .iter_mut()
                         .rev()
                         .take_while(|m| m.role != Role::User)
                         .find(|m| m.role == Role::Assistant)
-                    && last.usage.is_none()
-                {
-                    last.usage = Some(usage);
+                        .filter(|m| m.usage.is_none());
+                    match open {
+                        Some(last) => {
+                            last.usage = Some(usage);
+                            last_usage = Some(usage);
+                        }
+                        None if last_usage != Some(usage) => pending_usage = Some(usage),
+                        None => {}
+                    }
                 }
                 call_open = false;
                 last_at = line_at.or(last_at);
