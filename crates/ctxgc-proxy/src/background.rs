@@ -52,7 +52,7 @@ pub(crate) fn note_keepalive(
 pub(crate) fn bill_as_the_client_alone(
     s: &Arc<AppState>,
     session: &ctxgc_core::store::SessionId,
-    (api, model): (Api, Option<String>),
+    (api, model, client): (Api, Option<String>, Option<&'static str>),
     (raw, layout): (Bytes, Option<ctxgc_formats::Layout>),
 ) {
     if let Some(jobs) = s.client_bills.take_jobs() {
@@ -70,7 +70,7 @@ pub(crate) fn bill_as_the_client_alone(
                     );
                     let served = s.client_bills.serve(
                         &job.session,
-                        (job.api, job.model.as_deref()),
+                        (job.api, job.model.as_deref(), job.client),
                         (&job.raw, job.layout.as_ref()),
                         job.at_ms,
                         scale,
@@ -94,6 +94,7 @@ pub(crate) fn bill_as_the_client_alone(
         session: session.clone(),
         api,
         model,
+        client,
         raw,
         layout,
         at_ms,

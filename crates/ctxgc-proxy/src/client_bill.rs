@@ -42,6 +42,8 @@ pub(crate) struct Job {
     pub(crate) session: SessionId,
     pub(crate) api: Api,
     pub(crate) model: Option<String>,
+    /// The client, where the lab's table has cache values of its own for it ([`client_of`]).
+    pub(crate) client: Option<&'static str>,
     pub(crate) raw: bytes::Bytes,
     /// Where `raw`'s items and members lie, when the request path's parse found it.
     pub(crate) layout: Option<Layout>,
@@ -91,7 +93,7 @@ impl ClientBills {
     pub(crate) fn serve(
         &self,
         session: &SessionId,
-        (api, model): (Api, Option<&str>),
+        (api, model, client): (Api, Option<&str>, Option<&str>),
         (raw, layout): (&[u8], Option<&Layout>),
         at_ms: i64,
         (bytes_per_token, calibration): (f64, f64),
@@ -122,7 +124,7 @@ impl ClientBills {
         let entry = sessions
             .entry(session.clone())
             .or_insert_with(|| Simulated {
-                model: kind.new_model(catalog.rules(kind, &price)),
+                model: kind.new_model(catalog.rules_for_client(kind, &price, client)),
                 used,
             });
         entry.used = used;
@@ -135,6 +137,19 @@ impl ClientBills {
         );
         Some(ClientServed { served })
     }
+}
+
+/// The client that sent a request, as the lab's cache table names clients with values of their
+/// own (`codex`: Codex CLI says so in its `originator` header and its user agent), so the
+/// client's bill is simulated as the lab simulates that client's logs.
+pub(crate) fn client_of(headers: &axum::http::HeaderMap) -> Option<&'static str> {
+    let names = |key: &str| {
+        headers
+            .get(key)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("codex"))
+    };
+    (names("originator") || names("user-agent")).then_some("codex")
 }
 
 /// The top-level members of a request, borrowed from its bytes (their JSON text).
@@ -368,7 +383,7 @@ mod tests {
             bills
                 .serve(
                     &sid(),
-                    (Api::Messages, Some("claude-sonnet-4-5")),
+                    (Api::Messages, Some("claude-sonnet-4-5"), None),
                     (body(n, ttl).as_bytes(), None),
                     at_ms,
                     (4.0, 1.0),
@@ -436,5 +451,17 @@ mod tests {
             laid_out,
             blocks_of(Api::Responses, (responses, None), 4.0).unwrap()
         );
+    }
+
+    /// Codex names itself in its `originator` header (and its user agent); the lab's table has
+    /// cache values of its own for it. Another client's request has none.
+    #[test]
+    fn codex_is_told_by_its_headers() {
+        let mut headers = axum::http::HeaderMap::new();
+        assert_eq!(client_of(&headers), None);
+        headers.insert("user-agent", "claude-cli/2.1.328".parse().unwrap());
+        assert_eq!(client_of(&headers), None);
+        headers.insert("originator", "codex_exec".parse().unwrap());
+        assert_eq!(client_of(&headers), Some("codex"));
     }
 }

@@ -237,7 +237,8 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
                 background::note_keepalive(&s, &session, (&parts, kept_alive), sent);
             }
             let client = (bytes.clone(), layout);
-            background::bill_as_the_client_alone(&s, &session, (api, model.clone()), client);
+            let who = crate::client_bill::client_of(&parts.headers);
+            background::bill_as_the_client_alone(&s, &session, (api, model.clone(), who), client);
             background::note_idle(&s, &session, (api, kept_alive), (&bytes, prepared));
         }
         if let Some(end) = injected {
