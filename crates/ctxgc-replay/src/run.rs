@@ -428,8 +428,8 @@ const ATTACHMENT_ROUNDS: usize = 3;
 /// Growth of a recorded prompt past what the log's new messages count, below which it is taken
 /// for counting noise (Claude's tokenizer against o200k varies by a few percent per message)
 /// rather than content the log does not hold. Source: on `client-logs/claude-code-procrypto`
-/// (2.0.76-2.1.6) the growth past the count is in jumps: 674 over 1,000 tokens (5.2M tokens),
-/// the 124 over 10K (69% of them) nearly all at a slash command or skill whose files the log
+/// (2.0.76-2.1.6) the growth past the count is in jumps: 427 over 1,000 tokens (4.3M tokens),
+/// the 117 over 10K (80% of them) nearly all at a slash command or skill whose files the log
 /// does not hold; on the other Claude Code users' logs 3 (3K tokens).
 const ATTACHMENT_MIN_TOKENS: f64 = 1_000.0;
 
