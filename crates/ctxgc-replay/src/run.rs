@@ -1218,13 +1218,13 @@ mod tests {
         let command = 8;
         let (scale, prefix, attached) = (1.2, 5_000.0, 20_000.0);
         let mut counted = 0usize;
-        for i in 0..messages.len() {
-            if messages[i].role == Role::Assistant {
+        for (i, m) in messages.iter_mut().enumerate() {
+            if m.role == Role::Assistant {
                 let carried = if i > command { attached } else { 0.0 };
                 let prompt = prefix + scale * (counted + 3) as f64 + carried;
-                messages[i].usage = billed(prompt.round() as u64);
+                m.usage = billed(prompt.round() as u64);
             }
-            counted += counter.count_message(&messages[i]);
+            counted += counter.count_message(m);
         }
         let n = messages.len();
         let mut t = crate::test_logs::recorded(messages, vec![None; n], vec![]);
