@@ -430,14 +430,16 @@ fn a_refused_call_is_not_a_message() {
         ),
     ]
     .join("\n");
-    let sessions = import::import_bytes(Path::new("refused.jsonl"), log.as_bytes()).unwrap();
-    let roles: Vec<Role> = sessions[0]
-        .transcript
-        .messages
-        .iter()
-        .map(|m| m.role)
-        .collect();
+    let (_, roles) = imported_roles("refused.jsonl", &log);
     assert_eq!(roles, [Role::User, Role::User, Role::Assistant]);
+}
+
+/// The first session of a log named `name`, and its messages' roles.
+fn imported_roles(name: &str, log: &str) -> (ctxgc_core::Transcript, Vec<Role>) {
+    let mut sessions = import::import_bytes(Path::new(name), log.as_bytes()).unwrap();
+    let t = sessions.swap_remove(0).transcript;
+    let roles = t.messages.iter().map(|m| m.role).collect();
+    (t, roles)
 }
 
 /// One Claude Code log line (the fields the import reads), at second `n`.
@@ -479,9 +481,7 @@ fn parallel_tool_results_off_the_chain_are_kept() {
         ),
     ]
     .join("\n");
-    let sessions = import::import_bytes(Path::new("parallel.jsonl"), log.as_bytes()).unwrap();
-    let t = &sessions[0].transcript;
-    let roles: Vec<Role> = t.messages.iter().map(|m| m.role).collect();
+    let (t, roles) = imported_roles("parallel.jsonl", &log);
     assert_eq!(
         roles,
         [
@@ -537,9 +537,7 @@ fn rendered_attachments_are_what_the_client_sent() {
         ),
     ]
     .join("\n");
-    let sessions = import::import_bytes(Path::new("attached.jsonl"), log.as_bytes()).unwrap();
-    let t = &sessions[0].transcript;
-    let roles: Vec<Role> = t.messages.iter().map(|m| m.role).collect();
+    let (t, roles) = imported_roles("attached.jsonl", &log);
     assert_eq!(
         roles,
         [Role::User, Role::User, Role::System, Role::Assistant]

@@ -310,6 +310,17 @@ mod tests {
     use super::*;
     use crate::cache::CacheKind;
 
+    /// `o` as a provider whose cache runs by `truth` would have billed it.
+    fn billed_as(mut o: Observation, truth: &CacheRules) -> Observation {
+        let cached = o.cached(truth);
+        o.recorded = Served {
+            cached,
+            uncached: o.prompt - cached,
+            ..Served::default()
+        };
+        o
+    }
+
     /// Sessions whose bill shows a known miss share and lag: the fit finds them again, and a
     /// group left out is predicted as well as the rest.
     #[test]
@@ -325,7 +336,7 @@ mod tests {
             .map(|i| {
                 let prompt = 3_000 + (i % 40) * 700;
                 let reachable = prompt - 400 - (i % 7) * 50;
-                let mut o = Observation {
+                let o = Observation {
                     group: i % 4,
                     session: i / 10,
                     prompt,
@@ -334,13 +345,7 @@ mod tests {
                     recorded: Served::default(),
                     output: 100,
                 };
-                let cached = o.cached(&truth);
-                o.recorded = Served {
-                    cached,
-                    uncached: prompt - cached,
-                    ..Served::default()
-                };
-                o
+                billed_as(o, &truth)
             })
             .collect();
         let fit = fit(&obs, |_| true, &base, &price).unwrap();
@@ -379,7 +384,7 @@ mod tests {
                 } else {
                     20
                 };
-                let mut o = Observation {
+                let o = Observation {
                     group: i % 3,
                     session: i / 20,
                     prompt,
@@ -388,13 +393,7 @@ mod tests {
                     recorded: Served::default(),
                     output: 100,
                 };
-                let cached = o.cached(&truth);
-                o.recorded = Served {
-                    cached,
-                    uncached: prompt - cached,
-                    ..Served::default()
-                };
-                o
+                billed_as(o, &truth)
             })
             .collect();
         let fit = fit(&obs, |_| true, &base, &price).unwrap();

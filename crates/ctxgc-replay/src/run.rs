@@ -209,13 +209,7 @@ impl ClientModel {
             .iter()
             .enumerate()
             .filter(|(_, m)| m.role == Role::Assistant && m.usage.is_some())
-            .map(|(i, _)| {
-                self.attachments
-                    .iter()
-                    .filter(|a| a.at < i && segment(a.at) == segment(i))
-                    .map(|a| a.tokens as u64)
-                    .sum::<u64>()
-            })
+            .map(|(i, _)| carried(&self.attachments, i, &segment))
             .sum()
     }
 
@@ -325,13 +319,7 @@ fn fit(t: &Transcript) -> Option<ClientFit> {
             break;
         }
         attachments = attachments_of(t, &points, &|_| scale, &segment);
-        let attached = |p: &(usize, f64, f64)| -> f64 {
-            attachments
-                .iter()
-                .filter(|a| a.at < p.0 && segment(a.at) == segment(p.0))
-                .map(|a| a.tokens as f64)
-                .sum()
-        };
+        let attached = |p: &(usize, f64, f64)| carried(&attachments, p.0, &segment) as f64;
         let adjusted: Vec<(f64, f64)> = points
             .iter()
             .filter(|p| p.0 < first_compaction || sample.len() == points.len())
@@ -351,13 +339,7 @@ fn fit(t: &Transcript) -> Option<ClientFit> {
         if mine.len() < SEGMENT_MIN_REQUESTS || spread < SEGMENT_MIN_SPREAD_TOKENS {
             continue;
         }
-        let attached = |p: &(usize, f64, f64)| -> f64 {
-            attachments
-                .iter()
-                .filter(|a| a.at < p.0 && segment(a.at) == segment(p.0))
-                .map(|a| a.tokens as f64)
-                .sum()
-        };
+        let attached = |p: &(usize, f64, f64)| carried(&attachments, p.0, &segment) as f64;
         let sample: Vec<(f64, f64)> = mine.iter().map(|p| (p.1, p.2 - attached(p))).collect();
         segment_scales.push((c.at, least_squares_slope(&sample)?));
     }
@@ -405,6 +387,17 @@ struct ClientFit {
 /// of its own.
 const SEGMENT_MIN_REQUESTS: usize = 5;
 const SEGMENT_MIN_SPREAD_TOKENS: f64 = 10_000.0;
+
+/// Tokens of the attachments a request for assistant message `index` carries: those of its
+/// segment (`segment` of a message index: the client's compactions before it) that came before
+/// it.
+fn carried(attachments: &[Attachment], index: usize, segment: &dyn Fn(usize) -> usize) -> u64 {
+    attachments
+        .iter()
+        .filter(|a| a.at < index && segment(a.at) == segment(index))
+        .map(|a| a.tokens as u64)
+        .sum()
+}
 
 /// The least-squares slope of recorded over counted prompt tokens (1 when the counts do not
 /// vary), clamped to what a tokenizer's difference can be.
@@ -1169,17 +1162,7 @@ mod tests {
             sent_ms.extend([Some(turn * 10 * minute); 2]);
         }
         let t = crate::test_logs::recorded(messages, sent_ms, vec![]);
-        let policy = crate::policies::builtin("keepalive-4min").unwrap();
-        let anthropic = CacheRules::documented(CacheKind::Anthropic, 0);
-        let run = replay(
-            0,
-            &t,
-            &policy,
-            200_000,
-            &[(CacheKind::Anthropic, anthropic)],
-            None,
-            false,
-        );
+        let run = under_anthropic(&t, "keepalive-4min", None);
         let pings: Vec<i64> = run
             .requests
             .iter()
@@ -1191,6 +1174,21 @@ mod tests {
         assert_eq!(pings, [[4, 8, 14, 18].as_slice(), &tail].concat());
         assert_eq!(run.requests.iter().filter(|r| !r.keepalive).count(), 3);
     }
+    /// `t` replayed at 200K under `policy` with Anthropic's documented cache.
+    fn under_anthropic(t: &Transcript, policy: &str, client: Option<&ClientModel>) -> SessionRun {
+        let policy = crate::policies::builtin(policy).unwrap();
+        let anthropic = CacheRules::documented(CacheKind::Anthropic, 0);
+        replay(
+            0,
+            t,
+            &policy,
+            200_000,
+            &[(CacheKind::Anthropic, anthropic)],
+            client,
+            false,
+        )
+    }
+
     /// A recorded usage for a test log.
     fn billed(prompt: u64) -> Option<ctxgc_core::RecordedUsage> {
         Some(ctxgc_core::RecordedUsage {
@@ -1234,17 +1232,7 @@ mod tests {
         assert_eq!(model.attachments[0].at, command);
         assert!(model.attachments[0].tokens.abs_diff(20_000) < 100);
         assert!((model.calibration.scale - 1.2).abs() < 0.01, "{model:?}");
-        let none = crate::policies::builtin("none").unwrap();
-        let anthropic = CacheRules::documented(CacheKind::Anthropic, 0);
-        let run = replay(
-            0,
-            &t,
-            &none,
-            200_000,
-            &[(CacheKind::Anthropic, anthropic)],
-            Some(&model),
-            false,
-        );
+        let run = under_anthropic(&t, "none", Some(&model));
         for r in run.requests.iter().filter(|r| r.is_agent()) {
             let recorded = t.messages[r.source_index].usage.unwrap().prompt_tokens as usize;
             assert!(
