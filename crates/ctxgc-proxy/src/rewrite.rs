@@ -5,7 +5,7 @@
 //! the same bytes for the same history, and its prefix cache keeps working. Only the nodes that
 //! change are touched; a body with nothing to change is forwarded as its original bytes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use ctxgc_core::ContentId;
 use ctxgc_core::engine::abstracts::ResultMeta;
@@ -335,6 +335,9 @@ pub fn rewrite_within(
     let mut chain = window;
     let mut start = 0;
     let mut turns = 0u32;
+    // The earlier results that entered as the client sent them, by id: a repeat that points to
+    // one names its id, so that original must answer a recall like any trimmed one.
+    let mut whole: HashMap<ContentId, &str> = HashMap::new();
     while start < slots.len() {
         // Reading the clock costs more than a small turn: every 64 turns.
         turns = turns.wrapping_add(1);
@@ -377,8 +380,17 @@ pub fn rewrite_within(
             let Some(trimmed) = &o.replacement else {
                 repeats.push(entered.len(), &slot.call_id, o.meta.id, slot.text);
                 entered.push(Entered::Slot(slot.text));
+                whole.insert(o.meta.id, slot.text);
                 continue;
             };
+            for id in ctxgc_core::engine::repeats::pointed_ids(&trimmed.text) {
+                if let Some(text) = whole.remove(&id)
+                    && !stored(id)
+                    && id != o.meta.id
+                {
+                    out.originals.push((id, text.to_owned()));
+                }
+            }
             repeats.push(entered.len(), &slot.call_id, o.meta.id, &trimmed.text);
             entered.push(Entered::Memo(trimmed.text.clone()));
             out.bytes_saved += slot.text.len().saturating_sub(trimmed.text.len());
@@ -677,6 +689,64 @@ mod tests {
             second(&[hidden(2)]).starts_with("[same output as the result of c1 "),
             "hidden after c2 entered: c2 entered as a pointer, and stays one"
         );
+    }
+
+    /// A repeat that points to lines of an earlier result names that result's id, and an id the
+    /// model sees must answer a recall: the earlier result, which entered whole (so nothing had
+    /// stored it), is stored with the request that first points to it, and not again once the
+    /// store has it.
+    #[test]
+    fn a_pointer_names_an_original_the_store_holds() {
+        let file: String = (0..300)
+            .map(|i| format!("line {i} of the module\n"))
+            .collect();
+        let edited = file.replace("line 150 of", "line 150 (edited) of");
+        let body = json!({
+            "model": "gpt-5",
+            "messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": file},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c2", "content": edited}
+            ]
+        });
+        let run = |stored: &dyn Fn(ContentId) -> bool| {
+            let mut request =
+                ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
+            let out = rewrite_with(
+                &mut request,
+                None,
+                "s",
+                &settings(),
+                &TrimMemo::default(),
+                stored,
+            );
+            let new: Value = serde_json::from_slice(&out.body.clone().unwrap()).unwrap();
+            (
+                new["messages"][4]["content"].as_str().unwrap().to_owned(),
+                out,
+            )
+        };
+        let (second, out) = run(&|_| false);
+        assert!(
+            second.starts_with("[lines 1-150 same as the result of c1 (id "),
+            "{second}"
+        );
+        let first_id = ResultMeta::of(&file).id;
+        let named: Vec<ContentId> = ctxgc_core::engine::repeats::pointed_ids(&second).collect();
+        assert_eq!(named, [first_id, first_id]);
+        let stored: Vec<ContentId> = out.originals.iter().map(|o| o.0).collect();
+        assert!(
+            stored.contains(&first_id),
+            "the pointed-to original is stored"
+        );
+        assert!(
+            out.originals.iter().any(|o| o.0 == first_id && o.1 == file),
+            "as the client sent it"
+        );
+        let (_, again) = run(&|id| id == first_id);
+        assert!(again.originals.iter().all(|o| o.0 != first_id));
     }
 
     #[test]

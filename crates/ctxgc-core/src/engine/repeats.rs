@@ -54,6 +54,18 @@ pub fn pointed_call_ids(entered: &str) -> impl Iterator<Item = &str> {
         })
 }
 
+/// The ids of the originals the pointers in an entered result name (`... (id ID)]` on a line
+/// of its own): each must answer a recall, so the results they point to are stored.
+pub fn pointed_ids(entered: &str) -> impl Iterator<Item = ContentId> + '_ {
+    entered
+        .lines()
+        .filter(|line| line.starts_with('[') && line.ends_with(")]"))
+        .filter_map(|line| {
+            let at = line.rfind(" (id ")? + " (id ".len();
+            ContentId::parse(&line[at..line.len() - 2])
+        })
+}
+
 /// Ids (call ids, content ids) take about twice the tokens per byte of prose or code, so a
 /// pointer saves tokens only where what it replaces is at least twice its length: Claude Code's
 /// one-sentence `TodoWrite` answer, replaced by a pointer naming two ids, cost 30% more tokens.
