@@ -29,9 +29,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// The version and the commit it was built from (see `build.rs`).
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("CTXGC_COMMIT"), ")");
+
 /// ctxgc: context management for LLM agents.
 #[derive(Debug, Parser)]
-#[command(name = "ctxgc", version, about, long_about = None)]
+#[command(name = "ctxgc", version = VERSION, about, long_about = None)]
 struct Cli {
     /// Configuration file (default: ./ctxgc.toml when present, else built-in defaults).
     #[arg(long, global = true, value_name = "FILE")]

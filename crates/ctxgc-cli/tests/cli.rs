@@ -1011,3 +1011,24 @@ fn replay_finds_every_agents_history_and_opens_no_credential_file() {
     );
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// `ctxgc --version` names the version and the commit it was built from (a checkout's, here).
+#[test]
+fn the_version_names_its_commit() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ctxgc"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let expected = format!("ctxgc {} (", env!("CARGO_PKG_VERSION"));
+    assert!(text.starts_with(&expected), "{text}");
+    let commit = text
+        .trim()
+        .trim_start_matches(&expected)
+        .trim_end_matches(')');
+    assert!(
+        commit.len() >= 7 && commit.bytes().all(|b| b.is_ascii_hexdigit())
+            || commit == "unknown commit",
+        "{text}"
+    );
+}
