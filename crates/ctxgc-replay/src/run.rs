@@ -181,6 +181,10 @@ pub struct ClientModel {
     /// client kept when it changed the rest, and that requests after a pause past the TTL still
     /// read, kept warm by the client's other sessions (the mean of what such requests read).
     pub static_prefix_tokens: Option<usize>,
+    /// Tokens of the fixed prefix the session's first request read (warm from the client's
+    /// other sessions), where that is part of it: the prefix is split there too, so the
+    /// first request reads what it did.
+    pub first_read_tokens: Option<usize>,
     /// (assistant message index of the request, first changed message; None: the fixed prefix).
     pub prompt_changes: Vec<(usize, Option<usize>)>,
     /// Tokens the client sent after each of its compactions beyond what the log holds (the
@@ -234,6 +238,7 @@ pub fn client_model(t: &Transcript) -> Option<ClientModel> {
     } = fit(t)?;
     let mut prompt_changes = Vec::new();
     let mut static_reads = Vec::new();
+    let mut first_read = None;
     for write in crate::causes::classify(t, calibration, &attachments) {
         match write.cause {
             crate::causes::WriteCause::PrefixChange { message, .. } => {
@@ -243,12 +248,14 @@ pub fn client_model(t: &Transcript) -> Option<ClientModel> {
                 }
             }
             // What a request after a pause past the TTL still read was kept warm by the
-            // client's other sessions; what one read nothing says they did not, that time. The
-            // session's first request says the same (Claude Code's system prompt and tools are
-            // the same in every session of a version, and read warm from the others).
-            crate::causes::WriteCause::TtlExpiry { .. } | crate::causes::WriteCause::ColdStart => {
+            // client's other sessions; what one read nothing says they did not, that time.
+            crate::causes::WriteCause::TtlExpiry { .. } => {
                 static_reads.push(write.read as usize);
             }
+            // The session's first request read what the client's other sessions left warm
+            // (Claude Code's system prompt and tools are the same in every session of a
+            // version): exactly that much, whatever later pauses read.
+            crate::causes::WriteCause::ColdStart => first_read = Some(write.read as usize),
             _ => {}
         }
     }
@@ -263,6 +270,7 @@ pub fn client_model(t: &Transcript) -> Option<ClientModel> {
     Some(ClientModel {
         calibration,
         static_prefix_tokens,
+        first_read_tokens: first_read.filter(|&r| r > 0 && r < prefix),
         prompt_changes,
         hidden_after_compaction,
         attachments,
@@ -691,14 +699,21 @@ pub fn replay(
             .unwrap_or_default()
             .as_bytes(),
     ) ^ policy.extra_tool_tokens() as u64;
-    let mut prefix = Prefix {
-        blocks: match client.static_prefix_tokens {
-            Some(fixed) if fixed < tools_tokens => {
-                vec![(tools_hash, fixed), (tools_hash ^ 1, tools_tokens - fixed)]
-            }
-            _ => vec![(tools_hash, tools_tokens)],
-        },
-    };
+    // The fixed prefix in parts: split where the warm static part ends and where the first
+    // request's read ended.
+    let mut splits: Vec<usize> = [client.static_prefix_tokens, client.first_read_tokens]
+        .into_iter()
+        .flatten()
+        .filter(|&at| at > 0 && at < tools_tokens)
+        .collect();
+    splits.sort_unstable();
+    splits.dedup();
+    let mut prefix = Prefix { blocks: Vec::new() };
+    let mut from = 0;
+    for (k, &at) in splits.iter().chain(std::iter::once(&tools_tokens)).enumerate() {
+        prefix.blocks.push((tools_hash ^ k as u64, at - from));
+        from = at;
+    }
     prefix.blocks.retain(|b| b.1 > 0);
     let mut salts: Vec<(usize, u64)> = Vec::new();
     let attached: HashMap<u64, usize> = if client_path {
