@@ -711,6 +711,54 @@ async fn a_recall_is_run_by_the_proxy_and_the_client_gets_one_answer() {
     }
 }
 
+/// An id a repeat pointer names answers a recall: the model reads a file, then reads it again
+/// edited; the proxy turns the second read into pointers to the first (which entered whole),
+/// and the model's recall of the id a pointer names gets the first read back.
+#[tokio::test]
+async fn the_id_a_repeat_pointer_names_answers_a_recall() {
+    let h = start("pointer-recall").await;
+    let file: String = (0..120)
+        .map(|i| format!("    let value_{i} = compute({i}); // step {i} of the parser\n"))
+        .collect();
+    let edited = file.replace("value_60 =", "value_60 = 1 +");
+    let body = json!({"model": "gpt-5",
+    "tools": [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}],
+    "messages": [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "fix the parser"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"cat parser.rs\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": file},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"cat parser.rs\"}"}}]},
+        {"role": "tool", "tool_call_id": "c2", "content": edited}
+    ]});
+    let got = h.send(Api::ChatCompletions, &body).await;
+    let ups = h.upstream_requests();
+    let pointed = ups[0]["messages"][5]["content"].as_str().unwrap();
+    assert!(
+        pointed.starts_with("[lines 1-60 same as the result of c1 (id r-"),
+        "{pointed}"
+    );
+    assert_eq!(ups.len(), 2, "one round for the recall, one for the answer");
+    assert!(
+        got.text.starts_with("seen: ") && !got.text.contains("no original"),
+        "{}",
+        got.raw
+    );
+    let id = find_id(pointed).unwrap();
+    let recalled = ups[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["tool_call_id"] == "ctx_r")
+        .and_then(|m| m["content"].as_str())
+        .unwrap()
+        .to_owned();
+    assert!(
+        !recalled.contains("no original"),
+        "the recall of {id} answered: {recalled}"
+    );
+}
+
 #[tokio::test]
 async fn a_trim_beside_a_client_call_is_hidden_and_applied_to_later_requests() {
     for (api, stream) in MODES {

@@ -710,7 +710,11 @@ pub fn replay(
     splits.dedup();
     let mut prefix = Prefix { blocks: Vec::new() };
     let mut from = 0;
-    for (k, &at) in splits.iter().chain(std::iter::once(&tools_tokens)).enumerate() {
+    for (k, &at) in splits
+        .iter()
+        .chain(std::iter::once(&tools_tokens))
+        .enumerate()
+    {
         prefix.blocks.push((tools_hash ^ k as u64, at - from));
         from = at;
     }
