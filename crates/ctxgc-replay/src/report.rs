@@ -72,11 +72,24 @@ pub fn rows(
     policies: &[String],
     recorded: Option<Row>,
 ) -> Vec<Row> {
+    rows_of(runs, &|_| true, window, cache, prices, policies, recorded)
+}
+
+/// [`rows`] over the runs `keep` selects (one user's sessions, say).
+pub fn rows_of(
+    runs: &[SessionRun],
+    keep: &dyn Fn(&SessionRun) -> bool,
+    window: u64,
+    cache: CacheKind,
+    prices: &[ModelPrice],
+    policies: &[String],
+    recorded: Option<Row>,
+) -> Vec<Row> {
     let mut rows: Vec<Row> = recorded.into_iter().collect();
     rows.extend(policies.iter().map(|policy| {
         let mine: Vec<&SessionRun> = runs
             .iter()
-            .filter(|r| r.window == window && &r.policy == policy)
+            .filter(|r| r.window == window && &r.policy == policy && keep(r))
             .collect();
         let all = || mine.iter().flat_map(|r| r.requests.iter());
         let agent = || all().filter(|r| r.is_agent());
@@ -157,7 +170,7 @@ pub fn rows(
         .or_else(|| {
             let none: Vec<&SessionRun> = runs
                 .iter()
-                .filter(|r| r.window == window && r.policy == "none")
+                .filter(|r| r.window == window && r.policy == "none" && keep(r))
                 .collect();
             (!none.is_empty()).then(|| none.iter().map(|r| r.cost(cache, &prices[r.source])).sum())
         });

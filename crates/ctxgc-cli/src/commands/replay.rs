@@ -204,17 +204,19 @@ struct Table {
     bill: Option<BillCheck>,
 }
 
-/// One policy's cost over `none`'s for each user's sessions (first window, each session under
-/// its own provider's cache and prices).
+/// One policy against `none` for each user's sessions (first window, each under its own
+/// provider's cache and prices): the report's own rows, over that user's runs.
 #[derive(Serialize)]
 struct UserCosts {
     policy: String,
     window: u64,
-    /// (user, cost over none's), in the order users first appear.
-    users: Vec<(String, f64)>,
+    /// (user, cost over none's, share of what the client kept in view that the policy showed),
+    /// in the order users first appear.
+    users: Vec<(String, f64, Option<f64>)>,
 }
 
-/// [`UserCosts`] of every policy, when `origins` name more than one user.
+/// [`UserCosts`] of every policy, when `origins` name more than one user. A user whose
+/// sessions ran on more than one provider's cache has no single price table and is left out.
 fn costs_by_user(
     runs: &[SessionRun],
     origins: &[Origin],
@@ -231,23 +233,32 @@ fn costs_by_user(
     if users.len() < 2 {
         return Vec::new();
     }
-    let cost = |policy: &str, user: &str| -> f64 {
-        runs.iter()
-            .filter(|r| r.policy == policy && r.window == window && origins[r.source].user == user)
-            .map(|r| r.cost(pricing.own_cache[r.source], &pricing.own[r.source]))
-            .sum()
-    };
+    let per_user: Vec<(&str, Vec<Row>)> = users
+        .iter()
+        .filter_map(|&user| {
+            let mut caches = (0..origins.len())
+                .filter(|&i| origins[i].user == user)
+                .map(|i| pricing.own_cache[i]);
+            let cache = caches.next()?;
+            if caches.any(|c| c != cache) {
+                return None;
+            }
+            let keep = |r: &SessionRun| origins[r.source].user == user;
+            let rows = report::rows_of(runs, &keep, window, cache, &pricing.own, names, None);
+            Some((user, rows))
+        })
+        .collect();
     names
         .iter()
         .filter(|p| p.as_str() != "none")
         .map(|policy| UserCosts {
             policy: policy.clone(),
             window,
-            users: users
+            users: per_user
                 .iter()
-                .filter_map(|u| {
-                    let none = cost("none", u);
-                    (none > 0.0).then(|| ((*u).to_owned(), cost(policy, u) / none))
+                .filter_map(|(user, rows)| {
+                    let row = rows.iter().find(|r| &r.policy == policy)?;
+                    Some(((*user).to_owned(), row.cost_vs_none?, row.recall_of_client))
                 })
                 .collect(),
         })
@@ -1573,8 +1584,9 @@ fn sections(output: &Output) -> Vec<Section> {
     out
 }
 
-/// Each policy's cost against `none` user by user: the median user, the worst (the least
-/// saved), and each user.
+/// Each policy against `none` user by user: the median user's cost, the user it saves least
+/// for, and each user's cost with the share of what the client kept in view that the policy
+/// showed.
 fn user_cost_section(by_user: &[UserCosts]) -> Option<Section> {
     let first = by_user.first()?;
     let mut header = vec![
@@ -1582,25 +1594,28 @@ fn user_cost_section(by_user: &[UserCosts]) -> Option<Section> {
         "median user".to_owned(),
         "least saved".to_owned(),
     ];
-    header.extend(first.users.iter().map(|(u, _)| u.clone()));
+    header.extend(first.users.iter().map(|(u, ..)| u.clone()));
     let rows = by_user
         .iter()
         .map(|p| {
-            let ratios: Vec<f64> = p.users.iter().map(|u| u.1).collect();
-            let median = validate::spread(ratios.clone()).map(|s| s.0);
+            let costs: Vec<f64> = p.users.iter().map(|u| u.1).collect();
+            let median = validate::spread(costs).map(|s| s.0);
             let worst = p.users.iter().max_by(|a, b| a.1.total_cmp(&b.1));
             let mut row = vec![
                 p.policy.clone(),
                 median.map_or("-".to_owned(), |m| format!("{m:.3}x")),
-                worst.map_or("-".to_owned(), |(u, r)| format!("{r:.3}x ({u})")),
+                worst.map_or("-".to_owned(), |(u, r, _)| format!("{r:.3}x ({u})")),
             ];
-            row.extend(p.users.iter().map(|(_, r)| format!("{r:.3}x")));
+            row.extend(p.users.iter().map(|(_, cost, kept)| match kept {
+                Some(k) => format!("{cost:.3}x, {:.1}%", k * 100.0),
+                None => format!("{cost:.3}x"),
+            }));
             row
         })
         .collect();
     Some(Section {
         title: format!(
-            "Cost against none, user by user ({}, each session under its own provider's cache and prices)",
+            "Each policy against none, user by user ({}, each session under its own provider's cache and prices; cost vs none, and the share of what the client kept in view that the policy showed)",
             at_window(first.window)
         ),
         header,
