@@ -1032,3 +1032,70 @@ fn the_version_names_its_commit() {
         "{text}"
     );
 }
+
+/// A set of several users' logs (a name prefix before the session id, as in `../shared`) is
+/// judged user by user: each session's validation names its user, and the report holds each
+/// policy against `none` per user. The synthetic fixtures stand in for two users' logs.
+#[test]
+fn a_set_of_several_users_is_judged_user_by_user() {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ctxgc-formats/tests/fixtures/client-logs");
+    let set = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("two-users");
+    let _ = std::fs::remove_dir_all(&set);
+    std::fs::create_dir_all(&set).unwrap();
+    for (user, fixture) in [
+        ("alice", "claude-code-synthetic.jsonl"),
+        ("bob", "codex-rollout-synthetic.jsonl"),
+    ] {
+        std::fs::copy(
+            fixtures.join(fixture),
+            set.join(format!(
+                "{user}-0199aaaa-0000-7000-8000-00000000000{}.jsonl",
+                user.len()
+            )),
+        )
+        .unwrap();
+    }
+    let out = ctxgc(
+        &[
+            "replay",
+            set.to_str().unwrap(),
+            "--policy",
+            "none,ctxgc",
+            "--json",
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut users: Vec<&str> = report["validation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["user"].as_str().unwrap())
+        .collect();
+    users.sort_unstable();
+    users.dedup();
+    assert_eq!(users, ["alice", "bob"]);
+    let ctxgc_row = report["by_user"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["policy"] == "ctxgc")
+        .unwrap();
+    let named: Vec<&str> = ctxgc_row["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u[0].as_str().unwrap())
+        .collect();
+    assert_eq!(named.len(), 2, "{ctxgc_row}");
+    assert!(
+        named.contains(&"alice") && named.contains(&"bob"),
+        "{ctxgc_row}"
+    );
+}
