@@ -29,7 +29,8 @@ if [ "$free_mb" -lt $((store_mb * 2 + 64)) ]; then
 fi
 printf '[store]\nmax_mb = %s\n' "$store_mb" > "$out/soak.toml"
 cargo build --release -q -p ctxgc-cli --bin ctxgc -p ctxgc-proxy --example fake_upstream --example soak
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# shellcheck source=lib/ports.sh
+source scripts/lib/ports.sh
 up_port=$(port); px_port=$(port)
 target/release/examples/fake_upstream "$up_port" & up=$!
 # A 32K window: the outputs are trimmed and their originals stored, so the trim memo, the

@@ -25,8 +25,8 @@ for c in "${clients[@]}"; do
 done
 (cd "$root" && cargo build -q -p ctxgc-cli --bin ctxgc)
 ctxgc="$root/target/debug/ctxgc"
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 0.2)" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+# shellcheck source=../lib/ports.sh
+source "$root/scripts/lib/ports.sh"
 
 status=0
 for client in "${clients[@]}"; do

@@ -71,8 +71,8 @@ fi
 (cd "$root" && cargo build -q -p ctxgc-cli --bin ctxgc)
 ctxgc="$root/target/debug/ctxgc"
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 0.2)" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+# shellcheck source=../lib/ports.sh
+source "$root/scripts/lib/ports.sh"
 
 # Sessions run CONFORMANCE_JOBS at a time (default 1: the whole suite takes about 170 s; each
 # session is a client, a proxy and a scripted upstream on ports of its own, which two sessions

@@ -25,8 +25,8 @@ if ! [ -d "$pw/node_modules/playwright-core" ]; then
   mkdir -p "$pw" && (cd "$pw" && npm install --silent --no-audit --no-fund playwright-core@1.65.1 >/dev/null)
 fi
 (cd "$root" && cargo build -q -p ctxgc-cli --bin ctxgc)
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 0.2)" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
+# shellcheck source=../lib/ports.sh
+source "$root/scripts/lib/ports.sh"
 up_port=$(port); px_port=$(port)
 python3 "$root/scripts/conformance/upstream.py" "$up_port" "$out/upstream.jsonl" & up=$!
 printf '[proxy]\nadmin_token = "dashboard-admin-token"\n' >"$out/ctxgc.toml"

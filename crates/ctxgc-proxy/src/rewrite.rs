@@ -604,6 +604,20 @@ mod tests {
         }
     }
 
+    /// A conversation that reads a file (`c1`), then reads it again (`c2`).
+    fn read_twice(first: &str, second: &str) -> Value {
+        json!({
+            "model": "gpt-5",
+            "messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": first},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c2", "content": second}
+            ]
+        })
+    }
+
     fn log(n: usize) -> String {
         (0..n).map(|i| format!("[{i:05}] step ok\n")).collect()
     }
@@ -648,16 +662,7 @@ mod tests {
         let file: String = (0..300)
             .map(|i| format!("line {i} of the module\n"))
             .collect();
-        let body = json!({
-            "model": "gpt-5",
-            "messages": [
-                {"role": "user", "content": "go"},
-                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": file},
-                {"role": "assistant", "content": null, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "c2", "content": file}
-            ]
-        });
+        let body = read_twice(&file, &file);
         let second = |hidden: &[crate::lineage::HiddenResult]| {
             let mut request =
                 ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
@@ -701,16 +706,7 @@ mod tests {
             .map(|i| format!("line {i} of the module\n"))
             .collect();
         let edited = file.replace("line 150 of", "line 150 (edited) of");
-        let body = json!({
-            "model": "gpt-5",
-            "messages": [
-                {"role": "user", "content": "go"},
-                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": file},
-                {"role": "assistant", "content": null, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
-                {"role": "tool", "tool_call_id": "c2", "content": edited}
-            ]
-        });
+        let body = read_twice(&file, &edited);
         let run = |stored: &dyn Fn(ContentId) -> bool| {
             let mut request =
                 ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
