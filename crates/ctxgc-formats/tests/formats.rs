@@ -587,6 +587,49 @@ fn an_older_codex_counts_the_last_call_before_its_items() {
     assert_eq!(usage, [Some(1001), Some(1202)]);
 }
 
+/// Codex 0.169 counts its compaction's own call (the summary request) just before the
+/// `compacted` line, and writes a count of nothing as the thread resumes: neither is the count
+/// of the call that follows the compaction.
+#[test]
+fn a_codex_compactions_own_count_is_no_calls() {
+    let count = |prompt: u64| {
+        format!(
+            r#"{{"timestamp": "2025-12-02T09:00:01.000Z", "type": "event_msg", "payload": {{"type": "token_count", "info": {{"last_token_usage": {{"input_tokens": {prompt}, "cached_input_tokens": 0, "output_tokens": 10}}}}}}}}"#
+        )
+    };
+    let item = |payload: &str| {
+        format!(
+            r#"{{"timestamp": "2025-12-02T09:00:00.000Z", "type": "response_item", "payload": {payload}}}"#
+        )
+    };
+    let log = [
+        r#"{"timestamp": "2025-12-02T09:00:00.000Z", "type": "session_meta", "payload": {"id": "s", "cli_version": "0.169.0", "base_instructions": {"text": "You are Codex."}}}"#.to_owned(),
+        item(r#"{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]}"#),
+        item(r#"{"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c1"}"#),
+        count(9000),
+        item(r#"{"type": "function_call_output", "call_id": "c1", "output": "src"}"#),
+        count(9939),
+        item(r#"{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "fixed"}]}"#),
+        count(8713),
+        r#"{"timestamp": "2025-12-02T09:00:02.000Z", "type": "compacted", "payload": {"message": "", "replacement_history": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "summary of the work"}]}]}}"#.to_owned(),
+        count(0),
+        item(r#"{"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c2"}"#),
+        count(1500),
+        item(r#"{"type": "function_call_output", "call_id": "c2", "output": "ok"}"#),
+    ]
+    .join("\n");
+    let sessions =
+        import::import_bytes(Path::new("rollout-compacted.jsonl"), log.as_bytes()).unwrap();
+    let usage: Vec<Option<u64>> = sessions[0]
+        .transcript
+        .messages
+        .iter()
+        .filter(|m| m.role == Role::Assistant)
+        .map(|m| m.usage.map(|u| u.prompt_tokens))
+        .collect();
+    assert_eq!(usage, [Some(9000), Some(9939), Some(1500)]);
+}
+
 #[test]
 fn a_codex_rollout_becomes_the_requests_the_client_sent() {
     let sessions = client_fixture("codex-rollout-synthetic.jsonl");

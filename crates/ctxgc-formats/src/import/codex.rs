@@ -139,6 +139,9 @@ pub(crate) fn import(lines: &[Value], id: &str) -> Result<Transcript, FormatErro
                         len: t.messages.len() - first,
                     });
                 }
+                // The count just before was the compaction's own call (its summary request),
+                // which no message of the transcript stands for.
+                pending_usage = None;
                 call_open = false;
                 last_at = line_at.or(last_at);
             }
@@ -146,10 +149,12 @@ pub(crate) fn import(lines: &[Value], id: &str) -> Result<Transcript, FormatErro
             Some("event_msg")
                 if payload.get("type").and_then(Value::as_str) == Some("token_count") =>
             {
+                // A count of nothing (0.169 writes one as a thread resumes) stands for no call.
                 if let Some(usage) = payload
                     .get("info")
                     .and_then(|i| i.get("last_token_usage"))
                     .and_then(usage)
+                    .filter(|u| u.prompt_tokens > 0)
                 {
                     let open = t
                         .messages
