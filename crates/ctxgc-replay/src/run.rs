@@ -208,7 +208,7 @@ impl ClientModel {
             .recording
             .as_ref()
             .map_or(&[][..], |r| r.compactions.as_slice());
-        let segment = |i: usize| compactions.iter().filter(|c| c.at <= i).count();
+        let segment = |i: usize| segment_of(compactions, i);
         t.messages
             .iter()
             .enumerate()
@@ -219,12 +219,23 @@ impl ClientModel {
 
     /// Provider tokens per counted token in the request for assistant message `index`.
     fn scale_at(&self, index: usize) -> f64 {
-        self.segment_scales
-            .iter()
-            .rev()
-            .find(|(at, _)| *at <= index)
-            .map_or(self.calibration.scale, |s| s.1)
+        scale_at(&self.segment_scales, self.calibration.scale, index)
     }
+}
+
+/// The scale of the request for assistant message `index`: its compaction segment's own in
+/// `segment_scales` (compaction's first message, scale), else `session`'s.
+fn scale_at(segment_scales: &[(usize, f64)], session: f64, index: usize) -> f64 {
+    segment_scales
+        .iter()
+        .rev()
+        .find(|(at, _)| *at <= index)
+        .map_or(session, |s| s.1)
+}
+
+/// Which of the client's compaction segments message `index` is in (0: before the first).
+fn segment_of(compactions: &[ctxgc_core::ClientCompaction], index: usize) -> usize {
+    compactions.iter().filter(|c| c.at <= index).count()
 }
 
 /// The model of a transcript with recorded usage (a client log, or an agent's trajectory that
@@ -304,18 +315,13 @@ fn fit(t: &Transcript) -> Option<ClientFit> {
             Some((i, counted as f64, usage.prompt_tokens as f64))
         })
         .collect();
-    let segment = |i: usize| recording.compactions.iter().filter(|c| c.at <= i).count();
+    let segment = |i: usize| segment_of(&recording.compactions, i);
+    // The requests the scale is fitted on: those before the client's first compaction, when
+    // there are two or more, else all.
     let first_compaction = recording.compactions.first().map_or(usize::MAX, |c| c.at);
-    let before: Vec<(f64, f64)> = points
-        .iter()
-        .filter(|p| p.0 < first_compaction)
-        .map(|p| (p.1, p.2))
-        .collect();
-    let sample: Vec<(f64, f64)> = if before.len() >= 2 {
-        before
-    } else {
-        points.iter().map(|p| (p.1, p.2)).collect()
-    };
+    let before = points.iter().filter(|p| p.0 < first_compaction).count();
+    let fitted = |p: &&(usize, f64, f64)| before < 2 || p.0 < first_compaction;
+    let sample: Vec<(f64, f64)> = points.iter().filter(fitted).map(|p| (p.1, p.2)).collect();
     // Claude Code's logs leave attachments out; a Codex rollout's growth past its count is the
     // turn's own reasoning, which the provider drops again at the next user message.
     let attaches = recording.client.starts_with("claude");
@@ -330,7 +336,7 @@ fn fit(t: &Transcript) -> Option<ClientFit> {
         let attached = |p: &(usize, f64, f64)| carried(&attachments, p.0, &segment) as f64;
         let adjusted: Vec<(f64, f64)> = points
             .iter()
-            .filter(|p| p.0 < first_compaction || sample.len() == points.len())
+            .filter(fitted)
             .map(|p| (p.1, p.2 - attached(p)))
             .collect();
         scale = least_squares_slope(&adjusted)?;
@@ -351,13 +357,7 @@ fn fit(t: &Transcript) -> Option<ClientFit> {
         let sample: Vec<(f64, f64)> = mine.iter().map(|p| (p.1, p.2 - attached(p))).collect();
         segment_scales.push((c.at, least_squares_slope(&sample)?));
     }
-    let scale_at = |i: usize| {
-        segment_scales
-            .iter()
-            .rev()
-            .find(|(at, _)| *at <= i)
-            .map_or(scale, |s| s.1)
-    };
+    let scale_at = |i: usize| scale_at(&segment_scales, scale, i);
     if attaches {
         attachments = attachments_of(t, &points, &scale_at, &segment);
     }

@@ -197,6 +197,12 @@ pub fn median_and_worst_user(users: &[UserCheck], i: usize) -> Option<(f64, f64,
         .iter()
         .filter_map(|u| Some((u.ratios[i]?, u.user.as_str())))
         .collect();
+    median_and_worst(&values)
+}
+
+/// The median of named simulated-over-recorded ratios and the worst of them (the farthest
+/// from 1 by its logarithm), with its name.
+pub fn median_and_worst<'a>(values: &[(f64, &'a str)]) -> Option<(f64, f64, &'a str)> {
     let (median, _, _) = spread(values.iter().map(|v| v.0).collect())?;
     let &(worst, name) = values
         .iter()

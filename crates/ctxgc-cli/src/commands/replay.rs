@@ -684,26 +684,21 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
                 let run = runs
                     .iter()
                     .find(|r| r.source == i && r.policy == "none" && r.window == w)?;
-                validate::check(
+                let mut check = validate::check(
                     t,
                     (&sets[i].set, &sets[i].user),
                     run,
                     pricing.own_cache[i].name(),
                     &pricing.own[i],
-                )
+                )?;
+                check.from_bill = models[i]
+                    .as_ref()
+                    .map_or(0.0, |m| m.attached_tokens(t) as f64);
+                Some(check)
             })
             .collect()
     };
-    let mut validation = checks_at(windows[0]);
-    for check in &mut validation {
-        if let Some((t, Some(model))) = transcripts
-            .iter()
-            .zip(&models)
-            .find(|(t, _)| t.id == check.session)
-        {
-            check.from_bill = model.attached_tokens(t) as f64;
-        }
-    }
+    let validation = checks_at(windows[0]);
     let mut tables = Vec::new();
     for &w in &windows {
         for (k, &cache) in caches.iter().enumerate() {
@@ -716,10 +711,12 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
             // validation's aggregate over the requests both hold, not the rows' totals (the
             // none row also prices requests the log recorded no usage for).
             let bill = recorded.as_ref().and_then(|_| {
+                let other;
                 let checks = if w == windows[0] {
-                    validation.clone()
+                    &validation
                 } else {
-                    checks_at(w)
+                    other = checks_at(w);
+                    &other
                 };
                 let refs: Vec<&SessionCheck> = checks.iter().collect();
                 let cost = validate::aggregate(&refs)[4]?;
@@ -1265,11 +1262,7 @@ fn calibrate(
                 .iter()
                 .map(|h| (h.errors.cost, group_names[h.group]))
                 .collect();
-            let median = validate::spread(costs.iter().map(|c| c.0).collect()).map(|s| s.0);
-            let worst = costs
-                .iter()
-                .max_by(|a, b| a.0.ln().abs().total_cmp(&b.0.ln().abs()));
-            if let (Some(median), Some((worst, name))) = (median, worst) {
+            if let Some((median, worst, name)) = validate::median_and_worst(&costs) {
                 outln!(
                     "Cost of each {} left out, from the fit without them: median {median:.3}, worst {worst:.3} ({name}).",
                     if users.len() > 1 { "user" } else { "set" }

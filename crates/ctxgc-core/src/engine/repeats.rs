@@ -44,26 +44,27 @@ pub fn can_be_pointed_to(entered: &str) -> bool {
 /// on a line of its own).
 pub fn pointed_call_ids(entered: &str) -> impl Iterator<Item = &str> {
     const NAMES: &str = "the result of ";
-    entered
-        .lines()
-        .filter(|line| line.starts_with('[') && line.ends_with(")]"))
-        .filter_map(|line| {
-            let at = line.find(NAMES)? + NAMES.len();
-            let rest = &line[at..];
-            Some(&rest[..rest.find(" (id ")?])
-        })
+    pointer_lines(entered).filter_map(|line| {
+        let at = line.find(NAMES)? + NAMES.len();
+        let rest = &line[at..];
+        Some(&rest[..rest.find(" (id ")?])
+    })
 }
 
 /// The ids of the originals the pointers in an entered result name (`... (id ID)]` on a line
 /// of its own): each must answer a recall, so the results they point to are stored.
 pub fn pointed_ids(entered: &str) -> impl Iterator<Item = ContentId> + '_ {
+    pointer_lines(entered).filter_map(|line| {
+        let at = line.rfind(" (id ")? + " (id ".len();
+        ContentId::parse(&line[at..line.len() - 2])
+    })
+}
+
+/// The lines of an entered result that are pointers (`[... (id ID)]`).
+fn pointer_lines(entered: &str) -> impl Iterator<Item = &str> {
     entered
         .lines()
         .filter(|line| line.starts_with('[') && line.ends_with(")]"))
-        .filter_map(|line| {
-            let at = line.rfind(" (id ")? + " (id ".len();
-            ContentId::parse(&line[at..line.len() - 2])
-        })
 }
 
 /// Ids (call ids, content ids) take about twice the tokens per byte of prose or code, so a
