@@ -7,11 +7,14 @@
 
 use std::io::{self, Read, Write};
 
-use ctxgc_core::trim::search::looks_like_search;
+use ctxgc_core::trim::search::search_verdict;
 use ctxgc_core::trim::terminal::Renderer;
 use ctxgc_core::trim::{self, LineBudget, LineTrimmer, Mode, Profile, TrimConfig, looks_like_json};
 
 const CHUNK: usize = 256 * 1024;
+
+/// A stream's start is first judged for structure at this many bytes (or its end).
+const JUDGE_FIRST_BYTES: usize = 4 * 1024;
 
 /// How to trim a stream.
 pub struct StreamSpec<'a> {
@@ -98,13 +101,19 @@ pub fn trim_stream(
     let structured_max = spec.config.structured_max_bytes.max(spec.limit);
     let mut eof = false;
     let mut structured = spec.wants_structure();
+    // Judged each time the start has doubled: reads of a few bytes each (a loaded pipe) cost
+    // no more than one of the whole start, and buffering more never changes the output.
+    let mut judged_at = 0usize;
     while structured {
         if !source.next_chunk(&mut |shown| prefix.extend_from_slice(shown))? {
             eof = true;
             break;
         }
-        if prefix.len() > structured_max || !could_be_structured(spec.profile.mode, &prefix) {
+        if prefix.len() > structured_max {
             structured = false;
+        } else if prefix.len() >= (2 * judged_at).max(JUDGE_FIRST_BYTES) {
+            judged_at = prefix.len();
+            structured = could_be_structured(spec.profile.mode, &prefix);
         }
     }
     if structured
@@ -198,22 +207,26 @@ impl<R: Read> Source<'_, R> {
     }
 }
 
-/// Whether a prefix may still turn out to be JSON or search results.
+/// Whether a stream's start may still turn out to be JSON or search results, whatever bytes
+/// follow: the verdict must not depend on how the input was cut into reads (a pipe under load
+/// hands over 27 bytes where another hands 64 KiB), or the same output would trim two ways. At
+/// the end of the input the library decides on the whole text.
 fn could_be_structured(mode: Mode, prefix: &[u8]) -> bool {
-    let head = &prefix[..prefix.len().min(64 * 1024)];
-    let text = match std::str::from_utf8(head) {
+    let text = match std::str::from_utf8(prefix) {
         Ok(t) => t,
-        // A multi-byte char cut at the end of the window is fine.
+        // A multi-byte char cut at the end of the read is fine.
         Err(e) if e.error_len().is_none() => {
-            std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or("")
+            std::str::from_utf8(&prefix[..e.valid_up_to()]).unwrap_or("")
         }
         Err(_) => return false,
     };
-    let json = matches!(mode, Mode::Auto | Mode::Json) && looks_like_json(text);
-    // Judge search output on complete lines only.
+    // JSON is told by its first byte; nothing but whitespace yet may still be JSON.
+    let json = matches!(mode, Mode::Auto | Mode::Json)
+        && (text.trim_start().is_empty() || looks_like_json(text));
+    // Search output is judged on complete lines; a verdict more lines could change is none yet.
     let complete = text.rfind('\n').map_or("", |i| &text[..i]);
-    let search = matches!(mode, Mode::Auto | Mode::Search)
-        && (complete.is_empty() || looks_like_search(complete));
+    let search =
+        matches!(mode, Mode::Auto | Mode::Search) && search_verdict(complete, false) != Some(false);
     json || search
 }
 
@@ -261,6 +274,59 @@ mod tests {
             trim_stream(&s, text.as_bytes(), &mut out, None).unwrap();
             let expected = trim::trim_with_limit(&config, s.profile, 4000, &text);
             assert_eq!(String::from_utf8(out).unwrap(), expected.text);
+        }
+    }
+
+    /// A reader that hands its bytes over `step` at a time, as a loaded pipe does.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.step.min(buf.len()).min(self.bytes.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    /// The same output trims to the same bytes however the input is cut into reads: search
+    /// results behind a two-line wrapper (mini-swe-agent's `<returncode>`), and a log whose
+    /// first lines look like search results, read 27 bytes at a time, whole, and by the library.
+    #[test]
+    fn the_trim_does_not_depend_on_how_the_input_is_read() {
+        let config = TrimConfig::default();
+        let grep: String = (0..600)
+            .map(|i| format!("src/f{}.rs:{}:let value = compute({i});\n", i % 37, i))
+            .collect();
+        let wrapped = format!("<returncode>0</returncode>\n<output>\n{grep}</output>\n");
+        let log_after_hits = format!(
+            "{}{}",
+            (0..5)
+                .map(|i| format!("src/a.rs:{i}:hit\n"))
+                .collect::<String>(),
+            (0..5000)
+                .map(|i| format!("step {i} ok\n"))
+                .collect::<String>()
+        );
+        for text in [wrapped, log_after_hits] {
+            let s = spec(&config, "bash", 4000);
+            let expected = trim::trim_with_limit(&config, s.profile, 4000, &text);
+            for step in [27, 4096, usize::MAX] {
+                let mut out = Vec::new();
+                let input = Trickle {
+                    bytes: text.as_bytes(),
+                    step,
+                };
+                trim_stream(&s, input, &mut out, None).unwrap();
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    expected.text,
+                    "step {step}"
+                );
+            }
         }
     }
 

@@ -35,15 +35,41 @@ pub(crate) fn match_path(line: &str) -> Option<&str> {
 
 /// True when most lines look like grep/ripgrep `path:line:text` matches.
 pub fn looks_like_search(text: &str) -> bool {
+    search_verdict(text, true) == Some(true)
+}
+
+/// Non-empty lines judged for [`looks_like_search`].
+const SEARCH_JUDGED_LINES: usize = 400;
+
+/// [`looks_like_search`] of a text that may go on (`finished` false: more lines may follow
+/// `text`'s, a stream's start): `None` while the lines still to come could change the answer.
+/// A stream decides the same as the library given the whole text, however it is read.
+pub fn search_verdict(text: &str, finished: bool) -> Option<bool> {
     let mut total = 0usize;
     let mut matches = 0usize;
-    for line in text.lines().filter(|l| !l.trim().is_empty()).take(400) {
+    for line in text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(SEARCH_JUDGED_LINES)
+    {
         total += 1;
         if match_path(line).is_some() {
             matches += 1;
         }
     }
-    matches >= 3 && matches * 10 >= total * 7
+    let verdict = |matches: usize, total: usize| matches >= 3 && matches * 10 >= total * 7;
+    let now = verdict(matches, total);
+    if finished || total == SEARCH_JUDGED_LINES {
+        return Some(now);
+    }
+    // The lines to come, up to the judged ones, all matches or none: the two extremes.
+    let rest = SEARCH_JUDGED_LINES - total;
+    let could_be = now || verdict(matches + rest, SEARCH_JUDGED_LINES);
+    let could_not_be = !now || !verdict(matches, SEARCH_JUDGED_LINES);
+    match (could_be, could_not_be) {
+        (true, true) => None,
+        (yes, _) => Some(yes),
+    }
 }
 
 /// What a search trim removed.
