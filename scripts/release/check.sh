@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# Checks the release artifacts as a new user meets them, with no Rust on PATH:
+#   wheel  a fresh virtualenv: `pip install` the wheel, `import ctxgc`, `ctxgc --version`,
+#          ctxgc.trim and the `ctxgc trim` the wheel installed give the same bytes; `auditwheel
+#          show` names manylinux_2_28 or older.
+#   npm    an empty folder: `npm install` of the packed tarballs (offline: nothing but them),
+#          `npx ctxgc --version`, `npx ctxgc serve` answering /ctxgc/healthz and stopping on
+#          SIGTERM.
+#   image  `podman load`, then `podman run` with the image's own command: /ctxgc/healthz and
+#          its health check answer, it runs as a non-root user, it holds no compiler; and one
+#          request proxied to a scripted upstream on loopback, its large tool output trimmed.
+#
+#   scripts/release/check.sh DIST_DIR [wheel] [npm] [image]     (default: each one DIST_DIR holds)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+source "$root/scripts/lib/ports.sh"
+dist=$(cd "${1:?usage: check.sh DIST_DIR [wheel] [npm] [image]}" && pwd)
+shift
+ver=$(version)
+work=$(mktemp -d)
+pids=()
+containers=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for c in "${containers[@]}"; do podman "${podman_flags[@]}" rm -f "$c" >/dev/null 2>&1 || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() { echo "check: $*" >&2; exit 1; }
+# A PATH with the system's tools and none of Rust's: what a user without Rust has.
+bare_path=/usr/local/bin:/usr/bin:/bin
+no_rust() { ! PATH=$1 command -v cargo >/dev/null && ! PATH=$1 command -v rustc >/dev/null || fail "cargo or rustc on $1"; }
+healthz() { curl -sf -m 3 "http://127.0.0.1:$1/ctxgc/healthz" | grep -q '"ok"'; }
+
+check_wheel() {
+  local wheel venv tag
+  wheel=$(ls "$dist"/ctxgc-*-manylinux_*_x86_64.whl 2>/dev/null | head -1)
+  [ -n "$wheel" ] || fail "no x86_64 wheel in $dist"
+  venv=$work/venv
+  python3 -m venv "$venv"
+  no_rust "$venv/bin:$bare_path"
+  # No index: the wheel needs nothing but itself.
+  PATH=$venv/bin:$bare_path pip install -q --no-index "$wheel"
+  PATH=$venv/bin:$bare_path python -c "import ctxgc; assert ctxgc.__version__ == '$ver', ctxgc.__version__"
+  PATH=$venv/bin:$bare_path ctxgc --version | grep -q "^ctxgc $ver " || fail "ctxgc --version: $(PATH=$venv/bin:$bare_path ctxgc --version)"
+  PATH=$venv/bin:$bare_path python "$root/scripts/release/same_bytes.py" "$root/data/samples"
+  tag=$("$(release_tools)/auditwheel" show "$wheel" | tr -d '\n' | grep -o 'manylinux_2_[0-9]*_x86_64' | head -1)
+  [ -n "$tag" ] || fail "auditwheel show names no manylinux tag for $wheel"
+  [ "$(echo "$tag" | cut -d_ -f3)" -le 28 ] || fail "$wheel is $tag, newer than manylinux_2_28"
+  echo "wheel: $(basename "$wheel") installs without Rust, ctxgc $ver, auditwheel: $tag"
+}
+
+check_npm() {
+  local folder p pid
+  [ -f "$dist/ctxgc-$ver.tgz" ] && [ -f "$dist/ctxgc-linux-x64-$ver.tgz" ] || fail "no npm tarballs for $ver in $dist"
+  folder=$work/npm
+  mkdir -p "$folder/home"
+  no_rust "$bare_path"
+  local npm_env=(env -i "HOME=$folder/home" "PATH=$bare_path" npm_config_update_notifier=false)
+  (cd "$folder" && "${npm_env[@]}" npm install -q --offline --no-audit --no-fund \
+    "$dist/ctxgc-$ver.tgz" "$dist/ctxgc-linux-x64-$ver.tgz" >/dev/null)
+  (cd "$folder" && "${npm_env[@]}" npx --offline ctxgc --version) | grep -q "^ctxgc $ver " || fail "npx ctxgc --version"
+  # `npx ctxgc serve` in a session of its own, stopped as a terminal's Ctrl-C or a service
+  # manager stops it: a signal to the whole group. npm exec exits at once, killing its shell;
+  # the binary must still shut down gracefully, not be orphaned.
+  p=$(port)
+  (cd "$folder" && exec setsid "${npm_env[@]}" npx --offline ctxgc serve --listen "127.0.0.1:$p" \
+    --store memory) >"$work/npm-serve.log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  wait_port "$p" || { cat "$work/npm-serve.log" >&2; fail "npx ctxgc serve did not listen"; }
+  healthz "$p" || fail "npx ctxgc serve: /ctxgc/healthz"
+  kill -TERM -- "-$pid"
+  wait "$pid" || true
+  still_listening "$p" && fail "npx ctxgc serve still listens after SIGTERM"
+  # The package's own command alone, signalled alone: it passes SIGTERM to the binary and exits
+  # with the binary's status (0 after a graceful shutdown).
+  p=$(port)
+  "${npm_env[@]}" "$folder/node_modules/.bin/ctxgc" serve --listen "127.0.0.1:$p" --store memory \
+    >"$work/npm-bin.log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  wait_port "$p" || { cat "$work/npm-bin.log" >&2; fail "node_modules/.bin/ctxgc serve did not listen"; }
+  kill -TERM "$pid"
+  local status=0
+  wait "$pid" || status=$?
+  [ "$status" = 0 ] || { cat "$work/npm-bin.log" >&2; fail "node_modules/.bin/ctxgc serve exited $status on SIGTERM"; }
+  still_listening "$p" && fail "the binary still listens after its launcher exited"
+  echo "npm: ctxgc $ver and @ctxgc/linux-x64 install without Rust; npx ctxgc serve answers /ctxgc/healthz and stops on SIGTERM"
+}
+# still_listening PORT: true while something still listens on PORT 5 seconds on.
+still_listening() {
+  for _ in $(seq 50); do
+    python3 -c "import socket; socket.create_connection(('127.0.0.1', $1), 0.2)" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 0
+}
+
+# podman's flags: its defaults, or where they cannot run a container (a sandbox that refuses
+# cgroups through systemd and raising rlimits, as this project's machines do) runc with
+# cgroupfs and the process's own limits. CTXGC_PODMAN_FLAGS and CTXGC_PODMAN_RUN_FLAGS override.
+# The health check's timer needs systemd; the checks run it by hand (`podman healthcheck run`).
+podman_flags=()
+run_flags=(--health-interval disable)
+pick_podman_flags() {
+  local image=$1
+  if [ -n "${CTXGC_PODMAN_FLAGS+set}" ]; then
+    read -ra podman_flags <<<"$CTXGC_PODMAN_FLAGS"
+    read -ra extra <<<"${CTXGC_PODMAN_RUN_FLAGS:-}"
+    run_flags+=("${extra[@]}")
+  elif ! podman run --rm "${run_flags[@]}" --entrypoint /bin/true "$image" >/dev/null 2>&1; then
+    podman_flags=(--runtime runc --cgroup-manager cgroupfs)
+    run_flags+=(--ulimit "nofile=$(ulimit -n):$(ulimit -n)" --ulimit nproc=4096:4096)
+  fi
+  podman "${podman_flags[@]}" run --rm "${run_flags[@]}" --entrypoint /bin/true "$image" \
+    || fail "podman cannot run $image (flags: ${podman_flags[*]} ${run_flags[*]})"
+}
+
+check_image() {
+  local tar=$dist/ctxgc-image.tar image=localhost/ctxgc:$ver p c user
+  [ -f "$tar" ] || fail "no $tar"
+  podman load -q -i "$tar" >/dev/null
+  pick_podman_flags "$image"
+  local pm=(podman "${podman_flags[@]}")
+  # The image's own command, published on loopback.
+  p=$(port)
+  c=$("${pm[@]}" run -d "${run_flags[@]}" -p "127.0.0.1:$p:8787" "$image" 2>>"$work/podman.log")
+  containers+=("$c")
+  wait_port "$p" && for _ in $(seq 50); do healthz "$p" && break; sleep 0.1; done
+  healthz "$p" || { "${pm[@]}" logs "$c" >&2; fail "the image's ctxgc serve: /ctxgc/healthz"; }
+  "${pm[@]}" healthcheck run "$c" >/dev/null 2>>"$work/podman.log" || fail "the image's health check failed"
+  user=$("${pm[@]}" exec "$c" id -u)
+  [ "$user" != 0 ] || fail "the image runs as root"
+  # shellcheck disable=SC2016
+  "${pm[@]}" run --rm "${run_flags[@]}" --entrypoint /bin/bash "$image" -c \
+    'for c in cc gcc g++ c++ clang rustc cargo ld as tcc; do command -v $c && exit 1; done; exit 0' \
+    >/dev/null || fail "the image holds a compiler"
+  # One request through the image's proxy to a scripted upstream on the host's loopback.
+  local up record=$work/upstream.jsonl
+  up=$(port)
+  python3 "$root/scripts/conformance/upstream.py" "$up" "$record" 2>"$work/upstream.log" &
+  pids+=($!)
+  wait_port "$up" || fail "the scripted upstream did not start"
+  p=$(port)
+  c=$("${pm[@]}" run -d "${run_flags[@]}" --network host "$image" \
+    serve --listen "127.0.0.1:$p" --store memory --openai-upstream "http://127.0.0.1:$up" 2>>"$work/podman.log")
+  containers+=("$c")
+  wait_port "$p" || { "${pm[@]}" logs "$c" >&2; fail "the image's ctxgc serve on the host network"; }
+  python3 - "$p" "$record" <<'EOF' || { "${pm[@]}" logs "$c" >&2; fail "the request through the image"; }
+import json, sys, urllib.request
+port, record = sys.argv[1], sys.argv[2]
+log = "".join(f"compiling module {i} of 30000\n" for i in range(30000))
+log += "error[E0308]: mismatched types at src/lib.rs:42\nexit code 101\n"
+body = {"model": "gpt-5-mini", "messages": [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "Build the project and fix what fails."},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "shell", "arguments": "{\"command\": \"cargo build\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": log}],
+    "tools": [{"type": "function", "function": {"name": "shell", "parameters": {"type": "object",
+        "properties": {"command": {"type": "string"}}}}}]}
+request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
+    data=json.dumps(body).encode(), headers={"content-type": "application/json",
+    "authorization": "Bearer sk-test-image"})
+with urllib.request.urlopen(request, timeout=30) as response:
+    answer = json.load(response)
+assert answer["choices"][0]["message"], answer
+sent = [json.loads(line) for line in open(record)]
+assert len(sent) == 1, f"the upstream saw {len(sent)} requests"
+tool = [m for m in sent[0]["body"]["messages"] if m["role"] == "tool"][0]["content"]
+assert len(tool) < len(log) / 4 and "error[E0308]" in tool and "exit code 101" in tool, tool[:500]
+print(f"image: proxied one request, its {len(log):,}-byte tool output sent as {len(tool):,} bytes")
+EOF
+  echo "image: $image answers /ctxgc/healthz and its health check, runs as uid $user, holds no compiler"
+}
+
+wanted=("$@")
+if [ ${#wanted[@]} = 0 ]; then
+  ls "$dist"/ctxgc-*.whl >/dev/null 2>&1 && wanted+=(wheel)
+  [ -f "$dist/ctxgc-$ver.tgz" ] && wanted+=(npm)
+  [ -f "$dist/ctxgc-image.tar" ] && wanted+=(image)
+fi
+for what in "${wanted[@]}"; do
+  case $what in
+    wheel) check_wheel ;;
+    npm) check_npm ;;
+    image) check_image ;;
+    *) fail "unknown check $what (wheel, npm, image)" ;;
+  esac
+done

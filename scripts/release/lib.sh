@@ -1,0 +1,48 @@
+# What the release scripts share (sourced, not run): the pinned build tools, the version, the
+# targets, and the one build of the `ctxgc` binary that every artifact carries.
+#
+# The tools come from PyPI into a virtualenv cached under $CTXGC_CACHE (~/.cache/ctxgc): zig
+# (the `ziglang` package) links against an old glibc without Docker, cargo-zigbuild drives it,
+# maturin builds the wheel, auditwheel checks its tag.
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cache=${CTXGC_CACHE:-$HOME/.cache/ctxgc}
+# The oldest glibc the Linux artifacts run on: manylinux_2_28 (Debian 10+, Ubuntu 18.10+,
+# RHEL 8+), the baseline of today's manylinux wheels.
+glibc=2.28
+release_pins="maturin==1.16.0 ziglang==0.17.1 cargo-zigbuild==0.24.1 auditwheel==6.8.2"
+
+# release_tools: the virtualenv's bin folder, made once per set of pins.
+release_tools() {
+  local dir
+  dir=$cache/py-release-$(echo "$release_pins" | sha1sum | cut -c1-8)
+  if [ ! -x "$dir/bin/cargo-zigbuild" ] || [ ! -f "$dir/.complete" ]; then
+    rm -rf "$dir"
+    python3 -m venv "$dir" >&2
+    # shellcheck disable=SC2086
+    "$dir/bin/pip" install -q $release_pins >&2
+    touch "$dir/.complete"
+  fi
+  echo "$dir/bin"
+}
+
+# The workspace's version (Cargo.toml), which every artifact carries.
+version() { sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -1; }
+
+# Each target the Linux artifacts are built for: Rust's triple, npm's platform name, the
+# wheel's architecture.
+targets_known="x86_64 aarch64"
+rust_triple() { echo "$1-unknown-linux-gnu"; }
+npm_platform() { case $1 in x86_64) echo linux-x64 ;; aarch64) echo linux-arm64 ;; esac; }
+
+# build_binary ARCH: target/ARCH-unknown-linux-gnu/dist/ctxgc, linked against glibc $glibc by
+# zig.
+build_binary() {
+  local arch=$1 tools triple
+  tools=$(release_tools)
+  triple=$(rust_triple "$arch")
+  rustup target list --installed 2>/dev/null | grep -qx "$triple" || rustup target add "$triple" >&2
+  (cd "$root" && PATH=$tools:$PATH cargo zigbuild -q --locked --profile dist -p ctxgc-cli \
+    --target "$triple.$glibc")
+  echo "$root/target/$triple/dist/ctxgc"
+}
