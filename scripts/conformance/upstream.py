@@ -25,12 +25,13 @@ result, a recall of a trimmed output by its id), more large outputs, then a fina
 starts with "Done". Every request, its verdict and its response ids are appended to RECORD
 (JSON lines) for `check.py`.
 
-Usage: upstream.py PORT RECORD
+Usage: upstream.py PORT RECORD    (UPSTREAM_HOST: the address to bind, 127.0.0.1 by default)
 """
 import base64
 import gzip
 import hashlib
 import json
+import os
 import re
 import sys
 import threading
@@ -565,6 +566,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 if __name__ == "__main__":
-    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+    # Loopback, unless a test runs it inside a container network (UPSTREAM_HOST=0.0.0.0 there).
+    server = ThreadingHTTPServer((os.environ.get("UPSTREAM_HOST", "127.0.0.1"), int(sys.argv[1])), Handler)
     server.record = sys.argv[2]
     server.serve_forever()

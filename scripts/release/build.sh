@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every release artifact into dist/, with checksums, then checked as a new user meets them
-# (scripts/release/check.sh):
+# (scripts/release/check.sh; deploy/compose.yaml by scripts/release/compose-test.sh):
 #   ctxgc-VERSION-cp310-abi3-manylinux_2_28_{x86_64,aarch64}.whl   the bindings and the command
 #   ctxgc-VERSION.tgz, ctxgc-linux-{x64,arm64}-VERSION.tgz          npm packages (`npm pack`)
 #   ctxgc-image.tar                                                 the proxy's image (`podman save`)
@@ -55,4 +55,5 @@ if [ $check = 1 ]; then
   checks=()
   for what in wheel npm image; do wants $what && checks+=("$what"); done
   timed checks bash "$root/scripts/release/check.sh" "$out" "${checks[@]}"
+  if wants image; then timed compose bash "$root/scripts/release/compose-test.sh" "$out/ctxgc-image.tar"; fi
 fi

@@ -22,7 +22,7 @@ pids=()
 containers=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for c in "${containers[@]}"; do podman "${podman_flags[@]}" rm -f "$c" >/dev/null 2>&1 || true; done
+  for c in "${containers[@]}"; do podman rm -f -v "$c" >/dev/null 2>&1 || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -97,43 +97,24 @@ still_listening() {
   return 0
 }
 
-# podman's flags: its defaults, or where they cannot run a container (a sandbox that refuses
-# cgroups through systemd and raising rlimits, as this project's machines do) runc with
-# cgroupfs and the process's own limits. CTXGC_PODMAN_FLAGS and CTXGC_PODMAN_RUN_FLAGS override.
-# The health check's timer needs systemd; the checks run it by hand (`podman healthcheck run`).
-podman_flags=()
-run_flags=(--health-interval disable)
-pick_podman_flags() {
-  local image=$1
-  if [ -n "${CTXGC_PODMAN_FLAGS+set}" ]; then
-    read -ra podman_flags <<<"$CTXGC_PODMAN_FLAGS"
-    read -ra extra <<<"${CTXGC_PODMAN_RUN_FLAGS:-}"
-    run_flags+=("${extra[@]}")
-  elif ! podman run --rm "${run_flags[@]}" --entrypoint /bin/true "$image" >/dev/null 2>&1; then
-    podman_flags=(--runtime runc --cgroup-manager cgroupfs)
-    run_flags+=(--ulimit "nofile=$(ulimit -n):$(ulimit -n)" --ulimit nproc=4096:4096)
-  fi
-  podman "${podman_flags[@]}" run --rm "${run_flags[@]}" --entrypoint /bin/true "$image" \
-    || fail "podman cannot run $image (flags: ${podman_flags[*]} ${run_flags[*]})"
-}
-
 check_image() {
   local tar=$dist/ctxgc-image.tar image=localhost/ctxgc:$ver p c user
   [ -f "$tar" ] || fail "no $tar"
   podman load -q -i "$tar" >/dev/null
-  pick_podman_flags "$image"
-  local pm=(podman "${podman_flags[@]}")
+  podman_ready "$image" "$work" || fail "podman cannot run the image"
+  # The health check's timer needs systemd; the check runs it by hand (`podman healthcheck run`).
+  local run_flags=(--health-interval disable)
   # The image's own command, published on loopback.
   p=$(port)
-  c=$("${pm[@]}" run -d "${run_flags[@]}" -p "127.0.0.1:$p:8787" "$image" 2>>"$work/podman.log")
+  c=$(podman run -d "${run_flags[@]}" -p "127.0.0.1:$p:8787" "$image" 2>>"$work/podman.log")
   containers+=("$c")
   wait_port "$p" && for _ in $(seq 50); do healthz "$p" && break; sleep 0.1; done
-  healthz "$p" || { "${pm[@]}" logs "$c" >&2; fail "the image's ctxgc serve: /ctxgc/healthz"; }
-  "${pm[@]}" healthcheck run "$c" >/dev/null 2>>"$work/podman.log" || fail "the image's health check failed"
-  user=$("${pm[@]}" exec "$c" id -u)
+  healthz "$p" || { podman logs "$c" >&2; fail "the image's ctxgc serve: /ctxgc/healthz"; }
+  podman healthcheck run "$c" >/dev/null 2>>"$work/podman.log" || fail "the image's health check failed"
+  user=$(podman exec "$c" id -u)
   [ "$user" != 0 ] || fail "the image runs as root"
   # shellcheck disable=SC2016
-  "${pm[@]}" run --rm "${run_flags[@]}" --entrypoint /bin/bash "$image" -c \
+  podman run --rm "${run_flags[@]}" --entrypoint /bin/bash "$image" -c \
     'for c in cc gcc g++ c++ clang rustc cargo ld as tcc; do command -v $c && exit 1; done; exit 0' \
     >/dev/null || fail "the image holds a compiler"
   # One request through the image's proxy to a scripted upstream on the host's loopback.
@@ -143,11 +124,11 @@ check_image() {
   pids+=($!)
   wait_port "$up" || fail "the scripted upstream did not start"
   p=$(port)
-  c=$("${pm[@]}" run -d "${run_flags[@]}" --network host "$image" \
+  c=$(podman run -d "${run_flags[@]}" --network host "$image" \
     serve --listen "127.0.0.1:$p" --store memory --openai-upstream "http://127.0.0.1:$up" 2>>"$work/podman.log")
   containers+=("$c")
-  wait_port "$p" || { "${pm[@]}" logs "$c" >&2; fail "the image's ctxgc serve on the host network"; }
-  python3 - "$p" "$record" <<'EOF' || { "${pm[@]}" logs "$c" >&2; fail "the request through the image"; }
+  wait_port "$p" || { podman logs "$c" >&2; fail "the image's ctxgc serve on the host network"; }
+  python3 - "$p" "$record" <<'EOF' || { podman logs "$c" >&2; fail "the request through the image"; }
 import json, sys, urllib.request
 port, record = sys.argv[1], sys.argv[2]
 log = "".join(f"compiling module {i} of 30000\n" for i in range(30000))

@@ -46,3 +46,24 @@ build_binary() {
     --target "$triple.$glibc")
   echo "$root/target/$triple/dist/ctxgc"
 }
+
+# podman_ready IMAGE FOLDER: podman runs IMAGE with its defaults, or else, where they cannot run a
+# container (a sandbox refusing systemd's cgroups and raised rlimits, as this project's machines
+# do), with runc, cgroupfs and this process's own limits, through a containers.conf written to
+# FOLDER and named by CONTAINERS_CONF (exported). A CONTAINERS_CONF already set is left alone.
+podman_ready() {
+  local image=$1 folder=$2
+  if [ -z "${CONTAINERS_CONF:-}" ] \
+    && ! podman run --rm --health-interval disable --entrypoint /bin/true "$image" >/dev/null 2>&1; then
+    cat > "$folder/containers.conf" <<CONF
+[containers]
+default_ulimits = ["nofile=$(ulimit -n):$(ulimit -n)", "nproc=4096:4096"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+CONF
+    export CONTAINERS_CONF=$folder/containers.conf
+  fi
+  podman run --rm --health-interval disable --entrypoint /bin/true "$image" >/dev/null \
+    || { echo "podman cannot run $image (CONTAINERS_CONF=${CONTAINERS_CONF:-})" >&2; return 1; }
+}
