@@ -43,7 +43,7 @@ check_wheel() {
   PATH=$venv/bin:$bare_path pip install -q --no-index "$wheel"
   PATH=$venv/bin:$bare_path python -c "import ctxgc; assert ctxgc.__version__ == '$ver', ctxgc.__version__"
   PATH=$venv/bin:$bare_path ctxgc --version | grep -q "^ctxgc $ver " || fail "ctxgc --version: $(PATH=$venv/bin:$bare_path ctxgc --version)"
-  PATH=$venv/bin:$bare_path python "$root/scripts/release/same_bytes.py" "$root/data/samples"
+  PATH=$venv/bin:$bare_path python "$root/scripts/release/same_bytes.py" "$root/crates/ctxgc-cli/samples"
   tag=$("$(release_tools)/auditwheel" show "$wheel" | tr -d '\n' | grep -o 'manylinux_2_[0-9]*_x86_64' | head -1)
   [ -n "$tag" ] || fail "auditwheel show names no manylinux tag for $wheel"
   [ "$(echo "$tag" | cut -d_ -f3)" -le 28 ] || fail "$wheel is $tag, newer than manylinux_2_28"

@@ -12,18 +12,22 @@ cache=${CTXGC_CACHE:-$HOME/.cache/ctxgc}
 glibc=2.28
 release_pins="maturin==1.16.0 ziglang==0.17.1 cargo-zigbuild==0.24.1 auditwheel==6.8.2"
 
-# release_tools: the virtualenv's bin folder, made once per set of pins.
+# release_tools: the virtualenv's folder of commands (bin/, or Scripts/ on Windows), made once
+# per set of pins.
 release_tools() {
-  local dir
+  local dir python bin
   dir=$cache/py-release-$(echo "$release_pins" | sha1sum | cut -c1-8)
-  if [ ! -x "$dir/bin/cargo-zigbuild" ] || [ ! -f "$dir/.complete" ]; then
+  bin=$dir/bin; [ -d "$dir/Scripts" ] && bin=$dir/Scripts
+  if [ ! -f "$dir/.complete" ]; then
     rm -rf "$dir"
-    python3 -m venv "$dir" >&2
+    python=python3; command -v python3 >/dev/null || python=python
+    "$python" -m venv "$dir" >&2
+    bin=$dir/bin; [ -d "$dir/Scripts" ] && bin=$dir/Scripts
     # shellcheck disable=SC2086
-    "$dir/bin/pip" install -q $release_pins >&2
+    "$bin/python" -m pip install -q $release_pins >&2
     touch "$dir/.complete"
   fi
-  echo "$dir/bin"
+  echo "$bin"
 }
 
 # The workspace's version (Cargo.toml), which every artifact carries.

@@ -1,6 +1,6 @@
 """The installed wheel's two ways in give the same bytes: ``ctxgc.trim`` in-process and the
 ``ctxgc trim`` command the wheel put on PATH, on every tool output of the bundled sample
-trajectories (``data/samples``, real mini-swe-agent sessions).
+trajectories (``crates/ctxgc-cli/samples``, real mini-swe-agent sessions).
 
 Usage: python same_bytes.py SAMPLES_DIR
 """

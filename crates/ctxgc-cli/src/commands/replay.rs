@@ -102,30 +102,30 @@ pub struct ReplayArgs {
 const SAMPLES: &[(&str, &[u8])] = &[
     (
         "django__django-11885.traj.json",
-        include_bytes!("../../../../data/samples/django__django-11885.traj.json"),
+        include_bytes!("../../samples/django__django-11885.traj.json"),
     ),
     (
         "django__django-14725.traj.json",
-        include_bytes!("../../../../data/samples/django__django-14725.traj.json"),
+        include_bytes!("../../samples/django__django-14725.traj.json"),
     ),
     (
         "scikit-learn__scikit-learn-13328.traj.json",
-        include_bytes!("../../../../data/samples/scikit-learn__scikit-learn-13328.traj.json"),
+        include_bytes!("../../samples/scikit-learn__scikit-learn-13328.traj.json"),
     ),
     (
         "sympy__sympy-15875.traj.json",
-        include_bytes!("../../../../data/samples/sympy__sympy-15875.traj.json"),
+        include_bytes!("../../samples/sympy__sympy-15875.traj.json"),
     ),
     (
         "gpt4__swe-bench-dev-easy_first_only__default__t-0.00__p-0.95__pydicom__pydicom-1458.traj",
         include_bytes!(
-            "../../../../data/samples/gpt4__swe-bench-dev-easy_first_only__default__t-0.00__p-0.95__pydicom__pydicom-1458.traj"
+            "../../samples/gpt4__swe-bench-dev-easy_first_only__default__t-0.00__p-0.95__pydicom__pydicom-1458.traj"
         ),
     ),
     (
         "replay__marshmallow-code__marshmallow-1867__function_calling__marshmallow-code__marshmallow-1867.traj",
         include_bytes!(
-            "../../../../data/samples/replay__marshmallow-code__marshmallow-1867__function_calling__marshmallow-code__marshmallow-1867.traj"
+            "../../samples/replay__marshmallow-code__marshmallow-1867__function_calling__marshmallow-code__marshmallow-1867.traj"
         ),
     ),
 ];

@@ -667,7 +667,7 @@ fn snapshots_of_real_sessions() {
         ("django__django-11885", 16_000),
     ] {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join(format!("../../data/samples/{file}.traj.json"));
+            .join(format!("../ctxgc-cli/samples/{file}.traj.json"));
         let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
         let source = real_transcript(&doc);
         let mut session = Session::new(file, window, &Config::default(), ProviderFamily::Openai);
