@@ -5,6 +5,8 @@
 # under ~/.cache/ctxgc and reused. Needs target/release/ctxgc (built here) and ../shared.
 #
 #   bindings/python/ci.sh [--wheel-only]   (--wheel-only: build target/wheels/ctxgc-*.whl and stop)
+#
+# The wheel's build tools (maturin, zig, cargo-zigbuild) come from scripts/release/lib.sh.
 set -euo pipefail
 cd "$(dirname "$0")"
 wheel_only=0; [ "${1:-}" = --wheel-only ] && wheel_only=1
@@ -14,7 +16,7 @@ mkdir -p "$cache"
 
 # name | what pip installs (pinned: the versions the integrations are tested against)
 venvs=(
-  "tools|maturin==1.16.0 ruff==0.14.0 pytest==9.0.1"
+  "tools|ruff==0.14.0 pytest==9.0.1"
   "hermes|hermes-agent==0.19.0 pytest==9.0.1"
   "langchain|langchain==1.5.2 pytest==9.0.1"
   "agents|openai-agents==0.24.0 pytest==9.0.1"
@@ -35,10 +37,11 @@ for entry in "${venvs[@]}"; do
 done
 tools=$(venv_dir tools "${venvs[0]#*|}")
 
+# The wheel users install (scripts/release/wheel.sh: manylinux_2_28 by zig, the `ctxgc` command
+# inside), so the suites below test what ships.
 wheels=$root/target/wheels
 rm -rf "$wheels"
-"$tools/bin/maturin" build --release -q -o "$wheels"
-wheel=$(ls "$wheels"/ctxgc-*.whl)
+wheel=$(bash "$root/scripts/release/wheel.sh" "$wheels")
 [ $wheel_only = 1 ] && exit 0
 
 "$tools/bin/ruff" check python tests bench.py
@@ -59,7 +62,8 @@ run() { # venv-name test-file
   done
   "$dir/bin/pip" install -q --force-reinstall --no-deps "$wheel"
   "$dir/bin/python" -c "import ctxgc"
-  "$dir/bin/python" -m pytest -q -p no:cacheprovider "$2"
+  # The `ctxgc` command the wheel installed is the one the library is held against.
+  CTXGC_BIN=$dir/bin/ctxgc "$dir/bin/python" -m pytest -q -p no:cacheprovider "$2"
 }
 run tools tests/test_bindings.py
 run hermes tests/test_hermes.py
