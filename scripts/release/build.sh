@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every release artifact into dist/, with checksums, then checked as a new user meets them
 # (scripts/release/check.sh; deploy/compose.yaml by scripts/release/compose-test.sh):
-#   ctxgc-VERSION-cp310-abi3-manylinux_2_28_{x86_64,aarch64}.whl   the bindings and the command
+#   ctxgc-VERSION-cp39-abi3-manylinux_2_28_{x86_64,aarch64}.whl   the bindings and the command
 #   ctxgc-VERSION.tgz, ctxgc-linux-{x64,arm64}-VERSION.tgz          npm packages (`npm pack`)
 #   ctxgc-image.tar                                                 the proxy's image (`podman save`)
 #   SHA256SUMS

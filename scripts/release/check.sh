@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks the release artifacts as a new user meets them, with no Rust on PATH:
-#   wheel  a fresh virtualenv: `pip install` the wheel, `import ctxgc`, `ctxgc --version`,
-#          ctxgc.trim and the `ctxgc trim` the wheel installed give the same bytes; `auditwheel
-#          show` names manylinux_2_28 or older.
+#   wheel  a fresh virtualenv for each CPython 3.9+ the machine has: `pip install` the wheel,
+#          `import ctxgc`, `ctxgc --version`, ctxgc.trim and the `ctxgc trim` the wheel installed
+#          give the same bytes; `auditwheel show` names manylinux_2_28 or older.
 #   npm    an empty folder: `npm install` of the packed tarballs (offline: nothing but them),
 #          `npx ctxgc --version`, `npx ctxgc serve` answering /ctxgc/healthz and stopping on
 #          SIGTERM.
@@ -32,22 +32,41 @@ bare_path=/usr/local/bin:/usr/bin:/bin
 no_rust() { ! PATH=$1 command -v cargo >/dev/null && ! PATH=$1 command -v rustc >/dev/null || fail "cargo or rustc on $1"; }
 healthz() { curl -sf -m 3 "http://127.0.0.1:$1/ctxgc/healthz" | grep -q '"ok"'; }
 
+# interpreter python3.X: the path of that CPython, on PATH or among pyenv's versions (whose shims
+# answer only for the version pyenv has selected); fails when the machine has none.
+interpreter() {
+  local found
+  found=$("$1" -c 'import sys; print(sys.executable)' 2>/dev/null) && { echo "$found"; return; }
+  for found in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"${1#python}".*/bin/"$1"; do
+    [ -x "$found" ] && { echo "$found"; return; }
+  done
+  return 1
+}
+
 check_wheel() {
-  local wheel venv tag
+  local wheel venv tag py python checked=()
   wheel=$(ls "$dist"/ctxgc-*-manylinux_*_x86_64.whl 2>/dev/null | head -1)
   [ -n "$wheel" ] || fail "no x86_64 wheel in $dist"
-  venv=$work/venv
-  python3 -m venv "$venv"
-  no_rust "$venv/bin:$bare_path"
-  # No index: the wheel needs nothing but itself.
-  PATH=$venv/bin:$bare_path pip install -q --no-index "$wheel"
-  PATH=$venv/bin:$bare_path python -c "import ctxgc; assert ctxgc.__version__ == '$ver', ctxgc.__version__"
-  PATH=$venv/bin:$bare_path ctxgc --version | grep -q "^ctxgc $ver " || fail "ctxgc --version: $(PATH=$venv/bin:$bare_path ctxgc --version)"
-  PATH=$venv/bin:$bare_path python "$root/scripts/release/same_bytes.py" "$root/crates/ctxgc-cli/samples"
+  # The one abi3 wheel in every CPython this machine has, from the oldest it claims (3.9).
+  for py in python3.9 python3.10 python3.11 python3.12 python3.13 python3.14; do
+    python=$(interpreter "$py") || continue
+    venv=$work/venv-$py
+    "$python" -m venv "$venv"
+    no_rust "$venv/bin:$bare_path"
+    # No index: the wheel needs nothing but itself.
+    PATH=$venv/bin:$bare_path pip install -q --no-index --disable-pip-version-check "$wheel"
+    PATH=$venv/bin:$bare_path python -c "import ctxgc; assert ctxgc.__version__ == '$ver', ctxgc.__version__"
+    PATH=$venv/bin:$bare_path ctxgc --version | grep -q "^ctxgc $ver " \
+      || fail "ctxgc --version: $(PATH=$venv/bin:$bare_path ctxgc --version)"
+    PATH=$venv/bin:$bare_path python "$root/scripts/release/same_bytes.py" "$root/crates/ctxgc-cli/samples" >/dev/null \
+      || fail "$py: ctxgc.trim and the installed ctxgc trim differ"
+    checked+=("$("$python" -c 'import platform; print(platform.python_version())')")
+  done
+  [ ${#checked[@]} -gt 0 ] || fail "no CPython 3.9+ on this machine"
   tag=$("$(release_tools)/auditwheel" show "$wheel" | tr -d '\n' | grep -o 'manylinux_2_[0-9]*_x86_64' | head -1)
   [ -n "$tag" ] || fail "auditwheel show names no manylinux tag for $wheel"
   [ "$(echo "$tag" | cut -d_ -f3)" -le 28 ] || fail "$wheel is $tag, newer than manylinux_2_28"
-  echo "wheel: $(basename "$wheel") installs without Rust, ctxgc $ver, auditwheel: $tag"
+  echo "wheel: $(basename "$wheel") installs without Rust in CPython ${checked[*]}: import ctxgc, ctxgc $ver, ctxgc.trim = ctxgc trim; auditwheel: $tag"
 }
 
 check_npm() {
@@ -116,7 +135,7 @@ check_image() {
   # shellcheck disable=SC2016
   podman run --rm "${run_flags[@]}" --entrypoint /bin/bash "$image" -c \
     'for c in cc gcc g++ c++ clang rustc cargo ld as tcc; do command -v $c && exit 1; done; exit 0' \
-    >/dev/null || fail "the image holds a compiler"
+    >/dev/null 2>>"$work/podman.log" || fail "the image holds a compiler"
   # One request through the image's proxy to a scripted upstream on the host's loopback.
   local up record=$work/upstream.jsonl
   up=$(port)

@@ -68,6 +68,6 @@ cgroup_manager = "cgroupfs"
 CONF
     export CONTAINERS_CONF=$folder/containers.conf
   fi
-  podman run --rm --health-interval disable --entrypoint /bin/true "$image" >/dev/null \
+  podman run --rm --health-interval disable --entrypoint /bin/true "$image" >/dev/null 2>&1 \
     || { echo "podman cannot run $image (CONTAINERS_CONF=${CONTAINERS_CONF:-})" >&2; return 1; }
 }

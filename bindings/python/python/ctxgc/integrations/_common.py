@@ -56,7 +56,7 @@ def render_object(value: Any) -> str | None:
             return None
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         value = dataclasses.asdict(value)
-    if not isinstance(value, dict | list | tuple):
+    if not isinstance(value, (dict, list, tuple)):
         return None
     try:
         return json.dumps(value, indent=2, ensure_ascii=False, default=str)
