@@ -423,7 +423,17 @@ fn step_unchecked(
     };
     // 4. The new lineage covers the client messages before the tail.
     // Prompt index i >= kept is client index covered + (i - kept).
-    let covered = lineage.as_ref().map_or(tail, |l| l.covered + (tail - kept));
+    // A tail inside the kept prefix is a plan the lineage cannot follow: an error (the request
+    // fails open, counted), never an underflow.
+    let covered = match &lineage {
+        None => tail,
+        Some(l) => {
+            l.covered
+                + tail.checked_sub(kept).ok_or(ProxyError::Boundary {
+                    at: plan.tail_start,
+                })?
+        }
+    };
     // Judged as the session engine judges its events: two ineffective ones in a row stop them.
     let before = tokens.iter().sum::<usize>() + scale(fixed);
     let (estimated, integrity) = estimate(&mut counter, &prompt);

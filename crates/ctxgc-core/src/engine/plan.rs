@@ -329,8 +329,10 @@ fn fit_window(
     let pruned = (!edits.is_empty()).then(|| {
         edits.sort_by_key(|e| e.index);
         // The tail starts after the last edit: a later event may still compact what is older.
+        // Never inside what an earlier event rewrote (`frozen`): the lineage's new cover is
+        // counted from there.
         let last = edits.last().map_or(0, |e| e.index);
-        let tail_start = (last + 1..messages.len())
+        let tail_start = ((last + 1).max(input.frozen)..messages.len())
             .find(|&i| segments::is_boundary(messages, i))
             .unwrap_or(messages.len());
         Plan {

@@ -1576,3 +1576,63 @@ fn a_prompt_past_the_window_is_cut_to_fit_the_newest_output_too() {
         + 3;
     assert!(total <= policy.prompt_limit(window), "{total}");
 }
+
+/// A prompt past the window whose older outputs lie in what an earlier event already rewrote
+/// (`frozen`): the event that makes it fit may cut them, but its tail never starts inside that
+/// prefix (the proxy's lineage counts its new cover from there; a tail before it underflowed
+/// and failed the request open, as Claude Code's conformance run showed).
+#[test]
+fn a_window_fit_never_starts_its_tail_inside_what_an_earlier_event_kept() {
+    let policy = Policy::default();
+    let counter = TokenCounter::openai();
+    let log = |n: usize, seed: usize| {
+        (0..n)
+            .map(|i| format!("line {i}: {}\n", words(8, seed + i)))
+            .collect::<String>()
+    };
+    let mut messages = vec![
+        Message::text(Role::System, "You are a coding agent."),
+        Message::text(Role::User, "Fix the build."),
+    ];
+    for (i, output) in [log(400, 1), log(400, 2), "ok\n".to_owned()]
+        .into_iter()
+        .enumerate()
+    {
+        let id = format!("c{i}");
+        messages.push(Message {
+            role: Role::Assistant,
+            content: vec![call(&id, "bash", serde_json::json!({"command": "make"}))],
+            usage: None,
+        });
+        messages.push(Message::tool_result(id, Some("bash".into()), output, false));
+    }
+    let mut counting = TokenCounter::openai();
+    let tokens: Vec<usize> = messages.iter().map(|m| counting.count_message(m)).collect();
+    let metas = std::collections::BTreeMap::new();
+    // Everything but the newest output is what the earlier event's lineage holds.
+    let frozen = messages.len() - 1;
+    let input = plan::PlanInput {
+        messages: &messages,
+        tokens: &tokens,
+        fixed_tokens: 3,
+        metas: &metas,
+        window: 8_000,
+        frozen,
+        cache_cold: false,
+        cache_prices: None,
+        may_compact: false,
+        enforce_window: true,
+    };
+    assert!(plan::must_fit(&input, &policy), "{}", input.total());
+    let plan = plan::plan(&input, &policy, &counter).expect("an event");
+    assert!(plan.fits_window, "{plan:?}");
+    assert!(
+        plan.edits.iter().all(|e| e.index < frozen),
+        "the older outputs are what it cuts: {plan:?}"
+    );
+    assert!(
+        plan.tail_start >= frozen,
+        "tail {} inside the kept prefix ({frozen})",
+        plan.tail_start
+    );
+}
