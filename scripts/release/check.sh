@@ -147,31 +147,8 @@ check_image() {
     serve --listen "127.0.0.1:$p" --store memory --openai-upstream "http://127.0.0.1:$up" 2>>"$work/podman.log")
   containers+=("$c")
   wait_port "$p" || { podman logs "$c" >&2; fail "the image's ctxgc serve on the host network"; }
-  python3 - "$p" "$record" <<'EOF' || { podman logs "$c" >&2; fail "the request through the image"; }
-import json, sys, urllib.request
-port, record = sys.argv[1], sys.argv[2]
-log = "".join(f"compiling module {i} of 30000\n" for i in range(30000))
-log += "error[E0308]: mismatched types at src/lib.rs:42\nexit code 101\n"
-body = {"model": "gpt-5-mini", "messages": [
-    {"role": "system", "content": "You are a coding agent."},
-    {"role": "user", "content": "Build the project and fix what fails."},
-    {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
-        "function": {"name": "shell", "arguments": "{\"command\": \"cargo build\"}"}}]},
-    {"role": "tool", "tool_call_id": "call_1", "content": log}],
-    "tools": [{"type": "function", "function": {"name": "shell", "parameters": {"type": "object",
-        "properties": {"command": {"type": "string"}}}}}]}
-request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
-    data=json.dumps(body).encode(), headers={"content-type": "application/json",
-    "authorization": "Bearer sk-test-image"})
-with urllib.request.urlopen(request, timeout=30) as response:
-    answer = json.load(response)
-assert answer["choices"][0]["message"], answer
-sent = [json.loads(line) for line in open(record)]
-assert len(sent) == 1, f"the upstream saw {len(sent)} requests"
-tool = [m for m in sent[0]["body"]["messages"] if m["role"] == "tool"][0]["content"]
-assert len(tool) < len(log) / 4 and "error[E0308]" in tool and "exit code 101" in tool, tool[:500]
-print(f"image: proxied one request, its {len(log):,}-byte tool output sent as {len(tool):,} bytes")
-EOF
+  python3 "$root/scripts/release/trimmed_request.py" "$record" "$p" | sed 's/^/image: /' \
+    || { podman logs "$c" >&2; fail "the request through the image"; }
   echo "image: $image answers /ctxgc/healthz and its health check, runs as uid $user, holds no compiler"
 }
 

@@ -60,34 +60,8 @@ for p in "$p1" "$p2"; do
   curl -sf -m 2 "http://127.0.0.1:$p/ctxgc/healthz" | grep -q '"ok"' || fail "replica on $p: /ctxgc/healthz"
   curl -sf -m 2 "http://127.0.0.1:$p/ctxgc/readyz" >/dev/null || fail "replica on $p: /ctxgc/readyz (the store)"
 done
-python3 - "$p1" "$p2" "$work/record/upstream.jsonl" <<'EOF' || fail "requests through the replicas"
-import json, sys, time, urllib.request
-ports, record = sys.argv[1:3], sys.argv[3]
-log = "".join(f"compiling module {i} of 30000\n" for i in range(30000))
-log += "error[E0308]: mismatched types at src/lib.rs:42\nexit code 101\n"
-for n, port in enumerate(ports):
-    body = {"model": "gpt-5-mini", "messages": [
-        {"role": "system", "content": "You are a coding agent."},
-        {"role": "user", "content": f"Build the project and fix what fails ({n})."},
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
-            "function": {"name": "shell", "arguments": "{\"command\": \"cargo build\"}"}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": log}]}
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions",
-        data=json.dumps(body).encode(), headers={"content-type": "application/json",
-        "authorization": "Bearer sk-test-compose"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        assert json.load(response)["choices"], port
-for _ in range(50):
-    sent = [json.loads(line) for line in open(record)] if __import__("os").path.exists(record) else []
-    if len(sent) == 2:
-        break
-    time.sleep(0.1)
-assert len(sent) == 2, f"the upstream saw {len(sent)} requests"
-for request in sent:
-    tool = [m for m in request["body"]["messages"] if m["role"] == "tool"][0]["content"]
-    assert len(tool) < len(log) / 4 and "error[E0308]" in tool, tool[:300]
-print(f"compose: one request through each replica, each {len(log):,}-byte output sent trimmed")
-EOF
+python3 "$root/scripts/release/trimmed_request.py" "$work/record/upstream.jsonl" "$p1" "$p2" \
+  | sed 's/^/compose: /' || fail "requests through the replicas"
 redis=${project}_redis_1
 keys=$(podman exec "$redis" redis-cli --scan | sort)
 secrets=$(echo "$keys" | grep -c 'tenant-secret' || true)

@@ -1486,29 +1486,20 @@ fn a_session_told_the_providers_counts_never_passes_the_window() {
     );
 }
 
-/// When older outputs are not enough, the newest output is cut to what fits, around its
-/// original's id: a request past the window would fail.
-#[test]
-fn a_prompt_past_the_window_is_cut_to_fit_the_newest_output_too() {
-    let policy = Policy::default();
-    let counter = TokenCounter::openai();
-    let log = |n: usize, seed: usize| {
-        (0..n)
-            .map(|i| format!("line {i}: {}\n", words(8, seed + i)))
-            .collect::<String>()
-    };
-    let newest = log(600, 7)
-        + "error[E0308]: mismatched types in src/lib.rs\n"
-        + &log(600, 9)
-        + "exit status: 1\n";
+/// `n` numbered lines of words: a build log that says nothing in particular.
+fn log(n: usize, seed: usize) -> String {
+    (0..n)
+        .map(|i| format!("line {i}: {}\n", words(8, seed + i)))
+        .collect()
+}
+
+/// A system prompt, the user's task, then one `make` call per output with its result.
+fn make_session<const N: usize>(outputs: [String; N]) -> Vec<Message> {
     let mut messages = vec![
         Message::text(Role::System, "You are a coding agent."),
         Message::text(Role::User, "Fix the build."),
     ];
-    for (i, output) in [log(150, 1), log(150, 2), newest.clone()]
-        .into_iter()
-        .enumerate()
-    {
+    for (i, output) in outputs.into_iter().enumerate() {
         let id = format!("c{i}");
         messages.push(Message {
             role: Role::Assistant,
@@ -1517,6 +1508,20 @@ fn a_prompt_past_the_window_is_cut_to_fit_the_newest_output_too() {
         });
         messages.push(Message::tool_result(id, Some("bash".into()), output, false));
     }
+    messages
+}
+
+/// When older outputs are not enough, the newest output is cut to what fits, around its
+/// original's id: a request past the window would fail.
+#[test]
+fn a_prompt_past_the_window_is_cut_to_fit_the_newest_output_too() {
+    let policy = Policy::default();
+    let counter = TokenCounter::openai();
+    let newest = log(600, 7)
+        + "error[E0308]: mismatched types in src/lib.rs\n"
+        + &log(600, 9)
+        + "exit status: 1\n";
+    let messages = make_session([log(150, 1), log(150, 2), newest.clone()]);
     let mut counting = TokenCounter::openai();
     let tokens: Vec<usize> = messages.iter().map(|m| counting.count_message(m)).collect();
     let metas = std::collections::BTreeMap::new();
@@ -1585,27 +1590,7 @@ fn a_prompt_past_the_window_is_cut_to_fit_the_newest_output_too() {
 fn a_window_fit_never_starts_its_tail_inside_what_an_earlier_event_kept() {
     let policy = Policy::default();
     let counter = TokenCounter::openai();
-    let log = |n: usize, seed: usize| {
-        (0..n)
-            .map(|i| format!("line {i}: {}\n", words(8, seed + i)))
-            .collect::<String>()
-    };
-    let mut messages = vec![
-        Message::text(Role::System, "You are a coding agent."),
-        Message::text(Role::User, "Fix the build."),
-    ];
-    for (i, output) in [log(400, 1), log(400, 2), "ok\n".to_owned()]
-        .into_iter()
-        .enumerate()
-    {
-        let id = format!("c{i}");
-        messages.push(Message {
-            role: Role::Assistant,
-            content: vec![call(&id, "bash", serde_json::json!({"command": "make"}))],
-            usage: None,
-        });
-        messages.push(Message::tool_result(id, Some("bash".into()), output, false));
-    }
+    let messages = make_session([log(400, 1), log(400, 2), "ok\n".to_owned()]);
     let mut counting = TokenCounter::openai();
     let tokens: Vec<usize> = messages.iter().map(|m| counting.count_message(m)).collect();
     let metas = std::collections::BTreeMap::new();
