@@ -442,8 +442,8 @@ fn kill_9_in_the_middle_of_load_loses_no_stored_original() {
                 {"role": "user", "content": task}
             ]}),
         };
-        let session = ctxgc_proxy::identity::session(
-            &ctxgc_proxy::identity::Tenant::anonymous(),
+        let session = ctxgc_proxy::intake::identity::session(
+            &ctxgc_proxy::intake::identity::Tenant::anonymous(),
             &request,
             &Default::default(),
         );

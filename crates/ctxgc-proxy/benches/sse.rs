@@ -6,8 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ctxgc_formats::Api;
-use ctxgc_proxy::splice::Splicer;
-use ctxgc_proxy::sse::Framer;
+use ctxgc_proxy::agent::splice::Splicer;
+use ctxgc_proxy::wire::sse::Framer;
 use divan::{Bencher, black_box, counter::BytesCount};
 
 fn main() {
@@ -96,7 +96,7 @@ fn json_tap_2kb_chunks(bencher: Bencher, bytes: usize) {
     .to_string()
     .into_bytes();
     bencher.counter(BytesCount::new(body.len())).bench(|| {
-        let mut tap = ctxgc_proxy::relay::Tap::new(
+        let mut tap = ctxgc_proxy::upstream::tap::Tap::new(
             Api::ChatCompletions,
             ctxgc_core::store::SessionId::new("s"),
             false,

@@ -8,8 +8,8 @@
 use std::time::Instant;
 
 use ctxgc_formats::{Api, ApiRequest};
-use ctxgc_proxy::identity::{self, Tenant};
-use ctxgc_proxy::rewrite::{RewriteSettings, TrimMemo, rewrite_with};
+use ctxgc_proxy::intake::identity::{self, Tenant};
+use ctxgc_proxy::rewrite::request::{RewriteSettings, TrimMemo, rewrite_with};
 
 fn main() {
     let path = std::env::args().nth(1).expect("a request body file");

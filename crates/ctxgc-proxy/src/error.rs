@@ -91,7 +91,7 @@ pub enum ProxyError {
 }
 
 impl ProxyError {
-    /// The kind of failure, as metrics label it (`crate::metrics::CAUSES`).
+    /// The kind of failure, as metrics label it (`crate::observe::metrics::CAUSES`).
     pub(crate) fn cause(&self) -> &'static str {
         match self {
             ProxyError::Store(_) => "store",

@@ -1,5 +1,5 @@
 //! The server: its routes and its accept loop. Each API route hands its requests to
-//! [`crate::handler`]; the proxy's own routes answer from the state.
+//! [`crate::route`]; the proxy's own routes answer from the state.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,8 +12,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use ctxgc_formats::Api;
 
-use crate::handler::{api_request, passthrough};
 use crate::reply::json;
+use crate::route::api_request;
+use crate::route::send::passthrough;
 use crate::state::AppState;
 
 /// The API routes the pipeline serves; every other path is forwarded untouched.
@@ -78,7 +79,7 @@ async fn dashboard() -> Response {
             ),
             ("cache-control", "no-store"),
         ],
-        include_str!("dashboard.html"),
+        include_str!("observe/dashboard.html"),
     )
         .into_response()
 }
@@ -226,10 +227,10 @@ pub async fn serve_until(
                 };
                 let now = std::time::Instant::now();
                 for due in state.keepalives.due(&state.settings.rewrite.cache, now) {
-                    tokio::spawn(crate::background::send_keepalive(state.clone(), due));
+                    tokio::spawn(crate::route::beside::send_keepalive(state.clone(), due));
                 }
                 for due in state.idle.due(now) {
-                    tokio::spawn(crate::background::prepare_idle(state.clone(), due));
+                    tokio::spawn(crate::route::beside::prepare_idle(state.clone(), due));
                 }
             }
         })

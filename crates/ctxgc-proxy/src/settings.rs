@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::rewrite::RewriteSettings;
+use crate::rewrite::request::RewriteSettings;
 
 /// Proxy settings.
 #[derive(Clone)]
@@ -38,7 +38,7 @@ pub struct ProxySettings {
     /// What one request may take of the server's means.
     pub limits: Limits,
     /// What keep-alives (`[cache] keepalive`) may hold, and their deadline.
-    pub keepalive: crate::keepalive::KeepAliveSettings,
+    pub keepalive: crate::lifetime::keepalive::KeepAliveSettings,
 }
 
 /// What one request may take of the server's means, so that a heavy one cannot cost everyone

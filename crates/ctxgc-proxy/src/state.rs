@@ -10,16 +10,16 @@ use ctxgc_core::store::{SessionId, StateKey, Store};
 use ctxgc_formats::ApiRequest;
 
 use crate::error::ProxyError;
-use crate::identity::{self, Tenant, TenantSecret};
-use crate::memos::Memos;
-use crate::metrics::Metrics;
-use crate::observe::Observer;
-use crate::responses::ResponseIndex;
-use crate::sessions::SessionTable;
+use crate::intake::identity::{self, Tenant, TenantSecret};
+use crate::intake::responses::ResponseIndex;
+use crate::observe::metrics::Metrics;
+use crate::observe::queue::Observer;
+use crate::observe::sessions::SessionTable;
+use crate::observe::stats::Stats;
+use crate::rewrite::memos::Memos;
+use crate::rewrite::summarizer::SummarizerGate;
 use crate::settings::ProxySettings;
-use crate::stats::Stats;
-use crate::summarizer::SummarizerGate;
-use crate::upstream::Upstreams;
+use crate::upstream::client::Upstreams;
 
 /// How long a request waits for a rewrite slot before it is forwarded unchanged.
 pub(crate) const REWRITE_QUEUE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -35,15 +35,15 @@ pub struct AppState {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) sessions: SessionTable,
     /// What each session's client alone would have been billed (the lab's cache model).
-    pub(crate) client_bills: crate::client_bill::ClientBills,
+    pub(crate) client_bills: crate::observe::client_bill::ClientBills,
     /// Callers' latest large bodies as parsed, for parsing their next ones.
-    pub(crate) recent_bodies: crate::recent_bodies::RecentBodies,
-    /// Sessions idle until their cache expires, then prepared ([`crate::idle`]).
-    pub(crate) idle: crate::idle::IdleSessions,
+    pub(crate) recent_bodies: Arc<crate::intake::recent_bodies::RecentBodies>,
+    /// Sessions idle until their cache expires, then prepared ([`crate::lifetime::idle`]).
+    pub(crate) idle: crate::lifetime::idle::IdleSessions,
     /// Sessions waiting for a keep-alive (`[cache] keepalive`).
-    pub(crate) keepalives: crate::keepalive::KeepAlives,
+    pub(crate) keepalives: crate::lifetime::keepalive::KeepAlives,
     /// Upstreams that refused a cache field ctxgc set, by tenant and model.
-    pub(crate) refusals: crate::refusals::CacheFieldRefusals,
+    pub(crate) refusals: crate::lifetime::refusals::CacheFieldRefusals,
     pub(crate) responses: ResponseIndex,
     pub(crate) summarizer: SummarizerGate,
     /// Observe mode's queue and worker, when on.
@@ -52,11 +52,11 @@ pub struct AppState {
     /// Requests being rewritten at once, at most, shared fairly between tenants and between
     /// heavy and ordinary requests: each holds its parsed body and views (the rest wait, then
     /// fail open).
-    pub(crate) gate: Arc<crate::gate::Gate>,
+    pub(crate) gate: Arc<crate::admission::gate::Gate>,
     /// The memory the requests in flight may hold for rewriting.
-    pub(crate) memory: Arc<crate::gate::MemoryBudget>,
+    pub(crate) memory: Arc<crate::admission::gate::MemoryBudget>,
     /// Refuses store calls at once for a moment after one failed.
-    breaker: crate::breaker::Breaker,
+    breaker: crate::admission::breaker::Breaker,
     /// When the store last answered the once-a-second look at it (readiness reads it).
     store_answered: std::sync::Mutex<Option<std::time::Instant>>,
     /// The store's alive mark as this process last saw it ([`ALIVE_KEY`]).
@@ -155,11 +155,11 @@ impl AppState {
         let settings_inflight = settings.limits.inflight_bytes;
         let secret_configured = settings.tenant_secret.is_some();
         let metrics = Arc::new(Metrics::default());
-        let keepalives = crate::keepalive::KeepAlives::new(settings.keepalive);
-        let idle = crate::idle::IdleSessions::new(settings.keepalive.second);
+        let keepalives = crate::lifetime::keepalive::KeepAlives::new(settings.keepalive);
+        let idle = crate::lifetime::idle::IdleSessions::new(settings.keepalive.second);
         let state = Arc::new(AppState {
             keepalives,
-            refusals: crate::refusals::CacheFieldRefusals::default(),
+            refusals: crate::lifetime::refusals::CacheFieldRefusals::default(),
             idle,
             client_bills: Default::default(),
             recent_bodies: Default::default(),
@@ -175,9 +175,9 @@ impl AppState {
             sessions: SessionTable::default(),
             responses: ResponseIndex::default(),
             tenant_secret,
-            gate: crate::gate::Gate::new(rewrite_slots()),
-            memory: crate::gate::MemoryBudget::new(settings_inflight),
-            breaker: crate::breaker::Breaker::default(),
+            gate: crate::admission::gate::Gate::new(rewrite_slots()),
+            memory: crate::admission::gate::MemoryBudget::new(settings_inflight),
+            breaker: crate::admission::breaker::Breaker::default(),
             alive_mark: std::sync::Mutex::new(None),
             store_answered: std::sync::Mutex::new(None),
             evicted_seen: std::sync::atomic::AtomicU64::new(0),
@@ -295,6 +295,14 @@ impl AppState {
         Ok(gone)
     }
 
+    /// What a request's body may take ([`crate::admission::body`]).
+    pub(crate) fn body_limits(&self) -> crate::admission::body::BodyLimits {
+        crate::admission::body::BodyLimits {
+            max_bytes: self.settings.max_body_bytes,
+            deadline: self.settings.timeouts.client_body,
+        }
+    }
+
     /// The session of a request: the one the response it continues (`previous_response_id`)
     /// answered, when that session is the caller's; else as [`identity::session`] says.
     pub(crate) fn session_of(
@@ -345,7 +353,7 @@ impl AppState {
     }
 
     /// Runs one store operation, its time observed in the metrics, unless the store failed
-    /// within the last second ([`crate::breaker`]): a stalled store costs one deadline, not one
+    /// within the last second ([`crate::admission::breaker`]): a stalled store costs one deadline, not one
     /// per call per request.
     pub(crate) fn timed<T, E: Into<ProxyError>>(
         &self,
@@ -385,7 +393,7 @@ impl AppState {
 
     /// The metrics in Prometheus' text format.
     pub(crate) fn prometheus(&self) -> String {
-        let gauges = crate::metrics::Gauges {
+        let gauges = crate::observe::metrics::Gauges {
             rewrites_in_flight: self.gate.in_use(),
             rewrite_slots: self.gate.total(),
             sessions: self.sessions.len(),
@@ -418,7 +426,7 @@ impl AppState {
         headers: &HeaderMap,
         query: Option<&str>,
         session: &str,
-    ) -> Option<crate::sessions::SessionDetail> {
+    ) -> Option<crate::observe::sessions::SessionDetail> {
         self.may_see(headers, query, session)
             .then(|| self.sessions.detail(session))
             .flatten()

@@ -18,7 +18,7 @@ use ctxgc_core::ContentId;
 use ctxgc_core::engine::Policy;
 use ctxgc_core::tokens::{Calibration, TokenCounter};
 use ctxgc_formats::Api;
-use ctxgc_proxy::lineage::{self, Lineage, StepInput};
+use ctxgc_proxy::rewrite::lineage::{self, Lineage, StepInput};
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -206,7 +206,7 @@ proptest! {
             // Insertion trimming first, as the proxy does.
             let key = api.wire().items_key();
             let mut request = request(api, &items, end);
-            let trimmed = ctxgc_proxy::rewrite::rewrite(&mut request, "s", &settings);
+            let trimmed = ctxgc_proxy::rewrite::request::rewrite(&mut request, "s", &settings);
             stored.extend(trimmed.originals.iter().map(|(id, _)| *id));
             let client_items = request.body[key].as_array().unwrap().clone();
             let client = &client_items[..];
@@ -330,14 +330,14 @@ proptest! {
         let (items, ends, _) = wire(api, &turns);
         let replayed = replay_path(api, &system, &items, window);
         let settings = settings(window);
-        let memo = ctxgc_proxy::rewrite::TrimMemo::default();
+        let memo = ctxgc_proxy::rewrite::request::TrimMemo::default();
         let mut state: Option<Lineage> = None;
         for (t, &end) in ends.iter().enumerate() {
             let key = api.wire().items_key();
             let mut request = request(api, &items, end);
             // As the pipeline does: what the lineage's events hid is never pointed to.
             let hidden = state.as_ref().map_or_else(Vec::new, |l| l.hidden.clone());
-            let rewritten = ctxgc_proxy::rewrite::rewrite_within(&mut request, None, "s", &settings, &memo, &|_| false, &hidden, None)
+            let rewritten = ctxgc_proxy::rewrite::request::rewrite_within(&mut request, None, "s", &settings, &memo, &|_| false, &hidden, None)
                 .map_err(|_| TestCaseError::fail("no deadline was set"))?;
             let client = request.body[key].as_array().unwrap().clone();
             let input = StepInput { api, client: &client, system: Some(&system), tools: &[], events: true, fit_window: true, lazy: false, may_compact: true, weigh_cold: false, metas: &rewritten.metas, idle_secs: None, requested_ttl_secs: None, cache_prices: None };

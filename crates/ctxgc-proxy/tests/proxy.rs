@@ -1213,8 +1213,8 @@ async fn an_event_rides_on_a_change_the_client_made_to_its_fixed_part() {
     assert_eq!(h.state.stats().events, 1, "the same fixed part: no event");
     // Breakpoints move with the end of the prompt; the content before them stays.
     assert_eq!(
-        ctxgc_proxy::lineage::hash_messages(&next[..changed.len()]),
-        ctxgc_proxy::lineage::hash_messages(&changed),
+        ctxgc_proxy::rewrite::lineage::hash_messages(&next[..changed.len()]),
+        ctxgc_proxy::rewrite::lineage::hash_messages(&changed),
         "the pruned prefix is extended"
     );
 }

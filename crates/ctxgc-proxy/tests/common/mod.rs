@@ -42,7 +42,7 @@ pub fn settings(upstream: &str) -> ProxySettings {
 /// request to request; the cached content is what matters).
 #[allow(dead_code)] // Each test binary uses its own helpers.
 pub fn without_cache_control(v: &Value) -> Value {
-    ctxgc_proxy::lineage::without_breakpoints(v)
+    ctxgc_proxy::rewrite::lineage::without_breakpoints(v)
 }
 
 /// `ctxgc serve` with `settings` and a memory store on a free loopback port: its URL and state.

@@ -3,7 +3,7 @@
 //! carries the session's prune or compaction, and paid for it in latency (an LLM summary takes
 //! seconds). Once the lifetime in force has passed with no new request, the cache is cold
 //! whatever comes next: the session's latest request runs through the pipeline again as if the
-//! pause were over ([`crate::pipeline::Purpose::Idle`]), and the event it would run is stored
+//! pause were over ([`crate::route::prepare::Purpose::Idle`]), and the event it would run is stored
 //! with the session's lineage, so the request that resumes the session finds it ready.
 //!
 //! A session with keep-alives is not prepared (its cache stays warm). What is held is bounded
@@ -18,7 +18,7 @@ use ctxgc_core::cache_life;
 use ctxgc_core::store::SessionId;
 use ctxgc_formats::Api;
 
-use crate::recent::RecentSessions;
+use crate::lifetime::recent::RecentSessions;
 
 /// Sessions held for preparation, at most.
 const MAX_SESSIONS: usize = 32;

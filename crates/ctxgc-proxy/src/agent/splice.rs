@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use ctxgc_formats::Api;
 use serde_json::{Value, json};
 
-use crate::agent::{Call, is_internal};
-use crate::sse::{Event, Framer};
+use crate::agent::tools::{Call, is_internal};
+use crate::wire::sse::{Event, Framer};
 
 /// One tool call or content block being streamed.
 #[derive(Debug, Default, Clone)]

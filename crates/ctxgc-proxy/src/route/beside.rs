@@ -1,6 +1,6 @@
 //! Work beside a request, off its path: the keep-alives its session waits for
-//! ([`crate::keepalive`]), the idle preparation of its next event ([`crate::idle`]), and what
-//! its client alone would have been billed ([`crate::client_bill`]); then, when due, sending a
+//! ([`crate::lifetime::keepalive`]), the idle preparation of its next event ([`crate::lifetime::idle`]), and what
+//! its client alone would have been billed ([`crate::observe::client_bill`]); then, when due, sending a
 //! keep-alive and preparing an idle session.
 
 use std::sync::Arc;
@@ -9,16 +9,49 @@ use axum::body::Bytes;
 use ctxgc_formats::{Api, ApiRequest};
 use tracing::Instrument;
 
-use crate::keepalive;
-use crate::pipeline::{self, Prepared, Purpose};
+use crate::lifetime::keepalive;
+use crate::route::prepare::{self as pipeline, Prepared, Purpose};
 use crate::state::AppState;
+
+/// What a request leaves for the work beside it.
+pub(crate) struct Left<'a> {
+    /// The client's request line and headers.
+    pub(crate) parts: &'a axum::http::request::Parts,
+    /// The client's body as it came, with where its items lie when its parse found that.
+    pub(crate) client: (&'a Bytes, Option<ctxgc_formats::Layout>),
+    /// The body about to be sent.
+    pub(crate) sent: &'a Bytes,
+    /// The pipeline ran (a request forwarded after an internal failure ends the waits).
+    pub(crate) prepared: bool,
+    /// What a keep-alive after this request would give up ([`Prepared::kept_if_cold`]).
+    pub(crate) kept_if_cold: Option<f64>,
+}
+
+/// Everything beside a request of `api` for `model` that is about to be sent (a token count
+/// leaves nothing): its keep-alives (Messages only, when its caller gets them: `kept_alive`),
+/// the client's bill, its idle preparation.
+pub(crate) fn note(
+    s: &Arc<AppState>,
+    session: &ctxgc_core::store::SessionId,
+    (api, model, kept_alive): (Api, Option<String>, bool),
+    left: Left<'_>,
+) {
+    if api == Api::Messages {
+        let sent = (left.sent, left.prepared, left.kept_if_cold);
+        note_keepalive(s, session, (left.parts, kept_alive), sent);
+    }
+    let (raw, layout) = left.client;
+    let who = crate::observe::client_bill::client_of(&left.parts.headers);
+    bill_as_the_client_alone(s, session, (api, model, who), (raw.clone(), layout));
+    note_idle(s, session, (api, kept_alive), (raw, left.prepared));
+}
 
 /// A Messages request of `session` is about to be sent as `body`: the session waits for a
 /// keep-alive when its caller gets them (`kept_alive`, [`keepalive::consents`]) and the
 /// pipeline ran (a request forwarded after an internal failure ends them), else any it was
 /// waiting for end. `kept_if_cold` is what the pipeline found a keep-alive would give up (the
 /// event an expiry makes free).
-pub(crate) fn note_keepalive(
+fn note_keepalive(
     s: &AppState,
     session: &ctxgc_core::store::SessionId,
     (parts, kept_alive): (&axum::http::request::Parts, bool),
@@ -47,9 +80,9 @@ pub(crate) fn note_keepalive(
 
 /// What the client's own request `raw` (laid out by `layout` when its parse found where its
 /// items lie) would have been billed, off the request path: queued for the thread that serves
-/// it with the session's simulated cache ([`crate::client_bill`]), started with the first
+/// it with the session's simulated cache ([`crate::observe::client_bill`]), started with the first
 /// request.
-pub(crate) fn bill_as_the_client_alone(
+fn bill_as_the_client_alone(
     s: &Arc<AppState>,
     session: &ctxgc_core::store::SessionId,
     (api, model, client): (Api, Option<String>, Option<&'static str>),
@@ -90,7 +123,7 @@ pub(crate) fn bill_as_the_client_alone(
     let at_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
-    let job = crate::client_bill::Job {
+    let job = crate::observe::client_bill::Job {
         session: session.clone(),
         api,
         model,
@@ -105,9 +138,9 @@ pub(crate) fn bill_as_the_client_alone(
 }
 
 /// With events only after a pause, the session's latest request is held until its cache
-/// expires, then prepared ([`crate::idle`]); not when its caller gets keep-alives
+/// expires, then prepared ([`crate::lifetime::idle`]); not when its caller gets keep-alives
 /// (`kept_alive`), nor after a request that failed open.
-pub(crate) fn note_idle(
+fn note_idle(
     s: &AppState,
     session: &ctxgc_core::store::SessionId,
     (api, kept_alive): (Api, bool),
@@ -140,7 +173,7 @@ pub(crate) fn note_idle(
 /// Prepares an idle session whose cache expired: its latest request runs through the pipeline
 /// as after the pause, and the event it runs is stored with the session's lineage for the
 /// request that resumes it. A failure changes nothing: that request runs the event itself.
-pub(crate) async fn prepare_idle(s: Arc<AppState>, due: crate::idle::Due) {
+pub(crate) async fn prepare_idle(s: Arc<AppState>, due: crate::lifetime::idle::Due) {
     let Ok(request) = ApiRequest::parse_envelope(due.api, &due.raw) else {
         return;
     };

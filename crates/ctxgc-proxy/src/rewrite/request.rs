@@ -14,7 +14,7 @@ use ctxgc_core::trim::{self, ToolOutput, TrimConfig};
 use ctxgc_formats::wire_api::CacheHint;
 use ctxgc_formats::{Api, ApiRequest};
 
-use crate::splice_json;
+use crate::wire::splice_json;
 use ctxgc_core::bounded::BoundedMemo;
 use serde_json::{Value, json};
 
@@ -151,7 +151,7 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
             );
         }
     }
-    out.retain(|s| !crate::agent::is_internal(&s.tool));
+    out.retain(|s| !crate::agent::tools::is_internal(&s.tool));
     out
 }
 
@@ -314,7 +314,7 @@ pub fn rewrite_within(
     settings: &RewriteSettings,
     memo: &TrimMemo,
     stored: &dyn Fn(ContentId) -> bool,
-    hidden: &[crate::lineage::HiddenResult],
+    hidden: &[crate::rewrite::lineage::HiddenResult],
     deadline: Option<std::time::Instant>,
 ) -> Result<Rewritten, Overdue> {
     let mut out = Rewritten::default();
@@ -329,7 +329,7 @@ pub fn rewrite_within(
     let mut repeats = RepeatIndex::new();
     let window = settings.window_for(request.body["model"].as_str(), false);
     // Hides apply from the result at which their event ran, in that order.
-    let mut hidden: Vec<&crate::lineage::HiddenResult> = hidden.iter().collect();
+    let mut hidden: Vec<&crate::rewrite::lineage::HiddenResult> = hidden.iter().collect();
     hidden.sort_by_key(|h| h.from_result);
     let mut hides = hidden.into_iter().peekable();
     let mut chain = window;
@@ -663,7 +663,7 @@ mod tests {
             .map(|i| format!("line {i} of the module\n"))
             .collect();
         let body = read_twice(&file, &file);
-        let second = |hidden: &[crate::lineage::HiddenResult]| {
+        let second = |hidden: &[crate::rewrite::lineage::HiddenResult]| {
             let mut request =
                 ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
             let memo = TrimMemo::default();
@@ -685,7 +685,7 @@ mod tests {
             new["messages"][4]["content"].as_str().unwrap().to_owned()
         };
         assert!(second(&[]).starts_with("[same output as the result of c1 "));
-        let hidden = |from_result| crate::lineage::HiddenResult {
+        let hidden = |from_result| crate::rewrite::lineage::HiddenResult {
             call_id: "c1".into(),
             from_result,
         };

@@ -16,7 +16,7 @@ use ctxgc_formats::ApiRequest;
 use ctxgc_formats::wire_api::CacheHint;
 use serde_json::Value;
 
-use crate::splice_json;
+use crate::wire::splice_json;
 
 /// What a session's cache lifetime depends on, kept per session.
 #[derive(Debug, Clone, Default)]
@@ -48,8 +48,12 @@ impl LifeState {
     /// What a keep-alive after the latest request depends on: the session's pauses, whether
     /// that request asked for the long lifetime, the keep-alives `sent` so far, and what the
     /// pipeline found the event an expiry makes free would leave (`kept_if_cold`).
-    pub(crate) fn for_keepalive(&self, sent: u32, kept_if_cold: f64) -> crate::keepalive::Lifetime {
-        crate::keepalive::Lifetime {
+    pub(crate) fn for_keepalive(
+        &self,
+        sent: u32,
+        kept_if_cold: f64,
+    ) -> crate::lifetime::keepalive::Lifetime {
+        crate::lifetime::keepalive::Lifetime {
             pauses: self.pauses.clone(),
             long: self.long_in_force,
             sent,
@@ -62,7 +66,7 @@ impl LifeState {
     fn arrive(&mut self, now: Instant, second: Duration) -> (Option<u64>, bool) {
         let idle = self
             .last_at
-            .map(|t| crate::idle::clock_secs(now.duration_since(t), second));
+            .map(|t| crate::lifetime::idle::clock_secs(now.duration_since(t), second));
         if let Some(idle) = idle {
             self.pauses.note(idle);
         }

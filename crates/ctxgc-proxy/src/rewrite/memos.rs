@@ -10,7 +10,7 @@ use ctxgc_core::store::SessionId;
 use ctxgc_core::tokens::{CountMemo, TokenCounter, TokenSettings};
 use ctxgc_formats::Api;
 
-use crate::rewrite::TrimMemo;
+use crate::rewrite::request::TrimMemo;
 
 /// Bytes of committed-original keys this process remembers, at most.
 const MAX_COMMITTED_BYTES: usize = 4 << 20;

@@ -120,7 +120,7 @@ pub struct SessionUsage {
     /// Output tokens reported.
     pub output_tokens: u64,
     /// The client's own requests, served by the lab's cache model of the session's provider
-    /// (what they would have been billed without ctxgc; [`crate::client_bill`]): requests,
+    /// (what they would have been billed without ctxgc; [`crate::observe::client_bill`]): requests,
     /// then uncached input, cache reads and writes (one-hour ones apart), ctxgc's estimates.
     #[serde(skip_serializing_if = "is_zero")]
     pub client_requests: u64,
@@ -188,7 +188,7 @@ pub struct SessionUsage {
     last_request: Option<Instant>,
     /// What the session's cache lifetime depends on (its pauses, what it asked for last).
     #[serde(skip)]
-    life: crate::lifetime::LifeState,
+    life: crate::lifetime::fields::LifeState,
     /// The session's event for its current pause was prepared while it was idle: the request
     /// that resumes it carries that one and runs none of its own.
     #[serde(skip)]
@@ -248,7 +248,7 @@ impl SessionTable {
             idle_secs: entry
                 .last_request
                 .replace(now)
-                .map(|t| crate::idle::clock_secs(now.duration_since(t), second)),
+                .map(|t| crate::lifetime::idle::clock_secs(now.duration_since(t), second)),
             fixed_changed: entry
                 .fixed_part
                 .replace(fixed)
@@ -275,7 +275,7 @@ impl SessionTable {
         &self,
         session: &SessionId,
         kept_if_cold: f64,
-    ) -> Option<crate::keepalive::Lifetime> {
+    ) -> Option<crate::lifetime::keepalive::Lifetime> {
         self.with(session, |entry| {
             let sent = u32::try_from(entry.keepalives).unwrap_or(u32::MAX);
             entry.life.for_keepalive(sent, kept_if_cold)
@@ -286,7 +286,7 @@ impl SessionTable {
     pub(crate) fn life<T>(
         &self,
         session: &SessionId,
-        f: impl FnOnce(&mut crate::lifetime::LifeState) -> T,
+        f: impl FnOnce(&mut crate::lifetime::fields::LifeState) -> T,
     ) -> Option<T> {
         self.with(session, |entry| f(&mut entry.life))
     }

@@ -11,8 +11,8 @@ use ctxgc_core::store::SessionId;
 use ctxgc_formats::ApiRequest;
 
 use crate::error::ProxyError;
-use crate::observe::Job;
-use crate::pipeline;
+use crate::observe::queue::Job;
+use crate::route::prepare as pipeline;
 use crate::state::AppState;
 
 /// Queues a copy of a request for observation, starting the worker first if it is not running.

@@ -43,7 +43,7 @@ pub struct Lineage {
     #[serde(default)]
     pub stopped: Option<String>,
     /// Results the lineage's events hid (pruned to abstracts or summarised): a repeat that
-    /// entered after the event may not point to one ([`crate::rewrite::rewrite_within`]).
+    /// entered after the event may not point to one ([`crate::rewrite::request::rewrite_within`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hidden: Vec<HiddenResult>,
 }
@@ -77,7 +77,7 @@ pub fn without_breakpoints(item: &Value) -> Value {
 pub fn hash_messages(messages: &[Value]) -> u64 {
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     for m in messages {
-        h.update(&crate::agent::fingerprint(m).to_le_bytes());
+        h.update(&crate::agent::tools::fingerprint(m).to_le_bytes());
     }
     h.digest()
 }

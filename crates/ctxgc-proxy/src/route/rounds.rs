@@ -1,6 +1,6 @@
 //! The round trip of the agent tools: the upstream answers with calls to `trim_tool_result` or
 //! `recall_tool_result`, the proxy runs them, records what they did in the session's
-//! [`AgentState`](crate::agent::AgentState) and, when the model called nothing else, calls the
+//! [`AgentState`](crate::agent::tools::AgentState) and, when the model called nothing else, calls the
 //! upstream again with the history the client will later resend plus that state. The client
 //! receives one answer, streamed when it asked for a stream, without the internal calls.
 
@@ -16,15 +16,15 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::agent::{self, Call, ClientEnd, Exchange, Merge};
+use crate::agent::splice::Splicer;
+use crate::agent::tools::{self as agent, Call, ClientEnd, Exchange, Merge};
 use crate::error::ProxyError;
-use crate::pipeline::{Prepared, Purpose, prepare};
-use crate::relay::Tap;
-use crate::relay::relay;
 use crate::reply::error_response;
-use crate::splice::Splicer;
+use crate::route::prepare::{Prepared, Purpose, prepare};
+use crate::route::relay::relay;
 use crate::state::AppState;
-use crate::upstream::{is_event_stream, response_headers};
+use crate::upstream::client::{is_event_stream, response_headers};
+use crate::upstream::tap::Tap;
 
 /// Upstream calls per client request at most; the last round is asked for an answer without
 /// tool calls (`tool_choice: none`).
@@ -161,7 +161,7 @@ impl Context {
                 &raw,
                 &session,
                 Purpose::Request,
-                crate::pipeline::Caller::default(),
+                crate::route::prepare::Caller::default(),
             )?;
             if last {
                 // The client could not run a call the model makes now: ask for an answer.

@@ -21,13 +21,13 @@ use ctxgc_formats::reparse::shared_prefix;
 use ctxgc_formats::{Layout, Previous};
 use serde_json::Value;
 
-use crate::identity::Tenant;
+use crate::intake::identity::Tenant;
 
 /// Bodies smaller than this (bytes) parse in tens of microseconds: not kept.
 pub(crate) const MIN_BYTES: usize = 64 * 1024;
 /// Bodies kept parsed, at most.
 const MAX_KEPT: usize = 4;
-/// What the kept bodies may weigh in all (bytes, as [`crate::gate::weight_of`] weighs a parsed
+/// What the kept bodies may weigh in all (bytes, as [`crate::admission::gate::weight_of`] weighs a parsed
 /// body); a body heavier than half of it is not kept.
 const MAX_WEIGHT: usize = 8 << 20;
 /// Fingerprints of bodies not kept, at most; and how many large bodies may arrive after a kept
@@ -162,7 +162,7 @@ impl RecentBodies {
     }
 
     /// Keeps `raw`, parsed as `body` with `layout` (of its array `items_key`) and weighing
-    /// `weight` ([`crate::gate::weight_of`]), in place of `replaced`, the body it was parsed
+    /// `weight` ([`crate::admission::gate::weight_of`]), in place of `replaced`, the body it was parsed
     /// after. The copy kept takes the items `body` cloned from `replaced` back from it when no
     /// other request holds it: a 100K-token session's document is then cloned once a request,
     /// not twice, and the one it replaces is not freed item by item.
@@ -232,7 +232,7 @@ mod tests {
     }
 
     fn tenants(n: usize) -> Vec<Tenant> {
-        let secret = crate::identity::TenantSecret::from_text("test");
+        let secret = crate::intake::identity::TenantSecret::from_text("test");
         (0..n)
             .map(|i| {
                 let mut headers = axum::http::HeaderMap::new();
@@ -247,7 +247,7 @@ mod tests {
     fn arrive(bodies: &RecentBodies, tenant: &Tenant, raw: &Bytes) -> bool {
         bodies.note_arrival(raw.len());
         let (continued, shared) = bodies.continued(tenant, raw).unzip();
-        let weight = crate::gate::weight_of(raw);
+        let weight = crate::admission::gate::weight_of(raw);
         if !bodies.worth_keeping(tenant, (raw, weight), continued.as_ref()) {
             return false;
         }
@@ -337,7 +337,7 @@ mod tests {
         let t = tenants(20);
         for (i, tenant) in t.iter().enumerate() {
             let raw = body(4 + i % 3);
-            let weight = crate::gate::weight_of(&raw);
+            let weight = crate::admission::gate::weight_of(&raw);
             let (raw, body, layout) = parsed(&raw);
             bodies.keep(
                 tenant.clone(),

@@ -6,9 +6,15 @@ use ctxgc_core::provider_cache;
 use ctxgc_core::store::{SessionId, StateKey};
 use ctxgc_formats::ApiRequest;
 
+use crate::agent::tools as agent;
 use crate::error::ProxyError;
+use crate::lifetime::fields as lifetime;
+use crate::observe::metrics::Forwarded;
+use crate::observe::sessions::Forwarding;
+use crate::rewrite::lineage;
+use crate::rewrite::request as rewrite;
 use crate::state::AppState;
-use crate::{agent, lifetime, lineage, rewrite, splice_json};
+use crate::wire::splice_json;
 
 /// What the pipeline runs for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,12 +32,12 @@ pub(crate) enum Purpose {
 /// What a request's caller allows beside what the model sees.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Caller {
-    /// It gets keep-alives for the request's session ([`crate::keepalive::consents`]), so what
+    /// It gets keep-alives for the request's session ([`crate::lifetime::keepalive::consents`]), so what
     /// a keep-alive would give up is weighed.
     pub(crate) kept_alive: bool,
-    /// Which of ctxgc's cache fields its upstream refused lately ([`crate::refusals`]): ctxgc
+    /// Which of ctxgc's cache fields its upstream refused lately ([`crate::lifetime::refusals`]): ctxgc
     /// sets none of them.
-    pub(crate) refused: crate::refusals::Refused,
+    pub(crate) refused: crate::lifetime::refusals::Refused,
     /// It asked for the model's long context (Anthropic's `context-1m` beta): the window is
     /// 1M tokens whatever the table says of the model.
     pub(crate) long_context: bool,
@@ -155,7 +161,7 @@ pub(crate) fn prepare(
                     .sessions
                     .arrive(session, fixed, state.settings.keepalive.second)
             }
-            _ => crate::sessions::Arrival::default(),
+            _ => crate::observe::sessions::Arrival::default(),
         };
         if arrival.fixed_changed {
             tracing::debug!("the client changed its fixed part: events are free");
@@ -345,6 +351,108 @@ pub(crate) fn prepare(
         cache_edit,
         kept_if_cold,
     })
+}
+
+/// Whose request the pipeline runs on, for what, and what its caller allows.
+pub(crate) struct Request<'a> {
+    pub(crate) tenant: &'a str,
+    pub(crate) session: &'a SessionId,
+    pub(crate) model: Option<&'a str>,
+    pub(crate) purpose: Purpose,
+    pub(crate) caller: Caller,
+}
+
+/// What goes upstream after the pipeline, and what it leaves for the stages after it.
+pub(crate) struct Outgoing {
+    /// The body to send: the rewrite's, or the client's own.
+    pub(crate) body: bytes::Bytes,
+    /// The agent tools were injected: where the client's own history ended.
+    pub(crate) injected: Option<agent::ClientEnd>,
+    /// The cache fields the lifetime set, with the body without them.
+    pub(crate) cache_edit: Option<lifetime::CacheEdit>,
+    /// The rewrite set cache fields of its own (a `prompt_cache_key`, breakpoints).
+    pub(crate) by_rewrite: bool,
+    /// The pipeline ran; false when the request goes as it came (fail open).
+    pub(crate) prepared: bool,
+    /// What a keep-alive after this request would give up ([`Prepared::kept_if_cold`]).
+    pub(crate) kept_if_cold: Option<f64>,
+}
+
+/// Runs the pipeline on `request` (its client's bytes: `raw`) and counts what it did: the
+/// bytes saved and originals stored, the session's forwarded request and the cache fields
+/// set. A failure forwards the client's bytes (fail open), logged and counted.
+pub(crate) async fn rewrite_or_forward(
+    s: &std::sync::Arc<AppState>,
+    request: ApiRequest,
+    raw: &bytes::Bytes,
+    on: Request<'_>,
+) -> Outgoing {
+    let api = request.api;
+    let counting = on.purpose == Purpose::Count;
+    match run(
+        s,
+        request,
+        raw,
+        (on.tenant, on.session),
+        (on.purpose, on.caller),
+    )
+    .await
+    {
+        Ok(Prepared {
+            out,
+            injected,
+            event,
+            fresh,
+            cache_edit,
+            kept_if_cold,
+        }) => {
+            let by_rewrite = out.added_breakpoints || out.added_cache_key;
+            let (how, body) = match out.body {
+                Some(body) => (Forwarded::Rewritten, bytes::Bytes::from(body)),
+                None => (Forwarded::Unchanged, raw.clone()),
+            };
+            let stored = fresh.len() as u64;
+            s.metrics.forwarded(api, how, out.bytes_saved, stored, None);
+            if !counting {
+                s.sessions.record_forwarded(
+                    on.session,
+                    &Forwarding {
+                        api: api.name(),
+                        model: on.model,
+                        received_bytes: raw.len(),
+                        sent_bytes: body.len(),
+                        event,
+                        fresh: &fresh,
+                    },
+                );
+            }
+            if let Some(edit) = &cache_edit {
+                s.metrics.cache_field(edit.what);
+                s.sessions.record_cache_field(on.session, edit.what);
+            }
+            Outgoing {
+                body,
+                injected,
+                cache_edit,
+                by_rewrite,
+                prepared: true,
+                kept_if_cold,
+            }
+        }
+        Err(why) => {
+            s.metrics
+                .forwarded(api, Forwarded::FailOpen, 0, 0, Some(why.cause()));
+            tracing::warn!(error = %why, "fail open: forwarding the request unchanged");
+            Outgoing {
+                body: raw.clone(),
+                injected: None,
+                cache_edit: None,
+                by_rewrite: false,
+                prepared: false,
+                kept_if_cold: None,
+            }
+        }
+    }
 }
 
 /// Runs the pipeline in a blocking task once a rewrite slot is free: rewriting is synchronous
@@ -559,7 +667,7 @@ fn fixed_part(body: &serde_json::Value, system_key: Option<&str>) -> u64 {
     for key in keys.into_iter().chain(system_key) {
         h.update(key.as_bytes());
         if let Some(v) = body.get(key) {
-            h.update(&crate::agent::fingerprint(v).to_le_bytes());
+            h.update(&crate::agent::tools::fingerprint(v).to_le_bytes());
         }
     }
     h.digest()

@@ -28,7 +28,7 @@ use ctxgc_core::store::SessionId;
 use ctxgc_core::tokens::ProviderFamily;
 use serde_json::Value;
 
-use crate::recent::RecentSessions;
+use crate::lifetime::recent::RecentSessions;
 
 /// What keep-alives may hold and how long they may take.
 #[derive(Debug, Clone, Copy)]
@@ -214,7 +214,10 @@ impl KeepAlives {
             if w.next_at > now {
                 continue;
             }
-            let idle = crate::idle::clock_secs(now.duration_since(last_at), self.settings.second);
+            let idle = crate::lifetime::idle::clock_secs(
+                now.duration_since(last_at),
+                self.settings.second,
+            );
             let send = cache_life::keepalive_due(
                 settings,
                 &w.pauses,

@@ -8,7 +8,7 @@ use ctxgc_formats::Upstream;
 use std::sync::Arc;
 
 use crate::error::ProxyError;
-use crate::metrics::Metrics;
+use crate::observe::metrics::Metrics;
 use crate::reply::error_response;
 use crate::settings::ProxySettings;
 

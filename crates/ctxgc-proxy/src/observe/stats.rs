@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::identity::Tenant;
-use crate::metrics::Totals;
-use crate::sessions::SessionUsage;
+use crate::intake::identity::Tenant;
+use crate::observe::metrics::Totals;
+use crate::observe::sessions::SessionUsage;
 
 /// The JSON of `/ctxgc/stats`.
 #[derive(Debug, Serialize)]
@@ -37,7 +37,7 @@ pub struct Stats {
     pub keepalives_failed: u64,
     /// Observe mode, when on: what the observer did.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub observe: Option<crate::observe::ObserveTotals>,
+    pub observe: Option<crate::observe::queue::ObserveTotals>,
     /// Observe mode: prompt tokens ctxgc would have saved over the sessions shown (ctxgc's
     /// counts of what was sent minus what it would have sent).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -145,7 +145,7 @@ impl Stats {
     pub(crate) fn new(
         t: Totals,
         usage: BTreeMap<String, SessionUsage>,
-        observe: Option<crate::observe::ObserveTotals>,
+        observe: Option<crate::observe::queue::ObserveTotals>,
         bytes_per_token: f64,
     ) -> Stats {
         let mut stats = Stats {
