@@ -2,8 +2,11 @@
 //! here and its [`WireApi`] implementation).
 
 use crate::Api;
+use crate::anthropic::Messages;
+use crate::chat::ChatCompletions;
 use crate::gemini::Gemini;
-use crate::wire_api::{ChatCompletions, Messages, Responses, WireApi};
+use crate::responses::Responses;
+use crate::wire_api::WireApi;
 
 impl Api {
     /// Every API, in the order metrics list them.

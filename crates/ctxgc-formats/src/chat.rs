@@ -6,10 +6,17 @@
 //! agents), `"is_error": true` on a failed tool result, and `"usage"` on assistant messages of
 //! recorded transcripts.
 
-use ctxgc_core::{Block, Message, RecordedUsage, Role, ToolCall, ToolResult};
+use ctxgc_core::{Block, Message, RecordedUsage, Role, ToolCall, ToolResult, Transcript};
 use serde_json::{Map, Value, json};
 
+use crate::Api;
 use crate::FormatError;
+use crate::wire_api::{
+    CacheHint, Kind, ResponseCall, ResponseEvent, Upstream, Usage, View, WireApi, at, openai_usage,
+    parsed, text_of,
+};
+use ctxgc_core::agent_tools;
+use ctxgc_core::tokens::ProviderFamily;
 
 /// Parses one Chat Completions message. Tool messages become [`Role::Tool`] messages holding
 /// one [`ToolResult`]; tool names are resolved later from the calls.
@@ -286,6 +293,193 @@ fn content_to_chat(parts: &[Block]) -> Value {
             })
             .collect(),
     )
+}
+
+/// OpenAI Chat Completions on the wire ([`WireApi`]).
+pub(crate) struct ChatCompletions;
+
+impl WireApi for ChatCompletions {
+    fn usage_of(&self, u: &Value) -> Usage {
+        openai_usage(u, "prompt_tokens", "completion_tokens")
+    }
+    fn response_event(&self, event: &Value) -> ResponseEvent {
+        // The last chunk carries the usage (with `stream_options.include_usage`).
+        match event.get("usage").filter(|u| u.is_object()) {
+            Some(u) => ResponseEvent::Completed {
+                id: None,
+                usage: Some(self.usage_of(u)),
+            },
+            None => ResponseEvent::Other,
+        }
+    }
+    fn response_call_list<'a>(&self, response: &'a mut Value) -> Option<&'a mut Vec<Value>> {
+        response
+            .pointer_mut("/choices/0/message/tool_calls")?
+            .as_array_mut()
+    }
+    fn response_calls(&self, response: &Value) -> Vec<ResponseCall> {
+        response
+            .pointer("/choices/0/message/tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|c| ResponseCall {
+                id: text_of(&c["id"]),
+                name: text_of(&c["function"]["name"]),
+                arguments: parsed(&c["function"]["arguments"]),
+                raw: c.clone(),
+            })
+            .collect()
+    }
+    fn response_items(&self, response: &Value) -> Vec<Value> {
+        let m = &response["choices"][0]["message"];
+        let mut out = json!({"role": "assistant", "content": m["content"].clone()});
+        if let Some(calls) = m.get("tool_calls") {
+            out["tool_calls"] = calls.clone();
+        }
+        vec![out]
+    }
+    fn merge_calls(
+        &self,
+        items: &mut Vec<Value>,
+        with_call: &str,
+        place: &dyn Fn(Vec<Value>, Kind) -> Vec<Value>,
+    ) -> bool {
+        let Some(i) = items.iter().position(|m| {
+            m["role"] == "assistant"
+                && m["tool_calls"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["id"] == with_call))
+        }) else {
+            return false;
+        };
+        let end = (i + 1..items.len())
+            .find(|&j| items[j]["role"] != "tool")
+            .unwrap_or(items.len());
+        if end == i + 1 {
+            return false;
+        }
+        if let Some(calls) = items[i]["tool_calls"].as_array_mut() {
+            *calls = place(std::mem::take(calls), Kind::Calls);
+        }
+        let results: Vec<Value> = items.drain(i + 1..end).collect();
+        let results = place(results, Kind::Results);
+        items.splice(i + 1..i + 1, results);
+        true
+    }
+    fn drop_repeated_round(&self, items: &mut Vec<Value>, after: usize, round: &[Value]) {
+        let Some(text) = round
+            .first()
+            .and_then(|a| a["content"].as_str())
+            .filter(|t| !t.is_empty())
+        else {
+            return;
+        };
+        if let Some(message) = items.get_mut(after).filter(|m| m["role"] == "assistant")
+            && let Some(rest) = message["content"]
+                .as_str()
+                .and_then(|c| c.strip_prefix(text))
+        {
+            message["content"] = if rest.is_empty() {
+                Value::Null
+            } else {
+                json!(rest)
+            };
+        }
+    }
+    fn cache_hint(&self) -> CacheHint {
+        CacheHint::PromptCacheKey
+    }
+    fn api(&self) -> Api {
+        Api::ChatCompletions
+    }
+    fn items_key(&self) -> &'static str {
+        "messages"
+    }
+    fn system_key(&self) -> Option<&'static str> {
+        None
+    }
+    fn family(&self) -> ProviderFamily {
+        ProviderFamily::Openai
+    }
+    fn upstream(&self) -> Upstream {
+        Upstream::OpenAi
+    }
+    fn tool_choice_none(&self) -> Value {
+        json!("none")
+    }
+    fn result_part(&self, call_id: &str, text: &str) -> Value {
+        json!({"role": "tool", "tool_call_id": call_id, "content": text})
+    }
+    fn result_items(&self, parts: Vec<Value>) -> Vec<Value> {
+        parts
+    }
+    fn agent_tools(&self) -> Vec<Value> {
+        agent_tools::chat_completions()
+    }
+    fn is_call_item(&self, item: &Value) -> bool {
+        item["role"] == "assistant" && item["tool_calls"].as_array().is_some_and(|c| !c.is_empty())
+    }
+    fn is_result_item(&self, item: &Value) -> bool {
+        item["role"] == "tool"
+    }
+    fn stream_error(&self, message: &str) -> String {
+        format!(
+            "data: {}\n\ndata: [DONE]\n\n",
+            json!({"error": {"type": "ctxgc_error", "message": message}})
+        )
+    }
+    fn set_result_text(&self, item: &mut Value, _block: Option<usize>, text: &str) {
+        item["content"] = json!(text);
+    }
+    fn calls_in<'a>(&self, item: &'a Value) -> Vec<(&'a str, &'a str)> {
+        item["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| Some((c["id"].as_str()?, c["function"]["name"].as_str()?)))
+            .collect()
+    }
+    fn results_in<'a>(&self, item: &'a Value) -> Vec<(Option<&'a str>, &'a Value, String)> {
+        if !self.is_result_item(item) {
+            return Vec::new();
+        }
+        vec![(
+            item["tool_call_id"].as_str(),
+            &item["content"],
+            "/content".into(),
+        )]
+    }
+    fn set_call_arguments(&self, item: &mut Value, call_id: &str, arguments: &str) {
+        for call in item["tool_calls"].as_array_mut().into_iter().flatten() {
+            if call["id"] == call_id {
+                call["function"]["arguments"] = json!(arguments);
+            }
+        }
+    }
+    fn for_each_result(&self, item: &mut Value, f: &mut dyn FnMut(Option<&str>, &mut Value)) {
+        if self.is_result_item(item) {
+            let id = item["tool_call_id"].as_str().map(str::to_owned);
+            f(id.as_deref(), &mut item["content"]);
+        }
+    }
+    fn last_result<'a>(&self, item: &'a Value) -> Option<(&'a str, &'a Value)> {
+        self.is_result_item(item)
+            .then(|| Some((item["tool_call_id"].as_str()?, &item["content"])))
+            .flatten()
+    }
+    fn view(&self, system: Option<&Value>, messages: &[Value]) -> Option<View> {
+        // Chat's instructions are messages themselves.
+        let _ = system;
+        let mut t = Transcript::default();
+        for (i, m) in messages.iter().enumerate() {
+            t.messages
+                .push(message_from_chat(m, &format!("messages[{i}]")).ok()?);
+        }
+        crate::resolve_tool_names(&mut t);
+        let origin = (0..messages.len()).map(|i| at(i, None)).collect();
+        View::checked(t, origin)
+    }
 }
 
 #[cfg(test)]

@@ -210,7 +210,7 @@ impl Edits {
         match &self.change {
             Change::Prune(edits) => {
                 let mut out = messages.to_vec();
-                plan::apply_edits(&mut out, edits);
+                crate::engine::prune::apply_edits(&mut out, edits);
                 out
             }
             Change::Compaction {

@@ -1,0 +1,247 @@
+use super::*;
+
+fn settings() -> RewriteSettings {
+    RewriteSettings {
+        cache: Default::default(),
+        trim: TrimConfig::default(),
+        window: 32_000,
+        model_windows: false,
+        cache_breakpoints: true,
+        prompt_cache_key: true,
+        engine: None,
+        events_only_when_cold: false,
+        inject_tools: false,
+    }
+}
+
+/// A conversation that reads a file (`c1`), then reads it again (`c2`).
+fn read_twice(first: &str, second: &str) -> Value {
+    json!({
+        "model": "gpt-5",
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": first},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c2", "content": second}
+        ]
+    })
+}
+
+fn log(n: usize) -> String {
+    (0..n).map(|i| format!("[{i:05}] step ok\n")).collect()
+}
+
+#[test]
+fn chat_tool_results_are_trimmed_in_place_and_the_rest_is_untouched() {
+    let body = json!({
+        "model": "gpt-5", "prompt_cache_key": "k", "temperature": 0.3,
+        "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": log(5000)}
+        ]
+    });
+    let mut request = ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
+    let out = rewrite(&mut request, "s", &settings());
+    let new: Value = serde_json::from_slice(&out.body.unwrap()).unwrap();
+    let trimmed = new["messages"][2]["content"].as_str().unwrap();
+    assert!(trimmed.contains("trimmed from terminal output") && trimmed.len() < 13_000);
+    assert_eq!(out.originals.len(), 1);
+    assert_eq!(out.originals[0].1, log(5000));
+    assert_eq!(
+        new["messages"].as_array().unwrap()[..2],
+        body["messages"].as_array().unwrap()[..2]
+    );
+    assert_eq!(new["temperature"], 0.3);
+    // The same history rewrites to the same bytes.
+    let mut again = ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
+    assert_eq!(
+        rewrite(&mut again, "s", &settings()).body,
+        Some(request.to_bytes())
+    );
+}
+
+/// A repeat of an output the session's events hid (the lineage's `hidden`) enters as
+/// itself, not as a pointer to what the model no longer sees; with nothing hidden, the
+/// same history points to it.
+#[test]
+fn a_repeat_never_points_to_a_hidden_output() {
+    let file: String = (0..300)
+        .map(|i| format!("line {i} of the module\n"))
+        .collect();
+    let body = read_twice(&file, &file);
+    let second = |hidden: &[crate::rewrite::lineage::HiddenResult]| {
+        let mut request =
+            ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
+        let memo = TrimMemo::default();
+        let out = rewrite_within(
+            &mut request,
+            None,
+            "s",
+            &settings(),
+            &memo,
+            &|_| false,
+            hidden,
+            None,
+        )
+        .unwrap();
+        let new: Value = match out.body {
+            Some(bytes) => serde_json::from_slice(&bytes).unwrap(),
+            None => body.clone(),
+        };
+        new["messages"][4]["content"].as_str().unwrap().to_owned()
+    };
+    assert!(second(&[]).starts_with("[same output as the result of c1 "));
+    let hidden = |from_result| crate::rewrite::lineage::HiddenResult {
+        call_id: "c1".into(),
+        from_result,
+    };
+    assert_eq!(second(&[hidden(1)]), file, "hidden before c2 entered");
+    assert!(
+        second(&[hidden(2)]).starts_with("[same output as the result of c1 "),
+        "hidden after c2 entered: c2 entered as a pointer, and stays one"
+    );
+}
+
+/// A repeat that points to lines of an earlier result names that result's id, and an id the
+/// model sees must answer a recall: the earlier result, which entered whole (so nothing had
+/// stored it), is stored with the request that first points to it, and not again once the
+/// store has it.
+#[test]
+fn a_pointer_names_an_original_the_store_holds() {
+    let file: String = (0..300)
+        .map(|i| format!("line {i} of the module\n"))
+        .collect();
+    let edited = file.replace("line 150 of", "line 150 (edited) of");
+    let body = read_twice(&file, &edited);
+    let run = |stored: &dyn Fn(ContentId) -> bool| {
+        let mut request =
+            ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
+        let out = rewrite_with(
+            &mut request,
+            None,
+            "s",
+            &settings(),
+            &TrimMemo::default(),
+            stored,
+        );
+        let new: Value = serde_json::from_slice(&out.body.clone().unwrap()).unwrap();
+        (
+            new["messages"][4]["content"].as_str().unwrap().to_owned(),
+            out,
+        )
+    };
+    let (second, out) = run(&|_| false);
+    assert!(
+        second.starts_with("[lines 1-150 same as the result of c1 (id "),
+        "{second}"
+    );
+    let first_id = ResultMeta::of(&file).id;
+    let named: Vec<ContentId> = ctxgc_core::engine::repeats::pointed_ids(&second).collect();
+    assert_eq!(named, [first_id, first_id]);
+    let stored: Vec<ContentId> = out.originals.iter().map(|o| o.0).collect();
+    assert!(
+        stored.contains(&first_id),
+        "the pointed-to original is stored"
+    );
+    assert!(
+        out.originals.iter().any(|o| o.0 == first_id && o.1 == file),
+        "as the client sent it"
+    );
+    let (_, again) = run(&|id| id == first_id);
+    assert!(again.originals.iter().all(|o| o.0 != first_id));
+}
+
+#[test]
+fn anthropic_and_responses_results_are_found() {
+    let body = json!({"model": "c", "max_tokens": 10, "system": "sys", "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Read", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": log(9000)}]}]}
+    ]});
+    let mut request = ApiRequest::parse(Api::Messages, body.to_string().as_bytes()).unwrap();
+    let out = rewrite(&mut request, "s", &settings());
+    let new: Value = serde_json::from_slice(&out.body.unwrap()).unwrap();
+    assert!(
+        new["messages"][2]["content"][0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("trimmed from file read output")
+    );
+    assert_eq!(
+        new["system"][0]["cache_control"]["type"], "ephemeral",
+        "breakpoints added"
+    );
+    assert_eq!(
+        new["messages"][2]["content"][0]["cache_control"]["type"],
+        "ephemeral"
+    );
+
+    let body = json!({"model": "gpt-5", "input": [
+        {"type": "function_call", "call_id": "c", "name": "exec_command", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": log(9000)}
+    ]});
+    let mut request = ApiRequest::parse(Api::Responses, body.to_string().as_bytes()).unwrap();
+    let out = rewrite(&mut request, "sess-1", &settings());
+    let new: Value = serde_json::from_slice(&out.body.unwrap()).unwrap();
+    assert!(
+        new["input"][1]["output"]
+            .as_str()
+            .unwrap()
+            .contains("trimmed from terminal output")
+    );
+    assert_eq!(new["prompt_cache_key"], "sess-1");
+}
+
+#[test]
+fn nothing_to_do_means_no_new_body() {
+    let body = json!({"model": "gpt-5", "prompt_cache_key": "k", "messages": [{"role": "user", "content": "hi"}]});
+    let mut request = ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
+    assert!(rewrite(&mut request, "s", &settings()).body.is_none());
+}
+
+/// Defect guarded: `serve` shaped every request for an assumed 200K window, so a local
+/// 32K model's outputs entered whole. The window now comes from the request's model.
+#[test]
+fn the_window_follows_the_requests_model() {
+    let settings = RewriteSettings {
+        cache: Default::default(),
+        model_windows: true,
+        ..settings()
+    };
+    let run = |model: &str| {
+        let body = json!({
+            "model": model,
+            "messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": log(1200)}
+            ]
+        });
+        let mut request =
+            ApiRequest::parse(Api::ChatCompletions, body.to_string().as_bytes()).unwrap();
+        rewrite(&mut request, "s", &settings).bytes_saved
+    };
+    // 19 KB: under the terminal's limit at Claude's 200K (24 KB), over an unknown model's
+    // at 32K (12.8 KB).
+    assert_eq!(run("claude-sonnet-4-5"), 0);
+    assert!(run("my-local-finetune") > 4_000);
+    assert_eq!(settings.window_for(Some("gpt-5-mini"), false), 272_000);
+    let fixed = RewriteSettings {
+        cache: Default::default(),
+        model_windows: false,
+        ..settings.clone()
+    };
+    assert_eq!(fixed.window_for(Some("gpt-5-mini"), false), 32_000);
+    // Only a real window is enforced: the table's, a long context asked for, `--window`.
+    assert!(settings.knows_window(Some("gpt-5-mini"), false));
+    assert!(!settings.knows_window(Some("my-local-finetune"), false));
+    assert!(!settings.knows_window(None, false));
+    assert!(settings.knows_window(None, true));
+    assert_eq!(
+        settings.window_for(Some("claude-sonnet-4-5"), true),
+        1_000_000
+    );
+    assert!(fixed.knows_window(Some("my-local-finetune"), false));
+}
