@@ -13,6 +13,7 @@ pub mod cache;
 pub mod calibrate;
 pub mod causes;
 pub mod client;
+pub mod client_model;
 mod counting;
 pub mod explain;
 pub mod kinds;

@@ -1,4 +1,3 @@
-
 #[test]
 fn an_assistant_items_text_is_replaced_in_every_api() {
     use serde_json::json;
