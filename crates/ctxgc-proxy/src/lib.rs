@@ -9,15 +9,13 @@
 //! failure forwards the original request unchanged (fail open) and is logged and counted.
 //! Headers are forwarded and never logged or stored.
 //!
-//! A request flows one way, and so do the imports: `server` (routes) → `handler` (intake:
-//! body, tenant, session) → `pipeline` → `rewrite` (insertion trimming) and `lineage` (the
-//! engine's events, decided in `ctxgc-core`); then `upstream` (sending) and `relay` (the answer
-//! back, its usage read through `sse`), or `agentic` (the agent tools' rounds, with `splice`).
-//! Beside a request, off its path, `background` notes what its session waits for: keep-alives
-//! (`keepalive`), the preparation of its next event once idle (`idle`), and what its client
-//! alone would have been billed (`client_bill`); the server's ticker runs what is due.
-//! The state the requests share is `state`'s [`AppState`], made of parts at the bottom:
-//! `metrics`, `sessions`, `responses`, `memos`, `summarizer`, `identity`, `settings`.
+//! A request flows one way, and so do the imports: `server` (routes) hands it to `route`, which
+//! reads as its stages in order: admitted (`admission`), parsed and identified (`intake`),
+//! rewritten (`route::prepare` over `rewrite` and `lifetime`) or forwarded unchanged, the work
+//! beside it noted, sent (`upstream`) and its answer relayed, through the agent tools' rounds
+//! (`agent`) when they were injected. The state the requests share is `state`'s [`AppState`],
+//! made of the parts in the folders below it; `observe` counts and shows, `wire` reads and
+//! splices bytes. `docs/architecture.md` draws the route.
 
 #![deny(missing_docs)]
 

@@ -4,8 +4,6 @@
 use std::collections::BTreeMap;
 
 use crate::engine::abstracts::ResultMeta;
-#[cfg(doc)]
-use crate::engine::{plan::must_fit, policy::Policy};
 use crate::transcript::Message;
 
 /// Framing tokens of a message (see `tokens`), for estimates of replaced messages.
@@ -28,7 +26,7 @@ pub struct PlanInput<'a> {
     /// pruned prefix): a new event's tail may not start inside them.
     pub frozen: usize,
     /// The provider's prompt cache has expired (a pause past its TTL): the request rewrites
-    /// its whole prefix anyway ([`Policy::cold_cache_secs`]).
+    /// its whole prefix anyway ([`crate::engine::policy::Policy::cold_cache_secs`]).
     pub cache_cold: bool,
     /// The model's cache prices, when known ([`crate::models::cache_prices`]); else the
     /// policy's.
@@ -39,7 +37,7 @@ pub struct PlanInput<'a> {
     /// outputs, each stored and recallable.
     pub may_compact: bool,
     /// Whether `window` is the model's real window, which a prompt must not pass
-    /// ([`must_fit`]): not for a model whose window is only assumed (the proxy's guess for a
+    /// (the plan's `must_fit`): not for a model whose window is only assumed (the proxy's guess for a
     /// model it does not know may be smaller than the real one, and cutting to it is not free).
     pub enforce_window: bool,
 }
