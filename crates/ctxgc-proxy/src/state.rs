@@ -53,6 +53,8 @@ pub struct AppState {
     /// heavy and ordinary requests: each holds its parsed body and views (the rest wait, then
     /// fail open).
     pub(crate) gate: Arc<crate::admission::gate::Gate>,
+    /// The queue of the rewrite workers, one per rewrite slot ([`crate::rewrite::jobs`]).
+    pub(crate) workers: crate::rewrite::jobs::Workers,
     /// The memory the requests in flight may hold for rewriting.
     pub(crate) memory: Arc<crate::admission::gate::MemoryBudget>,
     /// Refuses store calls at once for a moment after one failed.
@@ -176,6 +178,7 @@ impl AppState {
             responses: ResponseIndex::default(),
             tenant_secret,
             gate: crate::admission::gate::Gate::new(rewrite_slots()),
+            workers: crate::rewrite::jobs::Workers::new(rewrite_slots()),
             memory: crate::admission::gate::MemoryBudget::new(settings_inflight),
             breaker: crate::admission::breaker::Breaker::default(),
             alive_mark: std::sync::Mutex::new(None),

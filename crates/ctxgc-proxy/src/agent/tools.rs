@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Where the client's own history ended: an exchange is anchored there.
+#[derive(Debug, Clone, Copy)]
 pub struct ClientEnd {
     /// Items in the client's history.
     pub(crate) len: usize,

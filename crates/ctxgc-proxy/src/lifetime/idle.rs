@@ -3,7 +3,7 @@
 //! carries the session's prune or compaction, and paid for it in latency (an LLM summary takes
 //! seconds). Once the lifetime in force has passed with no new request, the cache is cold
 //! whatever comes next: the session's latest request runs through the pipeline again as if the
-//! pause were over ([`crate::route::prepare::Purpose::Idle`]), and the event it would run is stored
+//! pause were over ([`crate::rewrite::jobs::Purpose::Idle`]), and the event it would run is stored
 //! with the session's lineage, so the request that resumes the session finds it ready.
 //!
 //! A session with keep-alives is not prepared (its cache stays warm). What is held is bounded

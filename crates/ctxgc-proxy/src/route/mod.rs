@@ -13,9 +13,10 @@
 pub(crate) mod beside;
 pub(crate) mod prepare;
 pub(crate) mod relay;
-mod rounds;
+pub(crate) mod rounds;
 pub(crate) mod send;
 mod shadow;
+mod workers;
 
 use std::sync::Arc;
 

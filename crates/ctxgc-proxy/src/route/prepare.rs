@@ -11,55 +11,12 @@ use crate::error::ProxyError;
 use crate::lifetime::fields as lifetime;
 use crate::observe::metrics::Forwarded;
 use crate::observe::sessions::Forwarding;
+pub(crate) use crate::rewrite::jobs::{Caller, Prepared, Purpose};
+use crate::rewrite::jobs::{Job, PrepareJob};
 use crate::rewrite::lineage;
 use crate::rewrite::request as rewrite;
 use crate::state::AppState;
 use crate::wire::splice_json;
-
-/// What the pipeline runs for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Purpose {
-    /// A request to forward.
-    Request,
-    /// A token count: it sees the lineage in force but runs and records no event.
-    Count,
-    /// A session idle past its cache's lifetime: its latest request again, the cache taken as
-    /// cold, so that the event the next request would carry is ready when it comes. Nothing
-    /// about the session's requests (pauses, estimates, cache fields) is recorded.
-    Idle,
-}
-
-/// What a request's caller allows beside what the model sees.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Caller {
-    /// It gets keep-alives for the request's session ([`crate::lifetime::keepalive::consents`]), so what
-    /// a keep-alive would give up is weighed.
-    pub(crate) kept_alive: bool,
-    /// Which of ctxgc's cache fields its upstream refused lately ([`crate::lifetime::refusals`]): ctxgc
-    /// sets none of them.
-    pub(crate) refused: crate::lifetime::refusals::Refused,
-    /// It asked for the model's long context (Anthropic's `context-1m` beta): the window is
-    /// 1M tokens whatever the table says of the model.
-    pub(crate) long_context: bool,
-}
-
-/// A request ready to forward.
-pub(crate) struct Prepared {
-    /// The rewrite: the new body, if any, and the originals it hides.
-    pub(crate) out: rewrite::Rewritten,
-    /// The agent tools were injected: where the client's own history ended.
-    pub(crate) injected: Option<agent::ClientEnd>,
-    /// The engine's event on this request, if one ran.
-    pub(crate) event: Option<&'static str>,
-    /// Originals newly written to the store: id, size in bytes, and the size of what entered
-    /// instead when a trim hid it (an event's abstracts are not counted per original).
-    pub(crate) fresh: Vec<(ctxgc_core::ContentId, usize, Option<usize>)>,
-    /// The cache fields ctxgc set (a TTL, a retention), with the body without them.
-    pub(crate) cache_edit: Option<lifetime::CacheEdit>,
-    /// What a keep-alive after this request would give up: the share of the prompt the event
-    /// an expiry makes free would leave (`None`: not weighed, taken as 1).
-    pub(crate) kept_if_cold: Option<f64>,
-}
 
 /// Tokens a provider adds to a request beyond its body (its own system text for tools): a body
 /// this far under the prompt limit in bytes cannot pass it.
@@ -455,12 +412,12 @@ pub(crate) async fn rewrite_or_forward(
     }
 }
 
-/// Runs the pipeline in a blocking task once a rewrite slot is free: rewriting is synchronous
-/// CPU work plus a local store write. A panic, a store failure or no free slot within the
-/// deadline is an error, and the caller forwards the original (fail open).
+/// Runs the pipeline on the rewrite workers once a rewrite slot is free: rewriting is
+/// synchronous CPU work plus a local store write. A panic, a store failure or no free slot
+/// within the deadline is an error, and the caller forwards the original (fail open).
 pub(crate) async fn run(
     s: &std::sync::Arc<AppState>,
-    mut request: ApiRequest,
+    request: ApiRequest,
     raw: &bytes::Bytes,
     (tenant, session): (&str, &ctxgc_core::store::SessionId),
     (purpose, caller): (Purpose, Caller),
@@ -474,33 +431,51 @@ pub(crate) async fn run(
             waited: crate::state::REWRITE_QUEUE_DEADLINE,
         });
     };
-    let (state, raw, session) = (s.clone(), raw.clone(), session.clone());
-    let span = tracing::Span::current();
     let (done, prepared) = tokio::sync::oneshot::channel();
-    let task = tokio::task::spawn_blocking(move || {
-        let _entered = span.enter();
-        let _ = done.send(prepare(
-            &state,
-            &mut request,
-            &raw,
-            &session,
-            purpose,
-            caller,
-        ));
-        // The request goes upstream while its parsed document is freed here: at 100K tokens
-        // that is tens of thousands of allocations the request need not wait for. The slot
-        // (and its share of the rewrite budget) is freed after it.
-        drop(request);
-        drop(slot);
+    let job = PrepareJob {
+        request,
+        raw: raw.clone(),
+        session: session.clone(),
+        purpose,
+        caller,
+        slot,
+        span: tracing::Span::current(),
+        done,
+    };
+    crate::route::workers::submit(s, Job::Prepare(job))?;
+    prepared.await.unwrap_or_else(|_| {
+        Err(ProxyError::Task(
+            "the pipeline ended without an answer".into(),
+        ))
+    })
+}
+
+/// Runs a request's pipeline on a rewrite worker and answers it: the request goes upstream
+/// while its parsed document is freed here, and the slot (and its share of the rewrite budget)
+/// is freed after it. A panic is answered as an error.
+pub(crate) fn answer(s: &AppState, job: PrepareJob) {
+    let PrepareJob {
+        mut request,
+        raw,
+        session,
+        purpose,
+        caller,
+        slot,
+        span,
+        done,
+    } = job;
+    let _entered = span.enter();
+    let prepared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        prepare(s, &mut request, &raw, &session, purpose, caller)
+    }))
+    .unwrap_or_else(|panic| {
+        Err(ProxyError::Task(crate::route::workers::panic_message(
+            &*panic,
+        )))
     });
-    match prepared.await {
-        Ok(prepared) => prepared,
-        // The task ended without an answer: it panicked, and its join says how.
-        Err(_) => Err(ProxyError::Task(match task.await {
-            Err(e) => e.to_string(),
-            Ok(()) => "the pipeline ended without an answer".to_owned(),
-        })),
-    }
+    let _ = done.send(prepared);
+    drop(request);
+    drop(slot);
 }
 
 /// ctxgc's count of a request's prompt: its conversation as the provider frames it, its system

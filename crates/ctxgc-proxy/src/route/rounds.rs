@@ -20,6 +20,7 @@ use crate::agent::splice::Splicer;
 use crate::agent::tools::{self as agent, Call, ClientEnd, Exchange, Merge};
 use crate::error::ProxyError;
 use crate::reply::error_response;
+use crate::rewrite::jobs::{Job, RoundJob};
 use crate::route::prepare::{Prepared, Purpose, prepare};
 use crate::route::relay::relay;
 use crate::state::AppState;
@@ -81,9 +82,9 @@ impl Context {
             .await
     }
 
-    /// Runs a round's internal calls off the async workers; returns the next request's body
-    /// when the upstream must be called again. When that next round is the `last` allowed, it
-    /// asks for an answer without tool calls.
+    /// Runs a round's internal calls on the rewrite workers ([`answer`]); returns the next
+    /// request's body when the upstream must be called again. When that next round is the
+    /// `last` allowed, it asks for an answer without tool calls.
     async fn execute(
         &self,
         calls: Vec<Call>,
@@ -91,93 +92,145 @@ impl Context {
         follow_up: bool,
         last: bool,
     ) -> Result<Option<Bytes>, ProxyError> {
-        let s = self.s.clone();
-        let (api, raw, session) = (self.api, self.raw.clone(), self.session.clone());
-        let (len, anchor) = (self.end.len, self.end.anchor);
-        tokio::task::spawn_blocking(move || {
-            let client: Value = serde_json::from_slice(&raw)
-                .map_err(|e| ctxgc_formats::FormatError::Json(e.to_string()))?;
-            let max_bytes = s.settings.rewrite.trim.hard_cap_bytes;
-            // No lock: the state is saved with a compare-and-set, and the round is recorded
-            // again on the newer state when another request of the session saved first (the
-            // calls' own effects, storing originals, are idempotent).
-            let mut saved = false;
-            for _ in 0..AGENT_STATE_ATTEMPTS {
-                let (mut state, read) = agent::load_versioned(&*s.store, &session)?;
-                let mut internal_calls = Vec::new();
-                let mut results = Vec::new();
-                for call in calls.iter().filter(|c| agent::is_internal_call(c)) {
-                    let text = agent::execute(
-                        call, api, &client, &session, &*s.store, &mut state, max_bytes,
-                    )?;
-                    internal_calls.push(call.raw.clone());
-                    results.push(agent::result_part(api, call, &text));
-                }
-                if follow_up {
-                    let anchor = anchor.ok_or(ProxyError::Agent(
-                        "an exchange needs a client history to follow",
-                    ))?;
-                    let mut items = assistant.clone();
-                    items.extend(agent::result_items(api, results));
-                    state.exchanges.push(Exchange {
-                        at: len,
-                        anchor,
-                        items,
-                    });
-                } else if let Some(client_call) = calls.iter().find(|c| !agent::is_internal_call(c))
-                {
-                    state.merges.push(Merge {
-                        with_call: client_call.id.clone(),
-                        calls: internal_calls,
-                        results,
-                        positions: calls
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, c)| agent::is_internal_call(c))
-                            .map(|(k, _)| k)
-                            .collect(),
-                    });
-                }
-                if agent::save_if_unchanged(&*s.store, &session, read.as_deref(), &state)? {
-                    saved = true;
-                    break;
-                }
-            }
-            if !saved {
-                return Err(ProxyError::Contended {
-                    what: "agent state",
-                    attempts: AGENT_STATE_ATTEMPTS,
-                });
-            }
-            let internal = calls.iter().filter(|c| agent::is_internal_call(c)).count() as u64;
-            s.metrics.agent_tool_calls(internal);
-            if !follow_up {
-                return Ok(None);
-            }
-            let mut request = ApiRequest::parse(api, &raw)?;
-            let Prepared { out, .. } = prepare(
-                &s,
-                &mut request,
-                &raw,
-                &session,
-                Purpose::Request,
-                crate::route::prepare::Caller::default(),
-            )?;
-            if last {
-                // The client could not run a call the model makes now: ask for an answer.
-                api.wire().set_no_tool_calls(&mut request.body);
-                return Ok(Some(Bytes::from(request.to_bytes())));
-            }
-            Ok(Some(Bytes::from(out.body.unwrap_or_else(|| raw.to_vec()))))
-        })
-        .await
-        .map_err(|e| ProxyError::Task(e.to_string()))?
+        let (done, answered) = tokio::sync::oneshot::channel();
+        let job = RoundJob {
+            api: self.api,
+            client: (self.raw.clone(), self.end),
+            session: self.session.clone(),
+            calls,
+            assistant,
+            follow_up,
+            last,
+            done,
+        };
+        crate::route::workers::submit(&self.s, Job::Round(job))?;
+        answered
+            .await
+            .unwrap_or_else(|_| Err(ProxyError::Task("the round ended without an answer".into())))
     }
 
     fn fail(&self, why: &str) {
         self.s.metrics.failed_open();
         tracing::warn!(error = why, "the agent tools failed");
     }
+}
+
+/// Runs a round of the agent tools on a rewrite worker and answers it (a panic as an error).
+pub(crate) fn answer(s: &AppState, job: RoundJob) {
+    let RoundJob {
+        api,
+        client: (raw, end),
+        session,
+        calls,
+        assistant,
+        follow_up,
+        last,
+        done,
+    } = job;
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        round(
+            s,
+            api,
+            (&raw, &end),
+            &session,
+            (calls, assistant),
+            (follow_up, last),
+        )
+    }))
+    .unwrap_or_else(|panic| {
+        Err(ProxyError::Task(crate::route::workers::panic_message(
+            &*panic,
+        )))
+    });
+    let _ = done.send(ran);
+}
+
+/// A round: the internal calls run and recorded in the session's agent state (compare-and-set,
+/// again on a newer state when another request of the session saved first); with `follow_up`,
+/// the next request's body.
+fn round(
+    s: &AppState,
+    api: Api,
+    (raw, end): (&Bytes, &ClientEnd),
+    session: &SessionId,
+    (calls, assistant): (Vec<Call>, Vec<Value>),
+    (follow_up, last): (bool, bool),
+) -> Result<Option<Bytes>, ProxyError> {
+    let (len, anchor) = (end.len, end.anchor);
+
+    let client: Value =
+        serde_json::from_slice(raw).map_err(|e| ctxgc_formats::FormatError::Json(e.to_string()))?;
+    let max_bytes = s.settings.rewrite.trim.hard_cap_bytes;
+    // No lock: the state is saved with a compare-and-set, and the round is recorded
+    // again on the newer state when another request of the session saved first (the
+    // calls' own effects, storing originals, are idempotent).
+    let mut saved = false;
+    for _ in 0..AGENT_STATE_ATTEMPTS {
+        let (mut state, read) = agent::load_versioned(&*s.store, session)?;
+        let mut internal_calls = Vec::new();
+        let mut results = Vec::new();
+        for call in calls.iter().filter(|c| agent::is_internal_call(c)) {
+            let text = agent::execute(
+                call, api, &client, session, &*s.store, &mut state, max_bytes,
+            )?;
+            internal_calls.push(call.raw.clone());
+            results.push(agent::result_part(api, call, &text));
+        }
+        if follow_up {
+            let anchor = anchor.ok_or(ProxyError::Agent(
+                "an exchange needs a client history to follow",
+            ))?;
+            let mut items = assistant.clone();
+            items.extend(agent::result_items(api, results));
+            state.exchanges.push(Exchange {
+                at: len,
+                anchor,
+                items,
+            });
+        } else if let Some(client_call) = calls.iter().find(|c| !agent::is_internal_call(c)) {
+            state.merges.push(Merge {
+                with_call: client_call.id.clone(),
+                calls: internal_calls,
+                results,
+                positions: calls
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| agent::is_internal_call(c))
+                    .map(|(k, _)| k)
+                    .collect(),
+            });
+        }
+        if agent::save_if_unchanged(&*s.store, session, read.as_deref(), &state)? {
+            saved = true;
+            break;
+        }
+    }
+    if !saved {
+        return Err(ProxyError::Contended {
+            what: "agent state",
+            attempts: AGENT_STATE_ATTEMPTS,
+        });
+    }
+    let internal = calls.iter().filter(|c| agent::is_internal_call(c)).count() as u64;
+    s.metrics.agent_tool_calls(internal);
+    if !follow_up {
+        return Ok(None);
+    }
+    let mut request = ApiRequest::parse(api, raw)?;
+    let Prepared { out, .. } = prepare(
+        s,
+        &mut request,
+        raw,
+        session,
+        Purpose::Request,
+        crate::route::prepare::Caller::default(),
+    )?;
+    if last {
+        // The client could not run a call the model makes now: ask for an answer.
+        api.wire().set_no_tool_calls(&mut request.body);
+        return Ok(Some(Bytes::from(request.to_bytes())));
+    }
+    Ok(Some(Bytes::from(out.body.unwrap_or_else(|| raw.to_vec()))))
 }
 
 /// Removes internal calls from a complete response.
