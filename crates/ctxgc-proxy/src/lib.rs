@@ -19,12 +19,12 @@
 
 #![deny(missing_docs)]
 
-pub mod admission;
+mod admission;
 pub mod agent;
 mod error;
 pub mod intake;
-pub mod lifetime;
-pub mod observe;
+mod lifetime;
+mod observe;
 mod reply;
 pub mod rewrite;
 mod route;

@@ -1,9 +1,9 @@
 //! Admission and limits: what a request may take before any work is done on it. Its body is
-//! read within its deadline and size limit and decoded ([`body`]), the memory it may hold and
-//! the rewrite slot it waits for are granted fairly ([`gate`]), and store calls stop at once for
-//! a moment after one failed ([`breaker`]).
+//! read within its deadline and size limit and decoded (`body`), the memory it may hold and
+//! the rewrite slot it waits for are granted fairly (`gate`), and store calls stop at once for
+//! a moment after one failed (`breaker`).
 //!
-//! Calls: [`crate::reply`] only (its refusals are answers the proxy writes itself).
+//! Calls: `crate::reply` only (its refusals are answers the proxy writes itself).
 
 pub(crate) mod body;
 pub(crate) mod breaker;

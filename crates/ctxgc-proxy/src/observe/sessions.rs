@@ -120,7 +120,7 @@ pub struct SessionUsage {
     /// Output tokens reported.
     pub output_tokens: u64,
     /// The client's own requests, served by the lab's cache model of the session's provider
-    /// (what they would have been billed without ctxgc; [`crate::observe::client_bill`]): requests,
+    /// (what they would have been billed without ctxgc; the client bill): requests,
     /// then uncached input, cache reads and writes (one-hour ones apart), ctxgc's estimates.
     #[serde(skip_serializing_if = "is_zero")]
     pub client_requests: u64,

@@ -1,14 +1,14 @@
 //! The route of a request on an API route, each stage once and in order: admitted (its body
-//! read within its deadline, limit and memory budget, and decoded: [`crate::admission`]);
-//! parsed and identified (its tenant and session: [`crate::intake`]); rewritten, off the async
-//! workers, or forwarded unchanged when that fails ([`prepare`], over [`crate::rewrite`] and
-//! [`crate::lifetime`]); the work beside it noted ([`beside`]); sent and its answer relayed
-//! ([`send`], [`relay`]), through the agent tools' rounds when they were injected ([`rounds`]).
+//! read within its deadline, limit and memory budget, and decoded: `crate::admission`);
+//! parsed and identified (its tenant and session: `crate::intake`); rewritten, off the async
+//! workers, or forwarded unchanged when that fails (`prepare`, over `crate::rewrite` and
+//! `crate::lifetime`); the work beside it noted (`beside`); sent and its answer relayed
+//! (`send`, `relay`), through the agent tools' rounds when they were injected (`rounds`).
 //! Observe mode forwards every request as it came and computes the rewrite beside it
-//! ([`shadow`]). Every other request is forwarded untouched ([`send::passthrough`]).
+//! (`shadow`). Every other request is forwarded untouched (`send::passthrough`).
 //!
 //! The files here are the stages that work with the server's whole state
-//! ([`crate::state::AppState`]); they call the folders below them, never the server.
+//! (`crate::state::AppState`); they call the folders below them, never the server.
 
 pub(crate) mod beside;
 pub(crate) mod prepare;
