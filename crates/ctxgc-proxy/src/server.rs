@@ -27,6 +27,7 @@ const API_ROUTES: &[(&str, Api)] = &[
 
 /// The router.
 pub fn router(state: Arc<AppState>) -> Router {
+    crate::route::workers::start(&state);
     /// The route of one API: its requests go through the pipeline.
     fn api(api: Api) -> axum::routing::MethodRouter<Arc<AppState>> {
         post(

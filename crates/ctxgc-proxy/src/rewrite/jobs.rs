@@ -1,8 +1,8 @@
 //! A request's blocking work as data, queued for the rewrite workers: its pipeline
 //! ([`PrepareJob`]) and a round of its agent tools' calls ([`RoundJob`]). As many workers as
 //! rewrite slots take the jobs off one queue, so the work a burst of requests starts is bounded
-//! like the slots; what a job runs is the route's ([`crate::route`]), which starts the workers
-//! with the first job and answers each through its `done` channel.
+//! like the slots; what a job runs is the route's (`crate::route`), whose server starts the
+//! workers; each job is answered through its `done` channel.
 
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender};
@@ -98,11 +98,15 @@ pub(crate) enum Job {
     Round(RoundJob),
 }
 
+/// A job as queued: with the runtime it was submitted from, which the worker enters while it
+/// runs it (a job may wait on the runtime: the LLM summarizer's call, a Redis store).
+pub(crate) type Queued = (Job, Option<tokio::runtime::Handle>);
+
 /// The queue of the rewrite workers.
 pub(crate) struct Workers {
-    jobs: Sender<Job>,
+    jobs: Sender<Queued>,
     /// Taken once, by whoever starts the workers.
-    queue: Mutex<Option<Receiver<Job>>>,
+    queue: Mutex<Option<Receiver<Queued>>>,
     count: usize,
 }
 
@@ -118,15 +122,25 @@ impl Workers {
     }
 
     /// The queue and how many workers should take from it, the first time only.
-    pub(crate) fn take_queue(&self) -> Option<(Receiver<Job>, usize)> {
+    pub(crate) fn take_queue(&self) -> Option<(Receiver<Queued>, usize)> {
         Some((self.queue.lock().ok()?.take()?, self.count))
     }
 
     /// Queues `job`. At most one job per rewrite slot, plus the agent tools' rounds, waits here:
     /// the requests' slots bound the queue.
     pub(crate) fn submit(&self, job: Job) -> Result<(), ProxyError> {
+        let runtime = tokio::runtime::Handle::try_current().ok();
         self.jobs
-            .send(job)
+            .send((job, runtime))
             .map_err(|_| ProxyError::Task("the rewrite workers are gone".to_owned()))
     }
+}
+
+/// What a panic said, for the error that answers the job it broke.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }

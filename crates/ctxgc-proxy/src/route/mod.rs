@@ -16,7 +16,7 @@ pub(crate) mod relay;
 pub(crate) mod rounds;
 pub(crate) mod send;
 mod shadow;
-mod workers;
+pub(crate) mod workers;
 
 use std::sync::Arc;
 

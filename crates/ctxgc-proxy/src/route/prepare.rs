@@ -442,7 +442,7 @@ pub(crate) async fn run(
         span: tracing::Span::current(),
         done,
     };
-    crate::route::workers::submit(s, Job::Prepare(job))?;
+    s.workers.submit(Job::Prepare(job))?;
     prepared.await.unwrap_or_else(|_| {
         Err(ProxyError::Task(
             "the pipeline ended without an answer".into(),
@@ -469,7 +469,7 @@ pub(crate) fn answer(s: &AppState, job: PrepareJob) {
         prepare(s, &mut request, &raw, &session, purpose, caller)
     }))
     .unwrap_or_else(|panic| {
-        Err(ProxyError::Task(crate::route::workers::panic_message(
+        Err(ProxyError::Task(crate::rewrite::jobs::panic_message(
             &*panic,
         )))
     });

@@ -103,7 +103,7 @@ impl Context {
             last,
             done,
         };
-        crate::route::workers::submit(&self.s, Job::Round(job))?;
+        self.s.workers.submit(Job::Round(job))?;
         answered
             .await
             .unwrap_or_else(|_| Err(ProxyError::Task("the round ended without an answer".into())))
@@ -138,7 +138,7 @@ pub(crate) fn answer(s: &AppState, job: RoundJob) {
         )
     }))
     .unwrap_or_else(|panic| {
-        Err(ProxyError::Task(crate::route::workers::panic_message(
+        Err(ProxyError::Task(crate::rewrite::jobs::panic_message(
             &*panic,
         )))
     });
