@@ -2,11 +2,9 @@
 //! here and its [`WireApi`] implementation).
 
 use crate::Api;
-use crate::anthropic::Messages;
-use crate::chat::ChatCompletions;
 use crate::gemini::Gemini;
-use crate::responses::Responses;
 use crate::wire_api::WireApi;
+use crate::wire_apis::{ChatCompletions, Messages, Responses};
 
 impl Api {
     /// Every API, in the order metrics list them.

@@ -18,6 +18,7 @@ pub mod request;
 pub mod responses;
 pub mod wire;
 pub mod wire_api;
+mod wire_apis;
 
 use ctxgc_core::{Block, Transcript};
 

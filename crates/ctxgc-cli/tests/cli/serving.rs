@@ -245,21 +245,7 @@ fn a_file_size_limit_makes_store_writes_fail_open_not_the_proxy_die() {
     let upstream = tiny_upstream();
     // 200 KB of file size at most: the store's first large originals cross it.
     let mut proxy = spawn_serve("ulimit -f 200;", &addr, &upstream, &db, Stdio::piped());
-    for i in 0..12 {
-        let output: String = (0..3000)
-            .map(|l| format!("request {i} line {l}: compiling a crate with a long name\n"))
-            .collect();
-        let body = serde_json::json!({"model": "gpt-5", "messages": [
-            {"role": "user", "content": format!("task {i}")},
-            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": output}
-        ]});
-        assert_eq!(
-            post(&addr, "/v1/chat/completions", &body.to_string()),
-            Some(200),
-            "request {i}"
-        );
-    }
+    send_build_outputs(&addr, 12);
     assert!(
         proxy.try_wait().unwrap().is_none(),
         "the proxy is still running"
@@ -284,7 +270,19 @@ fn a_log_on_a_full_disk_fails_no_request() {
         .open("/dev/full")
         .unwrap();
     let mut proxy = spawn_serve("", &addr, &upstream, &db, Stdio::from(full));
-    for i in 0..6 {
+    send_build_outputs(&addr, 6);
+    assert!(
+        proxy.try_wait().unwrap().is_none(),
+        "the proxy is still running"
+    );
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+}
+
+/// Sends `requests` Chat Completions requests, each with a 3,000-line build output, and checks
+/// that each is answered.
+fn send_build_outputs(addr: &str, requests: usize) {
+    for i in 0..requests {
         let output: String = (0..3000)
             .map(|l| format!("request {i} line {l}: compiling a crate with a long name\n"))
             .collect();
@@ -294,15 +292,9 @@ fn a_log_on_a_full_disk_fails_no_request() {
             {"role": "tool", "tool_call_id": "c1", "content": output}
         ]});
         assert_eq!(
-            post(&addr, "/v1/chat/completions", &body.to_string()),
+            post(addr, "/v1/chat/completions", &body.to_string()),
             Some(200),
             "request {i}"
         );
     }
-    assert!(
-        proxy.try_wait().unwrap().is_none(),
-        "the proxy is still running"
-    );
-    let _ = proxy.kill();
-    let _ = proxy.wait();
 }

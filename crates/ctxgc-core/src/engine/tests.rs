@@ -16,9 +16,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 
 mod events;
-mod hidden;
 mod prunes;
-mod window;
 
 /// A policy scaled down so that small random sessions cross the threshold several times.
 fn small_config() -> Config {

@@ -22,8 +22,7 @@ use ctxgc_proxy::{AppState, ProxySettings, Timeouts};
 use ctxgc_test_support::{FakeUpstream, Log, Received, Reply};
 use serde_json::{Value, json};
 
-mod cache_fields;
-mod idle;
+mod cache;
 mod operating;
 
 /// How many events the slow stream sends, one a second.

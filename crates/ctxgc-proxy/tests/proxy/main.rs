@@ -24,10 +24,8 @@ use ctxgc_proxy::{AppState, ProxySettings, RewriteSettings};
 use ctxgc_test_support::logs::{self, Logs};
 use serde_json::{Value, json};
 
-mod compaction;
-mod limits;
-mod passing;
-mod safety;
+mod events;
+mod requests;
 
 /// A request as the fake upstream received it: (path, headers, body).
 type Seen = (String, HeaderMap, Bytes);
@@ -223,17 +221,14 @@ impl Harness {
 
     /// Sends a body to `path` through the proxy; returns what the upstream received.
     async fn post(&self, path: &str, body: &Value) -> (String, HeaderMap, Bytes) {
-        client()
-            .post(format!("{}{path}", self.proxy))
-            .json(body)
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap();
+        answer_of(client().post(format!("{}{path}", self.proxy)).json(body)).await;
         as_seen(self.upstream.log.last().unwrap())
     }
+}
+
+/// The body of the answer to `request`.
+async fn answer_of(request: reqwest::RequestBuilder) -> Bytes {
+    request.send().await.unwrap().bytes().await.unwrap()
 }
 
 fn client() -> reqwest::Client {
