@@ -63,17 +63,22 @@ pub(crate) struct Prepared {
 
 /// A request's pipeline to run.
 pub(crate) struct PrepareJob {
+    /// The request as parsed, rewritten in place.
     pub(crate) request: ApiRequest,
     /// The client's bytes.
     pub(crate) raw: Bytes,
+    /// Its session.
     pub(crate) session: SessionId,
+    /// What the pipeline runs for.
     pub(crate) purpose: Purpose,
+    /// What its caller allows.
     pub(crate) caller: Caller,
     /// The rewrite slot the request holds: freed once the job has answered and dropped the
     /// request (at 100K tokens, tens of thousands of allocations the request need not wait for).
     pub(crate) slot: Slot,
     /// The request's span, entered while the job runs.
     pub(crate) span: tracing::Span,
+    /// Where the answer goes.
     pub(crate) done: tokio::sync::oneshot::Sender<Result<Prepared, ProxyError>>,
 }
 
@@ -81,14 +86,17 @@ pub(crate) struct PrepareJob {
 /// to run and record in the session's agent state; with `follow_up`, the next request's body
 /// (asking for an answer without tool calls when it is the `last` round allowed).
 pub(crate) struct RoundJob {
+    /// The request's API.
     pub(crate) api: Api,
     /// The client's bytes, and where its own history ended.
     pub(crate) client: (Bytes, ClientEnd),
+    /// Its session.
     pub(crate) session: SessionId,
-    pub(crate) calls: Vec<Call>,
-    pub(crate) assistant: Vec<Value>,
-    pub(crate) follow_up: bool,
-    pub(crate) last: bool,
+    /// The model's calls, internal or not, and the items that made them.
+    pub(crate) calls: (Vec<Call>, Vec<Value>),
+    /// Whether the upstream is called again, and whether that is the last round allowed.
+    pub(crate) next: (bool, bool),
+    /// Where the answer goes.
     pub(crate) done: tokio::sync::oneshot::Sender<Result<Option<Bytes>, ProxyError>>,
 }
 

@@ -355,20 +355,14 @@ pub(crate) async fn rewrite_or_forward(
     )
     .await
     {
-        Ok(Prepared {
-            out,
-            injected,
-            event,
-            fresh,
-            cache_edit,
-            kept_if_cold,
-        }) => {
+        Ok(prepared) => {
+            let out = prepared.out;
             let by_rewrite = out.added_breakpoints || out.added_cache_key;
             let (how, body) = match out.body {
                 Some(body) => (Forwarded::Rewritten, bytes::Bytes::from(body)),
                 None => (Forwarded::Unchanged, raw.clone()),
             };
-            let stored = fresh.len() as u64;
+            let stored = prepared.fresh.len() as u64;
             s.metrics.forwarded(api, how, out.bytes_saved, stored, None);
             if !counting {
                 s.sessions.record_forwarded(
@@ -378,22 +372,22 @@ pub(crate) async fn rewrite_or_forward(
                         model: on.model,
                         received_bytes: raw.len(),
                         sent_bytes: body.len(),
-                        event,
-                        fresh: &fresh,
+                        event: prepared.event,
+                        fresh: &prepared.fresh,
                     },
                 );
             }
-            if let Some(edit) = &cache_edit {
+            if let Some(edit) = &prepared.cache_edit {
                 s.metrics.cache_field(edit.what);
                 s.sessions.record_cache_field(on.session, edit.what);
             }
             Outgoing {
                 body,
-                injected,
-                cache_edit,
+                injected: prepared.injected,
+                cache_edit: prepared.cache_edit,
                 by_rewrite,
                 prepared: true,
-                kept_if_cold,
+                kept_if_cold: prepared.kept_if_cold,
             }
         }
         Err(why) => {

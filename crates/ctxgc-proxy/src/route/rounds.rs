@@ -97,10 +97,8 @@ impl Context {
             api: self.api,
             client: (self.raw.clone(), self.end),
             session: self.session.clone(),
-            calls,
-            assistant,
-            follow_up,
-            last,
+            calls: (calls, assistant),
+            next: (follow_up, last),
             done,
         };
         self.s.workers.submit(Job::Round(job))?;
@@ -122,20 +120,11 @@ pub(crate) fn answer(s: &AppState, job: RoundJob) {
         client: (raw, end),
         session,
         calls,
-        assistant,
-        follow_up,
-        last,
+        next,
         done,
     } = job;
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        round(
-            s,
-            api,
-            (&raw, &end),
-            &session,
-            (calls, assistant),
-            (follow_up, last),
-        )
+        round(s, api, (&raw, &end), &session, calls, next)
     }))
     .unwrap_or_else(|panic| {
         Err(ProxyError::Task(crate::rewrite::jobs::panic_message(
