@@ -15,7 +15,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="${1:-$root/target/agent-histories}"
-cache="${CTXGC_CACHE:-$HOME/.cache/ctxgc}"
+# shellcheck source=../lib/installs.sh
+source "$here/../lib/installs.sh"
 
 hermes="$cache/py-hermes-agent-0.19.0-conformance"
 if ! [ -f "$hermes/.complete" ]; then
@@ -23,12 +24,7 @@ if ! [ -f "$hermes/.complete" ]; then
   "$hermes/bin/pip" install -q --disable-pip-version-check hermes-agent==0.19.0
   touch "$hermes/.complete"
 fi
-opencode_prefix="$cache/npm-opencode-ai-1.18.33"
-opencode="$opencode_prefix/node_modules/.bin/opencode"
-if ! [ -x "$opencode" ]; then
-  mkdir -p "$opencode_prefix"
-  (cd "$opencode_prefix" && npm install --silent --no-audit --no-fund opencode-ai@1.18.33 >/dev/null)
-fi
+opencode="$(npm_bin opencode-ai-1.18.33 opencode-ai@1.18.33 opencode)"
 
 rm -rf "$out"
 mkdir -p "$out/home" "$out/work"

@@ -11,14 +11,10 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="${1:-$root/target/codex-rollouts}"
-cache="${CTXGC_CACHE:-$HOME/.cache/ctxgc}"
+# shellcheck source=../lib/installs.sh
+source "$here/../lib/installs.sh"
 version="0.169.0"
-prefix="$cache/npm-codex-$version"
-codex="$prefix/node_modules/.bin/codex"
-if ! [ -x "$codex" ]; then
-  mkdir -p "$prefix"
-  (cd "$prefix" && npm install --silent --no-audit --no-fund "@openai/codex@$version" >/dev/null)
-fi
+codex="$(npm_bin "codex-$version" "@openai/codex@$version" codex)"
 "$codex" --version >/dev/null
 
 rm -rf "$out"

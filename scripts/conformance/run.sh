@@ -22,7 +22,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-cache="${CTXGC_CACHE:-$HOME/.cache/ctxgc}"
+# shellcheck source=../lib/installs.sh
+source "$here/../lib/installs.sh"
 out="$root/target/conformance"
 clients=("$@")
 [ ${#clients[@]} -gt 0 ] || clients=(sdk codex claude-code mini-swe-agent gemini-sdk gemini-cli hermes)
@@ -32,11 +33,7 @@ sdk="$cache/py-sdks-openai3.57.0-anthropic2.13.0"
 if ! [ -d "$sdk/openai" ] || ! [ -d "$sdk/anthropic" ]; then
   python3 -m pip install -q --disable-pip-version-check --target "$sdk" openai==3.57.0 anthropic==2.13.0 2>&1 | grep -v 'as the .root. user' || true
 fi
-codex="$cache/npm-codex-0.169.0/node_modules/.bin/codex"
-if ! [ -x "$codex" ]; then
-  mkdir -p "$cache/npm-codex-0.169.0"
-  (cd "$cache/npm-codex-0.169.0" && npm install --silent --no-audit --no-fund @openai/codex@0.169.0 >/dev/null)
-fi
+codex="$(npm_bin codex-0.169.0 @openai/codex@0.169.0 codex)"
 mini="$cache/py-mini-swe-agent-2.4.6"
 if ! [ -d "$mini/minisweagent" ]; then
   python3 -m pip install -q --disable-pip-version-check --target "$mini" mini-swe-agent==2.4.6 2>&1 | grep -v 'as the .root. user\|incompatible\|dependency resolver' || true
@@ -45,16 +42,8 @@ genai="$cache/py-google-genai-3.3.0"
 if ! [ -d "$genai/google/genai" ]; then
   python3 -m pip install -q --disable-pip-version-check --target "$genai" google-genai==3.3.0 2>&1 | grep -v 'as the .root. user\|incompatible\|dependency resolver' || true
 fi
-gemini="$cache/npm-gemini-cli-0.61.0/node_modules/.bin/gemini"
-if ! [ -x "$gemini" ]; then
-  mkdir -p "$cache/npm-gemini-cli-0.61.0"
-  (cd "$cache/npm-gemini-cli-0.61.0" && npm install --silent --no-audit --no-fund @google/gemini-cli@0.61.0 >/dev/null)
-fi
-claude="$cache/npm-claude-code-2.1.328/node_modules/.bin/claude"
-if ! [ -x "$claude" ]; then
-  mkdir -p "$cache/npm-claude-code-2.1.328"
-  (cd "$cache/npm-claude-code-2.1.328" && npm install --silent --no-audit --no-fund @anthropic-ai/claude-code@2.1.328 >/dev/null)
-fi
+gemini="$(npm_bin gemini-cli-0.61.0 @google/gemini-cli@0.61.0 gemini)"
+claude="$(npm_bin claude-code-2.1.328 @anthropic-ai/claude-code@2.1.328 claude)"
 hermes="$cache/py-hermes-agent-0.19.0-conformance"
 if [[ " ${clients[*]} " == *" hermes "* ]]; then
   if ! [ -f "$hermes/.complete" ]; then

@@ -12,7 +12,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-cache="${CTXGC_CACHE:-$HOME/.cache/ctxgc}"
+# shellcheck source=../lib/installs.sh
+source "$here/../lib/installs.sh"
 out="$root/target/dashboard"
 shot="${1:-$out/dashboard.png}"
 rm -rf "$out" && mkdir -p "$out"

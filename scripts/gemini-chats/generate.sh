@@ -12,14 +12,10 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="${1:-$root/target/gemini-chats}"
-cache="${CTXGC_CACHE:-$HOME/.cache/ctxgc}"
+# shellcheck source=../lib/installs.sh
+source "$here/../lib/installs.sh"
 version="0.61.0"
-prefix="$cache/npm-gemini-cli-$version"
-gemini="$prefix/node_modules/.bin/gemini"
-if ! [ -x "$gemini" ]; then
-  mkdir -p "$prefix"
-  (cd "$prefix" && npm install --silent --no-audit --no-fund "@google/gemini-cli@$version" >/dev/null)
-fi
+gemini="$(npm_bin "gemini-cli-$version" "@google/gemini-cli@$version" gemini)"
 
 rm -rf "$out"
 mkdir -p "$out/home/.gemini" "$out/work"

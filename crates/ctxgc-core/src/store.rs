@@ -189,6 +189,41 @@ pub trait StateStore: Send + Sync {
 pub trait Store: OriginalStore + StateStore {}
 impl<T: OriginalStore + StateStore> Store for T {}
 
+/// A shared store is the store it shares: a caller can keep a handle on what the proxy (or a
+/// replay) owns.
+impl<T: OriginalStore + ?Sized> OriginalStore for std::sync::Arc<T> {
+    fn put(&self, session: &SessionId, id: ContentId, text: &str) -> Result<(), StoreError> {
+        (**self).put(session, id, text)
+    }
+    fn put_all(&self, s: &SessionId, o: &[(ContentId, &str)]) -> Result<(), StoreError> {
+        (**self).put_all(s, o)
+    }
+    fn get(&self, session: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
+        (**self).get(session, id)
+    }
+    fn expire(&self, older_than: Duration) -> Result<u64, StoreError> {
+        (**self).expire(older_than)
+    }
+    fn usage(&self) -> Option<StoreUsage> {
+        (**self).usage()
+    }
+}
+
+impl<T: StateStore + ?Sized> StateStore for std::sync::Arc<T> {
+    fn put_state(&self, key: StateKey<'_>, state: &str) -> Result<(), StoreError> {
+        (**self).put_state(key, state)
+    }
+    fn get_state(&self, key: StateKey<'_>) -> Result<Option<String>, StoreError> {
+        (**self).get_state(key)
+    }
+    fn swap_state(&self, k: StateKey<'_>, e: Option<&str>, v: &str) -> Result<bool, StoreError> {
+        (**self).swap_state(k, e, v)
+    }
+    fn is_shared(&self) -> bool {
+        (**self).is_shared()
+    }
+}
+
 /// Originals in memory (tests, replays, one-shot CLI runs, `serve --store memory`), within an
 /// optional bound: past it, the originals written or touched longest ago go first.
 #[derive(Debug, Default)]

@@ -14,17 +14,7 @@ use ctxgc_proxy::rewrite::request::{RewriteSettings, TrimMemo, rewrite_with};
 fn main() {
     let path = std::env::args().nth(1).expect("a request body file");
     let bytes = std::fs::read(path).unwrap();
-    let settings = RewriteSettings {
-        cache: Default::default(),
-        trim: Default::default(),
-        window: 200_000,
-        model_windows: false,
-        cache_breakpoints: true,
-        prompt_cache_key: true,
-        engine: None,
-        events_only_when_cold: false,
-        inject_tools: false,
-    };
+    let settings = RewriteSettings::trimming_at(200_000);
     let memo = TrimMemo::default();
     if std::env::args().any(|a| a == "--cold") {
         let t = Instant::now();

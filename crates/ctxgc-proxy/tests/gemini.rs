@@ -16,7 +16,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use ctxgc_core::ContentId;
 use ctxgc_core::engine::Policy;
-use ctxgc_core::store::{MemoryStore, OriginalStore, SessionId, StateKey, StateStore, StoreError};
+use ctxgc_core::store::{MemoryStore, OriginalStore, SessionId};
 use ctxgc_proxy::{AppState, ProxySettings, RewriteSettings};
 use ctxgc_test_support::logs;
 use ctxgc_test_support::{FakeUpstream, Log, Received, Reply};
@@ -142,39 +142,6 @@ struct Harness {
     store: Arc<MemoryStore>,
 }
 
-/// A `MemoryStore` the test can read while the proxy writes it.
-struct Shared(Arc<MemoryStore>);
-
-impl OriginalStore for Shared {
-    fn put_all(
-        &self,
-        session: &SessionId,
-        originals: &[(ContentId, &str)],
-    ) -> Result<(), StoreError> {
-        self.0.put_all(session, originals)
-    }
-    fn get(&self, session: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
-        self.0.get(session, id)
-    }
-}
-
-impl StateStore for Shared {
-    fn put_state(&self, key: StateKey<'_>, state: &str) -> Result<(), StoreError> {
-        self.0.put_state(key, state)
-    }
-    fn get_state(&self, key: StateKey<'_>) -> Result<Option<String>, StoreError> {
-        self.0.get_state(key)
-    }
-    fn swap_state(
-        &self,
-        key: StateKey<'_>,
-        expected: Option<&str>,
-        state: &str,
-    ) -> Result<bool, StoreError> {
-        self.0.swap_state(key, expected, state)
-    }
-}
-
 async fn start(engine: bool) -> Harness {
     let upstream = FakeUpstream::start(gemini_reply).await;
     let store = Arc::new(MemoryStore::default());
@@ -190,11 +157,8 @@ async fn start(engine: bool) -> Harness {
         },
         ..base
     };
-    let state = AppState::new(settings, Box::new(Shared(store.clone()))).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    let router = ctxgc_proxy::router(state.clone());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let state = AppState::new(settings, Box::new(store.clone())).unwrap();
+    let proxy = common::serve_state(state.clone()).await;
     Harness {
         proxy,
         upstream,

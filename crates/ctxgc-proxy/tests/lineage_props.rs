@@ -150,15 +150,9 @@ fn user_text(u: u32) -> String {
 /// Insertion trimming as `serve` does it at `window`, without breakpoints or cache keys.
 fn settings(window: u64) -> ctxgc_proxy::RewriteSettings {
     ctxgc_proxy::RewriteSettings {
-        cache: Default::default(),
-        trim: Default::default(),
-        window,
-        model_windows: false,
         cache_breakpoints: false,
         prompt_cache_key: false,
-        engine: None,
-        events_only_when_cold: false,
-        inject_tools: false,
+        ..ctxgc_proxy::RewriteSettings::trimming_at(window)
     }
 }
 

@@ -49,6 +49,23 @@ pub struct RewriteSettings {
 }
 
 impl RewriteSettings {
+    /// Insertion trimming alone, with the default profiles, at a fixed `window`: breakpoints
+    /// and the cache key added where the client set none, no engine, no agent tools, the
+    /// cache's lifetime as configured by default.
+    pub fn trimming_at(window: u64) -> RewriteSettings {
+        RewriteSettings {
+            trim: TrimConfig::default(),
+            window,
+            model_windows: false,
+            cache_breakpoints: true,
+            prompt_cache_key: true,
+            engine: None,
+            events_only_when_cold: false,
+            inject_tools: false,
+            cache: Default::default(),
+        }
+    }
+
     /// The window a request for `model` is shaped for: the model's known window when
     /// `model_windows` is on (the table's conservative default for unknown models), else the
     /// configured one.

@@ -351,10 +351,7 @@ async fn start(name: &str) -> Harness {
         ..base
     };
     let state = AppState::new(settings, Box::new(store)).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    let router = ctxgc_proxy::router(state.clone());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let proxy = common::serve_state(state.clone()).await;
     Harness {
         proxy,
         state,

@@ -16,17 +16,7 @@ pub fn settings(upstream: &str) -> ProxySettings {
         gemini_upstream: upstream.to_owned(),
         max_body_bytes: 4 * 1024 * 1024,
         observe: false,
-        rewrite: RewriteSettings {
-            cache: Default::default(),
-            trim: Default::default(),
-            window: 32_000,
-            model_windows: false,
-            cache_breakpoints: true,
-            prompt_cache_key: true,
-            engine: None,
-            events_only_when_cold: false,
-            inject_tools: false,
-        },
+        rewrite: RewriteSettings::trimming_at(32_000),
         summarizer: None,
         summarizer_cooldown: Duration::from_secs(300),
         tenant_secret: Some("test".into()),
@@ -50,9 +40,25 @@ pub fn without_cache_control(v: &Value) -> Value {
 pub async fn serve(settings: ProxySettings) -> (String, std::sync::Arc<ctxgc_proxy::AppState>) {
     let store = Box::new(ctxgc_core::store::MemoryStore::default());
     let state = ctxgc_proxy::AppState::new(settings, store).unwrap();
+    (serve_state(state.clone()).await, state)
+}
+
+/// `ctxgc serve` of `state` on a free loopback port: its URL.
+#[allow(dead_code)] // Each test binary uses its own helpers.
+pub async fn serve_state(state: std::sync::Arc<ctxgc_proxy::AppState>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy = format!("http://{}", listener.local_addr().unwrap());
-    let router = ctxgc_proxy::router(state.clone());
+    let router = ctxgc_proxy::router(state);
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    (proxy, state)
+    proxy
+}
+
+/// `ctxgc serve` of `state` as the command runs it (its routes and its ticker) on a free
+/// loopback port: its URL.
+#[allow(dead_code)] // Each test binary uses its own helpers.
+pub async fn serve_on_loopback(state: std::sync::Arc<ctxgc_proxy::AppState>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(ctxgc_proxy::serve_on(listener, state));
+    proxy
 }

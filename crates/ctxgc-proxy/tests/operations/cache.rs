@@ -10,9 +10,7 @@ async fn observe_mode_forwards_every_byte_and_says_what_it_would_have_saved() {
         ..settings(&upstream.url)
     };
     let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let proxy = common::serve_on_loopback(state.clone()).await;
     // As a client writes it: spacing and key order ctxgc would not reproduce.
     let body = serde_json::to_string_pretty(&chat_body()).unwrap();
     for _ in 0..3 {
@@ -76,9 +74,7 @@ async fn a_refused_cache_field_is_dropped_and_the_request_resent_once() {
     })
     .await;
     let state = AppState::new(settings(&upstream.url), Box::new(MemoryStore::default())).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let proxy = common::serve_on_loopback(state.clone()).await;
     let client = reqwest::Client::new();
     let r = client
         .post(format!("{proxy}/v1/chat/completions"))
@@ -210,9 +206,7 @@ async fn a_gateway_that_refuses_the_cache_key_costs_one_resend_not_one_per_reque
     })
     .await;
     let state = AppState::new(settings(&upstream.url), Box::new(MemoryStore::default())).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let proxy = common::serve_on_loopback(state.clone()).await;
     let client = reqwest::Client::new();
     let send = |key: &'static str, body: Value| {
         let request = client
@@ -261,9 +255,7 @@ async fn keepalives_go_only_to_callers_that_turned_them_on() {
     settings.rewrite.cache.keepalive = true;
     settings.keepalive.second = Duration::from_millis(4);
     let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(ctxgc_proxy::serve_on(listener, state));
+    let proxy = common::serve_on_loopback(state).await;
     let client = reqwest::Client::new();
     let send = |key: &'static str, consent: Option<&'static str>, thinking: bool| {
         let mut body = json!({"model": "claude-sonnet-4-5", "max_tokens": 4096, "stream": false,
@@ -389,9 +381,7 @@ async fn an_idle_sessions_event_is_ready_before_it_resumes() {
     settings.rewrite.events_only_when_cold = true;
     settings.keepalive.second = Duration::from_millis(50);
     let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let proxy = common::serve_on_loopback(state.clone()).await;
     let client = reqwest::Client::new();
     let mut messages = vec![
         json!({"role": "system", "content": "You are a coding agent."}),

@@ -70,9 +70,7 @@ fn settings(upstream: &str) -> ProxySettings {
 async fn start(store: Box<dyn Store>) -> (String, FakeUpstream, Arc<AppState>) {
     let upstream = FakeUpstream::start(reply).await;
     let state = AppState::new(settings(&upstream.url), store).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let proxy = common::serve_on_loopback(state.clone()).await;
     (proxy, upstream, state)
 }
 
@@ -122,30 +120,6 @@ impl StateStore for DownStore {
     }
     fn swap_state(&self, _: StateKey<'_>, _: Option<&str>, _: &str) -> Result<bool, StoreError> {
         Err(StoreError::backend("test", "connection refused"))
-    }
-}
-
-/// A store the test keeps a handle on while the proxy owns it.
-struct Shared<T>(Arc<T>);
-
-impl<T: Store> OriginalStore for Shared<T> {
-    fn put_all(&self, s: &SessionId, o: &[(ContentId, &str)]) -> Result<(), StoreError> {
-        self.0.put_all(s, o)
-    }
-    fn get(&self, s: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
-        self.0.get(s, id)
-    }
-}
-
-impl<T: Store> StateStore for Shared<T> {
-    fn put_state(&self, k: StateKey<'_>, v: &str) -> Result<(), StoreError> {
-        self.0.put_state(k, v)
-    }
-    fn get_state(&self, k: StateKey<'_>) -> Result<Option<String>, StoreError> {
-        self.0.get_state(k)
-    }
-    fn swap_state(&self, k: StateKey<'_>, e: Option<&str>, v: &str) -> Result<bool, StoreError> {
-        self.0.swap_state(k, e, v)
     }
 }
 

@@ -240,7 +240,7 @@ async fn a_stalled_store_costs_one_deadline_and_readiness_answers_at_once() {
     let store = Arc::new(StalledStore {
         calls: Default::default(),
     });
-    let (proxy, _u, state) = start(Box::new(Shared(store.clone()))).await;
+    let (proxy, _u, state) = start(Box::new(store.clone())).await;
     // The first call fails at its deadline and the breaker opens: what follows fails open at
     // once.
     let started = Instant::now();
@@ -291,10 +291,8 @@ async fn a_store_that_restarts_empty_gets_the_secret_and_the_originals_back() {
         tenant_secret: None,
         ..settings(&upstream.url)
     };
-    let state = AppState::new(settings.clone(), Box::new(Shared(store.clone()))).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let state = AppState::new(settings.clone(), Box::new(store.clone())).unwrap();
+    let proxy = common::serve_on_loopback(state.clone()).await;
     let client = reqwest::Client::new();
     let headers = [
         ("authorization", "Bearer sk-restart"),
@@ -342,7 +340,7 @@ async fn a_store_that_restarts_empty_gets_the_secret_and_the_originals_back() {
         Some(secret)
     );
     // A replica started now takes the same secret: the same key is the same tenant.
-    let replica = AppState::new(settings, Box::new(Shared(store.clone()))).unwrap();
+    let replica = AppState::new(settings, Box::new(store.clone())).unwrap();
     assert_eq!(replica.tenant(&hm).as_str(), tenant.as_str());
     // The client resends its history: the original the model was told about is stored again.
     assert_eq!(send().await.unwrap().status(), StatusCode::OK);
@@ -368,9 +366,7 @@ async fn past_the_memory_budget_a_request_streams_upstream_unchanged() {
         ..settings(&upstream.url)
     };
     let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let proxy = common::serve_on_loopback(state.clone()).await;
     let client = reqwest::Client::new();
     // 100 KB body: 400 KB with its parse, within the budget: rewritten.
     let small = chat_body().to_string();
@@ -434,9 +430,7 @@ async fn a_rewrite_past_its_deadline_goes_upstream_unchanged() {
         ..settings(&upstream.url)
     };
     let state = AppState::new(settings, Box::new(MemoryStore::default())).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(ctxgc_proxy::serve_on(listener, state.clone()));
+    let proxy = common::serve_on_loopback(state.clone()).await;
     let mut messages = vec![json!({"role": "user", "content": "check"})];
     for i in 0..20_000 {
         let id = format!("call_{i}");

@@ -200,10 +200,7 @@ async fn start_full(
         ..base
     };
     let state = AppState::new(settings, store).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let proxy = format!("http://{}", listener.local_addr().unwrap());
-    let router = ctxgc_proxy::router(state.clone());
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let proxy = common::serve_state(state.clone()).await;
     Harness {
         proxy,
         upstream,

@@ -1,17 +1,7 @@
 use super::*;
 
 fn settings() -> RewriteSettings {
-    RewriteSettings {
-        cache: Default::default(),
-        trim: TrimConfig::default(),
-        window: 32_000,
-        model_windows: false,
-        cache_breakpoints: true,
-        prompt_cache_key: true,
-        engine: None,
-        events_only_when_cold: false,
-        inject_tools: false,
-    }
+    RewriteSettings::trimming_at(32_000)
 }
 
 /// A conversation that reads a file (`c1`), then reads it again (`c2`).
