@@ -30,14 +30,13 @@ rm -rf "$out"
 mkdir -p "$out/home" "$out/work"
 out="$(cd "$out" && pwd)"
 home="$out/home"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# shellcheck source=../lib/ports.sh
+source "$here/../lib/ports.sh"
+port=$(port)
 python3 "$root/scripts/conformance/upstream.py" "$port" "$out/upstream.jsonl" &
 upstream=$!
 trap 'kill $upstream 2>/dev/null || true' EXIT
-for _ in $(seq 1 50); do
-  python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null && break
-  sleep 0.1
-done
+wait_port "$port" || { echo "the scripted upstream did not start on $port" >&2; exit 1; }
 
 # Hermes: `hermes -z`, a custom OpenAI-compatible endpoint, its own compression.
 mkdir -p "$home/.hermes"

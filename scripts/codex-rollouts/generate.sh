@@ -20,7 +20,9 @@ codex="$(npm_bin "codex-$version" "@openai/codex@$version" codex)"
 rm -rf "$out"
 mkdir -p "$out/home" "$out/work"
 out="$(cd "$out" && pwd)"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# shellcheck source=../lib/ports.sh
+source "$here/../lib/ports.sh"
+port=$(port)
 cat > "$out/home/config.toml" <<TOML
 model = "gpt-5.1-codex"
 model_provider = "scripted"
@@ -38,10 +40,7 @@ for script in default long; do
   python3 "$here/upstream.py" "$port" "$script" &
   upstream=$!
   trap 'kill $upstream 2>/dev/null || true' EXIT
-  for _ in $(seq 1 50); do
-    python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null && break
-    sleep 0.1
-  done
+  wait_port "$port" || { echo "the scripted upstream did not start on $port" >&2; exit 1; }
   (cd "$out/work" && CODEX_HOME="$out/home" OPENAI_API_KEY=scripted-upstream-needs-no-key \
     timeout 120 "$codex" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox \
     "Run the scripted checks ($script)" >"$out/codex-$script.log" 2>&1) || {

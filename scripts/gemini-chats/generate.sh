@@ -20,7 +20,9 @@ gemini="$(npm_bin "gemini-cli-$version" "@google/gemini-cli@$version" gemini)"
 rm -rf "$out"
 mkdir -p "$out/home/.gemini" "$out/work"
 out="$(cd "$out" && pwd)"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# shellcheck source=../lib/ports.sh
+source "$here/../lib/ports.sh"
+port=$(port)
 cat > "$out/home/.gemini/settings.json" <<JSON
 {"privacy": {"usageStatisticsEnabled": false}, "telemetry": {"enabled": false},
  "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
@@ -29,10 +31,7 @@ JSON
 python3 "$root/scripts/conformance/upstream.py" "$port" "$out/upstream.jsonl" &
 upstream=$!
 trap 'kill $upstream 2>/dev/null || true' EXIT
-for _ in $(seq 1 50); do
-  python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 0.2)" 2>/dev/null && break
-  sleep 0.1
-done
+wait_port "$port" || { echo "the scripted upstream did not start on $port" >&2; exit 1; }
 (cd "$out/work" && HOME="$out/home" GEMINI_API_KEY=scripted-upstream-needs-no-key \
   GOOGLE_GEMINI_BASE_URL="http://127.0.0.1:$port" GOOGLE_GENAI_API_VERSION=v1beta \
   GEMINI_CLI_NO_RELAUNCH=true GEMINI_CLI_TRUST_WORKSPACE=true NO_BROWSER=true \

@@ -21,12 +21,12 @@ here=scripts/proxy-replay
 rm -rf "$out" && mkdir -p "$out"
 cargo build --release -q -p ctxgc-cli --bin ctxgc
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$1),0.2)" 2>/dev/null && return 0; sleep 0.1; done; echo "nothing listens on $1" >&2; return 1; }
+# shellcheck source=../lib/ports.sh
+source scripts/lib/ports.sh
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 
-up=$(free_port)
+up=$(port)
 python3 $here/through.py upstream "$up" & pids+=($!)
 wait_port "$up"
 
@@ -37,7 +37,7 @@ add() { # label via-url
 add direct "http://127.0.0.1:$up/v1"
 start_ctxgc() { # label flags...
   local label=$1; shift
-  local port; port=$(free_port)
+  local port; port=$(port)
   target/release/ctxgc serve --listen "127.0.0.1:$port" --openai-upstream "http://127.0.0.1:$up" \
     --store "sqlite:$out/$label.sqlite" "$@" 2>"$out/$label.log" & pids+=($!)
   wait_port "$port"
@@ -57,7 +57,7 @@ if [ "${HEADROOM:-0}" = 1 ]; then
     python3 -m venv "$venv" && "$venv/bin/pip" install -q "headroom-ai[proxy,code]==0.42.0"
   fi
   tokenizers=$(ls -d "$venv"/lib/python3*/site-packages/litellm/litellm_core_utils/tokenizers | head -1)
-  port=$(free_port)
+  port=$(port)
   HF_HUB_OFFLINE=1 HEADROOM_OFFLINE=1 TIKTOKEN_CACHE_DIR="$tokenizers" "$venv/bin/headroom" proxy \
     --host 127.0.0.1 --port "$port" --openai-api-url "http://127.0.0.1:$up/v1" \
     --no-telemetry --no-rate-limit --no-cache >"$out/headroom.log" 2>&1 & pids+=($!)
