@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use axum::http::HeaderMap;
 use ctxgc_core::store::{SessionId, StateKey, Store};
-use ctxgc_formats::ApiRequest;
 
 use crate::error::ProxyError;
 use crate::intake::identity::{self, Tenant, TenantSecret};
@@ -37,7 +36,7 @@ pub struct AppState {
     /// What each session's client alone would have been billed (the lab's cache model).
     pub(crate) client_bills: crate::observe::client_bill::ClientBills,
     /// Callers' latest large bodies as parsed, for parsing their next ones.
-    pub(crate) recent_bodies: Arc<crate::intake::recent_bodies::RecentBodies>,
+    pub(crate) recent_bodies: Arc<crate::intake::parse::RecentBodies>,
     /// Sessions idle until their cache expires, then prepared ([`crate::lifetime::idle`]).
     pub(crate) idle: crate::lifetime::idle::IdleSessions,
     /// Sessions waiting for a keep-alive (`[cache] keepalive`).
@@ -56,7 +55,7 @@ pub struct AppState {
     /// The queue of the rewrite workers, one per rewrite slot ([`crate::rewrite::jobs`]).
     pub(crate) workers: crate::rewrite::jobs::Workers,
     /// The memory the requests in flight may hold for rewriting.
-    pub(crate) memory: Arc<crate::admission::gate::MemoryBudget>,
+    pub(crate) memory: Arc<crate::admission::body::MemoryBudget>,
     /// Refuses store calls at once for a moment after one failed.
     breaker: crate::admission::breaker::Breaker,
     /// When the store last answered the once-a-second look at it (readiness reads it).
@@ -179,7 +178,7 @@ impl AppState {
             tenant_secret,
             gate: crate::admission::gate::Gate::new(rewrite_slots()),
             workers: crate::rewrite::jobs::Workers::new(rewrite_slots()),
-            memory: crate::admission::gate::MemoryBudget::new(settings_inflight),
+            memory: crate::admission::body::MemoryBudget::new(settings_inflight),
             breaker: crate::admission::breaker::Breaker::default(),
             alive_mark: std::sync::Mutex::new(None),
             store_answered: std::sync::Mutex::new(None),
@@ -304,24 +303,6 @@ impl AppState {
             max_bytes: self.settings.max_body_bytes,
             deadline: self.settings.timeouts.client_body,
         }
-    }
-
-    /// The session of a request: the one the response it continues (`previous_response_id`)
-    /// answered, when that session is the caller's; else as [`identity::session`] says.
-    pub(crate) fn session_of(
-        &self,
-        tenant: &Tenant,
-        request: &ApiRequest,
-        headers: &HeaderMap,
-    ) -> SessionId {
-        let continued = request
-            .body
-            .get("previous_response_id")
-            .and_then(serde_json::Value::as_str)
-            .filter(|_| !headers.contains_key("x-ctxgc-session"))
-            .and_then(|id| self.responses.session_of(id))
-            .filter(|session| tenant.owns(session));
-        continued.unwrap_or_else(|| identity::session(tenant, request, headers))
     }
 
     /// The tenant of a request with these headers.

@@ -1,15 +1,11 @@
-//! Who may rewrite now: the rewrite slots, shared fairly, and the memory budget of the
-//! requests in flight.
+//! Who may rewrite now: the rewrite slots, shared fairly.
 //!
-//! Rewriting is CPU work on a blocking thread and holds the parsed body, so the slots bound
+//! Rewriting is CPU work on a rewrite worker and holds the parsed body, so the slots bound
 //! both. A free-for-all let four heavy requests of one key hold every slot for 20 s while every
 //! other key's request waited its 2 s and went upstream untrimmed; now no tenant holds every
-//! slot, heavy requests share half of them, and an ordinary request finds one free. Memory is
-//! reserved before a body is read: a request that does not fit is streamed upstream as it
-//! comes, never buffered.
+//! slot, heavy requests share half of them, and an ordinary request finds one free.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,27 +13,6 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A body this large (bytes) is heavy: it may take long to rewrite.
 pub(crate) const HEAVY_BYTES: usize = 4 << 20;
-
-/// What a body is weighed at while it is read, before its objects are counted: as
-/// [`weight_of`] weighs its bytes, so that a body of few objects needs nothing more once read
-/// (reserving less up front let 32 concurrent 30 MB bodies each take a part of the budget and
-/// none find the rest).
-pub(crate) const PARSED_FACTOR: usize = 2;
-
-/// Bytes a parsed JSON object holds beside its strings (its map, its entries, the values and
-/// the rewrite's notes on it), measured: a 10 MB request of 40,000 small tool results
-/// (160,000 objects) peaked 190 MB above an idle proxy, a 30 MB one of 300 outputs of 100 KB
-/// (1,500 objects) about three times its bytes.
-const BYTES_PER_OBJECT: usize = 1_000;
-
-/// What rewriting a body takes in memory: the body, its parsed strings, the new body spliced
-/// from it, and what each object costs parsed.
-pub(crate) fn weight_of(body: &[u8]) -> usize {
-    let objects = memchr::memchr_iter(b'{', body).count();
-    body.len()
-        .saturating_mul(3)
-        .saturating_add(objects.saturating_mul(BYTES_PER_OBJECT))
-}
 
 /// The rewrite slots.
 pub(crate) struct Gate {
@@ -147,111 +122,6 @@ impl Gate {
     }
 }
 
-/// The memory the requests in flight may hold for rewriting.
-pub(crate) struct MemoryBudget {
-    limit: usize,
-    used: AtomicUsize,
-}
-
-/// Memory reserved for one request: given back when dropped.
-pub(crate) struct Reserved {
-    bytes: usize,
-    budget: Arc<MemoryBudget>,
-}
-
-impl Reserved {
-    /// Whether no other request holds memory now.
-    pub(crate) fn alone(&self) -> bool {
-        self.budget.used() <= self.bytes
-    }
-
-    /// The body size the reservation covers.
-    pub(crate) fn body_bytes(&self) -> usize {
-        self.bytes / (PARSED_FACTOR + 1)
-    }
-
-    /// Grows the reservation to cover a body of `body_bytes`, if that fits; else `Err` with
-    /// what it needed and what was left.
-    pub(crate) fn grow(&mut self, body_bytes: usize) -> Result<(), (usize, usize)> {
-        let more = body_bytes.saturating_sub(self.body_bytes());
-        if more == 0 {
-            return Ok(());
-        }
-        let mut extra = self.budget.reserve(more)?;
-        // The extra bytes now belong to this reservation.
-        self.bytes += std::mem::take(&mut extra.bytes);
-        Ok(())
-    }
-
-    /// Grows the reservation to `weight` bytes in all (a body read whole, weighed with
-    /// [`weight_of`]), if that fits; else `Err` with what it needed and what was left.
-    pub(crate) fn settle(&mut self, weight: usize) -> Result<(), (usize, usize)> {
-        let more = weight.saturating_sub(self.bytes);
-        if more == 0 {
-            return Ok(());
-        }
-        let mut extra = self
-            .budget
-            .reserve(more.div_ceil(PARSED_FACTOR + 1))
-            .map_err(|(_, left)| (weight, left))?;
-        self.bytes += std::mem::take(&mut extra.bytes);
-        Ok(())
-    }
-}
-
-impl Drop for Reserved {
-    fn drop(&mut self) {
-        self.budget.used.fetch_sub(self.bytes, Ordering::AcqRel);
-    }
-}
-
-impl MemoryBudget {
-    /// A budget of `limit` bytes.
-    pub(crate) fn new(limit: usize) -> Arc<MemoryBudget> {
-        Arc::new(MemoryBudget {
-            limit,
-            used: AtomicUsize::new(0),
-        })
-    }
-
-    /// Bytes reserved now.
-    pub(crate) fn used(&self) -> usize {
-        self.used.load(Ordering::Acquire)
-    }
-
-    /// The budget.
-    pub(crate) fn limit(&self) -> usize {
-        self.limit
-    }
-
-    /// Reserves what a body of `body_bytes` takes to rewrite, if that fits; else `Err` with
-    /// what it needed and what was left.
-    pub(crate) fn reserve(self: &Arc<Self>, body_bytes: usize) -> Result<Reserved, (usize, usize)> {
-        let needed = body_bytes.saturating_mul(PARSED_FACTOR + 1);
-        let mut used = self.used.load(Ordering::Acquire);
-        loop {
-            let left = self.limit.saturating_sub(used);
-            if needed > left {
-                return Err((needed, left));
-            }
-            match self.used.compare_exchange_weak(
-                used,
-                used + needed,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    return Ok(Reserved {
-                        bytes: needed,
-                        budget: self.clone(),
-                    });
-                }
-                Err(now) => used = now,
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,25 +156,5 @@ mod tests {
         );
         assert!(gate.enter("c", 100_000, wait).await.is_some(), "ordinary");
         drop(heavy);
-    }
-
-    #[test]
-    fn memory_is_reserved_and_given_back() {
-        let budget = MemoryBudget::new(90 << 20);
-        let mut a = budget.reserve(10 << 20).unwrap();
-        assert_eq!(budget.used(), 30 << 20);
-        a.settle(45 << 20).unwrap();
-        assert_eq!(budget.used(), 45 << 20);
-        let b = budget.reserve(10 << 20).unwrap();
-        let (needed, left) = budget.reserve(10 << 20).err().unwrap();
-        assert_eq!((needed, left), (30 << 20, 15 << 20));
-        drop((a, b));
-        assert_eq!(budget.used(), 0);
-        // Objects weigh more than their bytes.
-        let objects = "{\"a\":1},".repeat(1000);
-        assert_eq!(
-            weight_of(objects.as_bytes()),
-            8000 * 3 + 1000 * BYTES_PER_OBJECT
-        );
     }
 }

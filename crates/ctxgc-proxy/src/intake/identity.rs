@@ -169,6 +169,37 @@ impl Source {
     }
 }
 
+/// The session of a request: the one the response it continues (`previous_response_id`)
+/// answered (`responses`), when that session is the caller's; else as [`session`] says.
+pub(crate) fn session_of(
+    responses: &crate::intake::responses::ResponseIndex,
+    tenant: &Tenant,
+    request: &ApiRequest,
+    headers: &axum::http::HeaderMap,
+) -> SessionId {
+    let continued = request
+        .body
+        .get("previous_response_id")
+        .and_then(Value::as_str)
+        .filter(|_| !headers.contains_key("x-ctxgc-session"))
+        .and_then(|id| responses.session_of(id))
+        .filter(|session| tenant.owns(session));
+    continued.unwrap_or_else(|| session(tenant, request, headers))
+}
+
+/// The client that sent a request, as the lab's cache table names clients with values of their
+/// own (`codex`: Codex CLI says so in its `originator` header and its user agent), so the
+/// client's bill is simulated as the lab simulates that client's logs.
+pub(crate) fn client_of(headers: &axum::http::HeaderMap) -> Option<&'static str> {
+    let names = |key: &str| {
+        headers
+            .get(key)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("codex"))
+    };
+    (names("originator") || names("user-agent")).then_some("codex")
+}
+
 /// The session of a request within `tenant`.
 pub fn session(
     tenant: &Tenant,
@@ -581,5 +612,17 @@ mod tests {
         assert!(claude_start.contains("/home/dev/project"), "the directory");
         let codex_start = conversation_start(&strip(codex.clone()));
         assert!(codex_start.contains("say hello") && codex_start.contains("/home/dev/project"));
+    }
+
+    /// Codex names itself in its `originator` header (and its user agent); the lab's table has
+    /// cache values of its own for it. Another client's request has none.
+    #[test]
+    fn codex_is_told_by_its_headers() {
+        let mut headers = axum::http::HeaderMap::new();
+        assert_eq!(client_of(&headers), None);
+        headers.insert("user-agent", "claude-cli/2.1.328".parse().unwrap());
+        assert_eq!(client_of(&headers), None);
+        headers.insert("originator", "codex_exec".parse().unwrap());
+        assert_eq!(client_of(&headers), Some("codex"));
     }
 }

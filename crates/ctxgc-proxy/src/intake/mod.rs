@@ -1,5 +1,5 @@
 //! Parsing and identity: a body read whole becomes an `ctxgc_formats::ApiRequest` (after the
-//! caller's previous body, when it continues it: `recent_bodies`), and the request is placed:
+//! caller's previous body, when it continues it: `parse`), and the request is placed:
 //! its tenant, from the credential it carries, and its session within that tenant
 //! (`identity`, `responses` for Responses' `previous_response_id`).
 //!
@@ -7,5 +7,4 @@
 
 pub mod identity;
 pub(crate) mod parse;
-pub(crate) mod recent_bodies;
 pub(crate) mod responses;

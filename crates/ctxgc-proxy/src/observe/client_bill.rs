@@ -42,7 +42,7 @@ pub(crate) struct Job {
     pub(crate) session: SessionId,
     pub(crate) api: Api,
     pub(crate) model: Option<String>,
-    /// The client, where the lab's table has cache values of its own for it ([`client_of`]).
+    /// The client, where the lab's table has cache values of its own for it ([`crate::intake::identity::client_of`]).
     pub(crate) client: Option<&'static str>,
     pub(crate) raw: bytes::Bytes,
     /// Where `raw`'s items and members lie, when the request path's parse found it.
@@ -137,19 +137,6 @@ impl ClientBills {
         );
         Some(ClientServed { served })
     }
-}
-
-/// The client that sent a request, as the lab's cache table names clients with values of their
-/// own (`codex`: Codex CLI says so in its `originator` header and its user agent), so the
-/// client's bill is simulated as the lab simulates that client's logs.
-pub(crate) fn client_of(headers: &axum::http::HeaderMap) -> Option<&'static str> {
-    let names = |key: &str| {
-        headers
-            .get(key)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("codex"))
-    };
-    (names("originator") || names("user-agent")).then_some("codex")
 }
 
 /// The top-level members of a request, borrowed from its bytes (their JSON text).
@@ -451,17 +438,5 @@ mod tests {
             laid_out,
             blocks_of(Api::Responses, (responses, None), 4.0).unwrap()
         );
-    }
-
-    /// Codex names itself in its `originator` header (and its user agent); the lab's table has
-    /// cache values of its own for it. Another client's request has none.
-    #[test]
-    fn codex_is_told_by_its_headers() {
-        let mut headers = axum::http::HeaderMap::new();
-        assert_eq!(client_of(&headers), None);
-        headers.insert("user-agent", "claude-cli/2.1.328".parse().unwrap());
-        assert_eq!(client_of(&headers), None);
-        headers.insert("originator", "codex_exec".parse().unwrap());
-        assert_eq!(client_of(&headers), Some("codex"));
     }
 }

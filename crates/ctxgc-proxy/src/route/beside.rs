@@ -41,7 +41,7 @@ pub(crate) fn note(
         note_keepalive(s, session, (left.parts, kept_alive), sent);
     }
     let (raw, layout) = left.client;
-    let who = crate::observe::client_bill::client_of(&left.parts.headers);
+    let who = crate::intake::identity::client_of(&left.parts.headers);
     bill_as_the_client_alone(s, session, (api, model, who), (raw.clone(), layout));
     note_idle(s, session, (api, kept_alive), (raw, left.prepared));
 }

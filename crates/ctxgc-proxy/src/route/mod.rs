@@ -3,7 +3,7 @@
 //! parsed and identified (its tenant and session: `crate::intake`); rewritten, off the async
 //! workers, or forwarded unchanged when that fails (`prepare`, over `crate::rewrite` and
 //! `crate::lifetime`); the work beside it noted (`beside`); sent and its answer relayed
-//! (`send`, `relay`), through the agent tools' rounds when they were injected (`rounds`).
+//! (`send`), through the agent tools' rounds when they were injected (`rounds`).
 //! Observe mode forwards every request as it came and computes the rewrite beside it
 //! (`shadow`). Every other request is forwarded untouched (`send::passthrough`).
 //!
@@ -12,7 +12,6 @@
 
 pub(crate) mod beside;
 pub(crate) mod prepare;
-pub(crate) mod relay;
 pub(crate) mod rounds;
 pub(crate) mod send;
 mod shadow;
@@ -26,6 +25,7 @@ use ctxgc_formats::Api;
 use tracing::Instrument;
 
 use crate::admission::body::{Admitted, admit};
+use crate::intake::identity;
 use crate::intake::parse::{self, Sender, Unparsed};
 use crate::lifetime::keepalive;
 use crate::observe::metrics::Forwarded;
@@ -76,7 +76,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         },
     };
     let model = parse::model_of(&request, parts.uri.path());
-    let session = s.session_of(&tenant, &request, &parts.headers);
+    let session = identity::session_of(&s.responses, &tenant, &request, &parts.headers);
     let span = tracing::info_span!(
         "request",
         api = api.name(),

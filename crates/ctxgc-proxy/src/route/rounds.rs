@@ -22,7 +22,7 @@ use crate::error::ProxyError;
 use crate::reply::error_response;
 use crate::rewrite::jobs::{Job, RoundJob};
 use crate::route::prepare::{Prepared, Purpose, prepare};
-use crate::route::relay::relay;
+use crate::route::send::relay;
 use crate::state::AppState;
 use crate::upstream::client::{is_event_stream, response_headers};
 use crate::upstream::tap::Tap;
