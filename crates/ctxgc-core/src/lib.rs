@@ -29,6 +29,9 @@ pub mod tokens;
 pub mod transcript;
 pub mod trim;
 
+#[cfg(test)]
+mod test_text;
+
 pub use content_id::ContentId;
 pub use transcript::{
     Block, ClientCompaction, Message, RecordedUsage, Recording, Role, SessionBill, ToolCall,

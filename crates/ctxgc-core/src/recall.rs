@@ -129,15 +129,10 @@ fn recall_lines(
 mod tests {
     #[test]
     fn an_envelope_is_searched_in_its_text() {
-        let output: String = (1..=3000)
-            .map(|i| {
-                if i == 1500 {
-                    "ERROR: disk quota exceeded\n".to_owned()
-                } else {
-                    format!("step {i} ok\n")
-                }
-            })
-            .collect();
+        let output =
+            crate::test_text::with_line_at(1..=3000, 1500, "ERROR: disk quota exceeded\n", |i| {
+                format!("step {i} ok\n")
+            });
         let envelope = serde_json::json!({"output": output, "exit_code": 1, "error": null});
         let envelope = envelope.to_string();
         let by_pattern = RecallQuery {
@@ -166,15 +161,7 @@ mod tests {
     use super::*;
 
     fn original() -> String {
-        (1..=100)
-            .map(|i| {
-                if i == 50 {
-                    "error: boom\n".to_owned()
-                } else {
-                    format!("line {i}\n")
-                }
-            })
-            .collect()
+        crate::test_text::with_line_at(1..=100, 50, "error: boom\n", |i| format!("line {i}\n"))
     }
 
     #[test]

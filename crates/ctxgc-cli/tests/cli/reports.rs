@@ -76,47 +76,27 @@ fn recall_prints_a_stored_original_whole_by_lines_or_by_pattern() {
         .unwrap();
     let store = format!("sqlite:{}", db.display());
     let id = id.to_string();
-    let whole = ctxgc(&["recall", &id, "--session", "s1", "--store", &store], b"");
+    // `ctxgc recall ID --session s1` on the store, with `more` arguments.
+    let recall = |more: &[&str]| {
+        let mut args = vec!["recall", id.as_str(), "--session", "s1", "--store", &store];
+        args.extend_from_slice(more);
+        ctxgc(&args, b"")
+    };
+    let whole = recall(&[]);
     assert!(
         whole.status.success(),
         "{}",
         String::from_utf8_lossy(&whole.stderr)
     );
     assert_eq!(String::from_utf8_lossy(&whole.stdout), original);
-    let found = ctxgc(
-        &[
-            "recall",
-            &id,
-            "--session",
-            "s1",
-            "--store",
-            &store,
-            "--pattern",
-            "^error",
-            "--context",
-            "1",
-        ],
-        b"",
-    );
+    let found = recall(&["--pattern", "^error", "--context", "1"]);
     let found = String::from_utf8_lossy(&found.stdout).into_owned();
     assert!(found.contains("150| error: linker failed"), "{found}");
     assert!(
         found.contains("149| line 149 ok") && !found.contains("line 147 ok"),
         "{found}"
     );
-    let range = ctxgc(
-        &[
-            "recall",
-            &id,
-            "--session",
-            "s1",
-            "--store",
-            &store,
-            "--lines",
-            "10-11",
-        ],
-        b"",
-    );
+    let range = recall(&["--lines", "10-11"]);
     let range = String::from_utf8_lossy(&range.stdout).into_owned();
     assert!(
         range.contains("10| line 10 ok") && range.contains("11| line 11 ok"),

@@ -413,28 +413,6 @@ fn plan_due(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         keep_current_reads,
     );
     let reclaimed = reclaimed_by(&edits);
-    if early {
-        if reclaimed < policy.cold_min_reclaim_tokens {
-            return None;
-        }
-        let first = edits.iter().map(|e| e.index).min().unwrap_or(tail_start);
-        if !input.cache_cold && !warm_prune_pays(input, policy, reclaimed, first, turns) {
-            return None;
-        }
-        return Some(Plan {
-            kind: PlanKind::PruneOnly,
-            tokens_before: total,
-            estimated_after: total - reclaimed,
-            head_end,
-            tail_start,
-            edits,
-            summary_budget: 0,
-            recall_hint: policy.recall_hint.clone(),
-            fits_window: false,
-        });
-    }
-    let target = threshold.saturating_sub(policy.runway(input.window, growth));
-    let worth_pruning = reclaimed >= policy.min_reclaim(input.window);
     let prune = |edits| Plan {
         kind: PlanKind::PruneOnly,
         tokens_before: total,
@@ -446,6 +424,18 @@ fn plan_due(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         recall_hint: policy.recall_hint.clone(),
         fits_window: false,
     };
+    if early {
+        if reclaimed < policy.cold_min_reclaim_tokens {
+            return None;
+        }
+        let first = edits.iter().map(|e| e.index).min().unwrap_or(tail_start);
+        if !input.cache_cold && !warm_prune_pays(input, policy, reclaimed, first, turns) {
+            return None;
+        }
+        return Some(prune(edits));
+    }
+    let target = threshold.saturating_sub(policy.runway(input.window, growth));
+    let worth_pruning = reclaimed >= policy.min_reclaim(input.window);
     // Prune alone when that buys the runway; compact otherwise (what the client pins stays,
     // not reclaimed); when there is nothing to compact, pruning alone is still better than
     // nothing if it reclaims a real amount.

@@ -132,15 +132,12 @@ fn json_output_stays_json_and_bounded() {
 
 #[test]
 fn file_reads_get_no_salient_lines() {
-    let code: String = (0..3000)
-        .map(|i| {
-            if i == 1500 {
-                "    return Err(Error::new(\"error: bad\"));\n".to_owned()
-            } else {
-                format!("    let value_{i} = compute({i});\n")
-            }
-        })
-        .collect();
+    let code = crate::test_text::with_line_at(
+        0..3000,
+        1500,
+        "    return Err(Error::new(\"error: bad\"));\n",
+        |i| format!("    let value_{i} = compute({i});\n"),
+    );
     let out = trim_output(&config(), "read_file", 32_000, &code);
     assert!(out.trimmed);
     assert!(
@@ -365,11 +362,9 @@ fn a_numbered_file_view_in_a_shell_is_cut_like_code_not_like_a_log() {
     // `nl -ba src/engine.py | sed -n '1,900p'` at a 32K window: the terminal's limit applies,
     // but a word like "error" in code is no event, and the range's end counts as its start.
     let view = numbered_view(900, '\t', |i| {
-        if i == 450 {
-            "    raise ValueError(\"error: bad input\")".to_owned()
-        } else {
+        crate::test_text::line_or(i, 450, "    raise ValueError(\"error: bad input\")", |i| {
             format!("    value_{i} = compute(value_{})", i - 1)
-        }
+        })
     });
     assert!(looks_like_numbered_view(&view));
     let out = trim_output(&config(), "bash", 32_000, &view);
@@ -460,11 +455,9 @@ fn a_file_read_tools_numbered_view_keeps_its_outline_and_its_profiles_ends() {
 fn a_lines_profile_that_asks_for_error_lines_keeps_them_in_a_numbered_view() {
     // `cat -n build.log` under a user's `lines` profile with a salient share: a log, not code.
     let log = numbered_view(3000, '\t', |i| {
-        if i == 1500 {
-            "error: linker failed".to_owned()
-        } else {
+        crate::test_text::line_or(i, 1500, "error: linker failed", |i| {
             format!("def step_{i}(): compiling unit {i}")
-        }
+        })
     });
     let mut config = config();
     let mut logs = config.profile_for("bash").clone();

@@ -63,18 +63,11 @@ async fn observe_mode_forwards_every_byte_and_says_what_it_would_have_saved() {
 /// client sees the answer, and the fall-back is counted with its cause.
 #[tokio::test]
 async fn a_refused_cache_field_is_dropped_and_the_request_resent_once() {
-    let upstream = FakeUpstream::start(|r: Received, log: Log| {
-        Box::pin(async move {
-            let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
-            if body.get("prompt_cache_retention").is_some() {
-                return refusal("Unrecognized request argument supplied: prompt_cache_retention");
-            }
-            reply(r, log).await
-        }) as Reply
-    })
+    let (upstream, proxy) = behind_a_gateway_refusing(
+        &["prompt_cache_retention"],
+        "Unrecognized request argument supplied: prompt_cache_retention",
+    )
     .await;
-    let state = AppState::new(settings(&upstream.url), Box::new(MemoryStore::default())).unwrap();
-    let proxy = common::serve_on_loopback(state.clone()).await;
     let client = reqwest::Client::new();
     let r = client
         .post(format!("{proxy}/v1/chat/completions"))
@@ -193,20 +186,11 @@ async fn a_gpt_5_6_request_carries_the_stable_prefix_breakpoint_and_no_retention
 /// later requests for that model carry none of ctxgc's cache fields, so each costs one request.
 #[tokio::test]
 async fn a_gateway_that_refuses_the_cache_key_costs_one_resend_not_one_per_request() {
-    let upstream = FakeUpstream::start(|r: Received, log: Log| {
-        Box::pin(async move {
-            let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
-            if body.get("prompt_cache_key").is_some()
-                || body.get("prompt_cache_retention").is_some()
-            {
-                return refusal("Validation: Unsupported parameter(s): prompt_cache_key");
-            }
-            reply(r, log).await
-        }) as Reply
-    })
+    let (upstream, proxy) = behind_a_gateway_refusing(
+        &["prompt_cache_key", "prompt_cache_retention"],
+        "Validation: Unsupported parameter(s): prompt_cache_key",
+    )
     .await;
-    let state = AppState::new(settings(&upstream.url), Box::new(MemoryStore::default())).unwrap();
-    let proxy = common::serve_on_loopback(state.clone()).await;
     let client = reqwest::Client::new();
     let send = |key: &'static str, body: Value| {
         let request = client
@@ -439,4 +423,24 @@ async fn an_idle_sessions_event_is_ready_before_it_resumes() {
         messages[..2],
         "the system prompt and task stay"
     );
+}
+
+/// The proxy in front of a gateway that answers 400 with `message` to a request carrying any
+/// of `fields`, and answers the others: the upstream and the proxy's URL.
+async fn behind_a_gateway_refusing(
+    fields: &'static [&'static str],
+    message: &'static str,
+) -> (FakeUpstream, String) {
+    let upstream = FakeUpstream::start(move |r: Received, log: Log| {
+        Box::pin(async move {
+            let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            if fields.iter().any(|field| body.get(*field).is_some()) {
+                return refusal(message);
+            }
+            reply(r, log).await
+        }) as Reply
+    })
+    .await;
+    let state = AppState::new(settings(&upstream.url), Box::new(MemoryStore::default())).unwrap();
+    (upstream, common::serve_on_loopback(state).await)
 }

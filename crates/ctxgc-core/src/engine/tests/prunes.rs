@@ -511,15 +511,10 @@ fn a_result_trimmed_before_the_session_names_its_true_original() {
     let config = Config::default();
     let store = MemoryStore::default();
     let sid = SessionId::new("s");
-    let original: String = (0..4_000)
-        .map(|i| {
-            if i == 2_000 {
-                "ERROR: disk quota exceeded\n".to_owned()
-            } else {
-                format!("step {i} ok\n")
-            }
-        })
-        .collect();
+    let original =
+        crate::test_text::with_line_at(0..4_000, 2_000, "ERROR: disk quota exceeded\n", |i| {
+            format!("step {i} ok\n")
+        });
     let trimmed = crate::trim::trim_output(&config.trim, "bash", 200_000, &original);
     assert!(trimmed.trimmed);
     store.put(&sid, trimmed.id, &original).unwrap();
