@@ -92,10 +92,14 @@ pub(crate) struct RoundJob {
     pub(crate) client: (Bytes, ClientEnd),
     /// Its session.
     pub(crate) session: SessionId,
-    /// The model's calls, internal or not, and the items that made them.
-    pub(crate) calls: (Vec<Call>, Vec<Value>),
-    /// Whether the upstream is called again, and whether that is the last round allowed.
-    pub(crate) next: (bool, bool),
+    /// The model's calls, internal or not.
+    pub(crate) calls: Vec<Call>,
+    /// The assistant items that made them.
+    pub(crate) assistant: Vec<Value>,
+    /// Whether the upstream is called again after this round.
+    pub(crate) follow_up: bool,
+    /// Whether that next round is the last one allowed.
+    pub(crate) last: bool,
     /// Where the answer goes.
     pub(crate) done: tokio::sync::oneshot::Sender<Result<Option<Bytes>, ProxyError>>,
 }

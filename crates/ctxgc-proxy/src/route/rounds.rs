@@ -97,8 +97,10 @@ impl Context {
             api: self.api,
             client: (self.raw.clone(), self.end),
             session: self.session.clone(),
-            calls: (calls, assistant),
-            next: (follow_up, last),
+            calls,
+            assistant,
+            follow_up,
+            last,
             done,
         };
         self.s.workers.submit(Job::Round(job))?;
@@ -120,11 +122,20 @@ pub(crate) fn answer(s: &AppState, job: RoundJob) {
         client: (raw, end),
         session,
         calls,
-        next,
+        assistant,
+        follow_up,
+        last,
         done,
     } = job;
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        round(s, api, (&raw, &end), &session, calls, next)
+        round(
+            s,
+            api,
+            (&raw, &end),
+            &session,
+            (calls, assistant),
+            (follow_up, last),
+        )
     }))
     .unwrap_or_else(|panic| {
         Err(ProxyError::Task(crate::rewrite::jobs::panic_message(
