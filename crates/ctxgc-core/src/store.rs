@@ -133,6 +133,20 @@ pub trait OriginalStore: Send + Sync {
     ) -> Result<(), StoreError>;
     /// Loads an original.
     fn get(&self, session: &SessionId, id: ContentId) -> Result<Option<String>, StoreError>;
+    /// Loads an original by its id alone, from a session whose id starts with `scope` (`""`:
+    /// any session), with the session that filed it. For callers shown an id without the
+    /// session behind it (the MCP server, `ctxgc recall` without `--session`); a scope of the
+    /// caller's tenant (`{tenant}.`) keeps them within their own sessions. An id is the hash of
+    /// the content, so any session holding it holds the same text. Stores that cannot look an
+    /// id up find nothing.
+    fn find(
+        &self,
+        scope: &str,
+        id: ContentId,
+    ) -> Result<Option<(SessionId, String)>, StoreError> {
+        let _ = (scope, id);
+        Ok(None)
+    }
     /// Deletes what was last written longer ago than `older_than` (originals and session
     /// states, not server states); returns how many went. Stores whose entries expire by
     /// themselves, or are never kept, delete nothing.
@@ -200,6 +214,9 @@ impl<T: OriginalStore + ?Sized> OriginalStore for std::sync::Arc<T> {
     }
     fn get(&self, session: &SessionId, id: ContentId) -> Result<Option<String>, StoreError> {
         (**self).get(session, id)
+    }
+    fn find(&self, scope: &str, id: ContentId) -> Result<Option<(SessionId, String)>, StoreError> {
+        (**self).find(scope, id)
     }
     fn expire(&self, older_than: Duration) -> Result<u64, StoreError> {
         (**self).expire(older_than)
@@ -356,6 +373,19 @@ impl OriginalStore for MemoryStore {
             .map(|(text, _)| text.clone()))
     }
 
+    fn find(
+        &self,
+        scope: &str,
+        id: ContentId,
+    ) -> Result<Option<(SessionId, String)>, StoreError> {
+        let originals = self.originals.read().map_err(|_| poisoned())?;
+        Ok(originals
+            .by_key
+            .iter()
+            .find(|((session, held), _)| *held == id && session.as_str().starts_with(scope))
+            .map(|((session, _), (text, _))| (session.clone(), text.clone())))
+    }
+
     fn usage(&self) -> Option<StoreUsage> {
         let held = self.originals.read().ok()?;
         Some(StoreUsage {
@@ -369,6 +399,18 @@ impl OriginalStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_id_alone_finds_its_original_within_the_scope() {
+        let store = MemoryStore::default();
+        let id = ContentId::of(b"out");
+        store.put(&SessionId::new("t1.c-1"), id, "out").unwrap();
+        assert_eq!(
+            store.find("t1.", id).unwrap(),
+            Some((SessionId::new("t1.c-1"), "out".to_owned()))
+        );
+        assert_eq!(store.find("t2.", id).unwrap(), None);
+    }
 
     #[test]
     fn a_bounded_memory_store_evicts_what_was_written_longest_ago() {

@@ -166,7 +166,8 @@ impl SqliteStore {
                  session TEXT PRIMARY KEY,
                  state   TEXT NOT NULL,
                  touched INTEGER NOT NULL DEFAULT 0
-             ) WITHOUT ROWID;",
+             ) WITHOUT ROWID;
+             CREATE INDEX IF NOT EXISTS originals_by_id ON originals (id);",
             )
             .map_err(|e| classify(e, "creating the tables", timeout))?;
         // Stores made before retention existed get the column, counted from now.
@@ -504,6 +505,26 @@ impl OriginalStore for SqliteStore {
             conn.prepare_cached("SELECT text FROM originals WHERE session = ?1 AND id = ?2")?
                 .query_row(params![session.as_str(), id.to_string()], |r| r.get(0))
                 .optional()
+        })
+    }
+
+    fn find(
+        &self,
+        scope: &str,
+        id: ContentId,
+    ) -> Result<Option<(SessionId, String)>, StoreError> {
+        // The index on `id` finds the few sessions holding it; the scope is a prefix test, not
+        // a LIKE, so no character of it is a wildcard.
+        self.with("finding an original", |conn| {
+            conn.prepare_cached(
+                "SELECT session, text FROM originals
+                 WHERE id = ?1 AND substr(session, 1, length(?2)) = ?2
+                 ORDER BY touched DESC LIMIT 1",
+            )?
+            .query_row(params![id.to_string(), scope], |r| {
+                Ok((SessionId::new(r.get::<_, String>(0)?), r.get(1)?))
+            })
+            .optional()
         })
     }
 }

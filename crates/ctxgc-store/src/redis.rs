@@ -182,6 +182,11 @@ impl RedisStore {
         format!("{}:orig:{session}:{id}", self.options.key_prefix)
     }
 
+    /// The set of sessions holding an original, so that an id alone finds it.
+    fn holders_key(&self, id: ContentId) -> String {
+        format!("{}:holders:{id}", self.options.key_prefix)
+    }
+
     fn state_key(&self, key: StateKey<'_>) -> String {
         format!("{}:state:{}", self.options.key_prefix, key.name())
     }
@@ -296,6 +301,7 @@ impl OriginalStore for RedisStore {
         let mut pipe = redis::pipe();
         for (id, text) in originals {
             let key = self.key(session, *id);
+            let holders = self.holders_key(*id);
             let set = pipe.cmd("SET").arg(&key).arg(text.as_bytes()).arg("NX");
             match expiry {
                 Some(secs) => {
@@ -305,6 +311,10 @@ impl OriginalStore for RedisStore {
                 None => {
                     set.ignore();
                 }
+            }
+            pipe.cmd("SADD").arg(&holders).arg(session.as_str()).ignore();
+            if let Some(secs) = expiry {
+                pipe.cmd("EXPIRE").arg(&holders).arg(secs).ignore();
             }
         }
         self.run("saving originals", |con| pipe.query::<()>(con))
@@ -316,6 +326,32 @@ impl OriginalStore for RedisStore {
             redis::cmd("GET").arg(&key).query::<Option<Vec<u8>>>(con)
         })?;
         bytes.map(text).transpose()
+    }
+
+    fn find(
+        &self,
+        scope: &str,
+        id: ContentId,
+    ) -> Result<Option<(SessionId, String)>, StoreError> {
+        let holders = self.run("finding an original", |con| {
+            redis::cmd("SMEMBERS")
+                .arg(self.holders_key(id))
+                .query::<Vec<String>>(con)
+        })?;
+        // Sorted, so that the same store answers the same way.
+        let mut holders: Vec<String> = holders
+            .into_iter()
+            .filter(|session| session.starts_with(scope))
+            .collect();
+        holders.sort();
+        for session in holders {
+            let session = SessionId::new(session);
+            // A holder whose original expired or was evicted answers nothing; the next may.
+            if let Some(text) = self.get(&session, id)? {
+                return Ok(Some((session, text)));
+            }
+        }
+        Ok(None)
     }
 }
 

@@ -315,3 +315,24 @@ fn unusable_paths_are_named() {
         .unwrap();
     assert!(e.to_string().contains("/proc/definitely/not"), "{e}");
 }
+
+/// An id alone finds its original, only within the scope asked for: the MCP server and
+/// `ctxgc recall` are shown an id, not the session that filed it.
+#[test]
+fn an_id_alone_finds_its_original_within_the_scope() {
+    let store = SqliteStore::in_memory().unwrap();
+    let id = ContentId::of(b"tenant a's output");
+    store
+        .put(&sid("aaaa.c-1"), id, "tenant a's output")
+        .unwrap();
+    let found = store.find("aaaa.", id).unwrap();
+    assert_eq!(
+        found,
+        Some((sid("aaaa.c-1"), "tenant a's output".to_owned()))
+    );
+    assert_eq!(store.find("", id).unwrap().map(|f| f.0), Some(sid("aaaa.c-1")));
+    assert_eq!(store.find("bbbb.", id).unwrap(), None, "another tenant's");
+    assert_eq!(store.find("aa%.", id).unwrap(), None, "no wildcard");
+    let other = ContentId::of(b"nothing");
+    assert_eq!(store.find("", other).unwrap(), None);
+}

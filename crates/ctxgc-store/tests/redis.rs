@@ -26,6 +26,12 @@ fn replicas_share_originals_through_redis() {
         Some(text.as_str())
     );
     assert_eq!(replica_b.get(&s2, id).unwrap(), None, "per session");
+    // An id alone finds it, from either replica, within the scope asked for only.
+    assert_eq!(
+        replica_b.find("s", id).unwrap(),
+        Some((s1.clone(), text.clone()))
+    );
+    assert_eq!(replica_b.find("t", id).unwrap(), None, "another scope's");
     replica_a
         .put_state(StateKey::Lineage(&s1), "lineage-1")
         .unwrap();
