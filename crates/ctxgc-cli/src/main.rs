@@ -77,6 +77,9 @@ enum Command {
     /// Print a stored original by its recall id (`r-...`), whole, by lines or by pattern: the
     /// recall a shell-only agent can run.
     Recall(commands::recall::RecallArgs),
+    /// Serve `recall_tool_result` to an agent over MCP on stdio (`claude mcp add ctxgc -- ctxgc
+    /// mcp`): the ids its trimmed outputs show, answered from the store.
+    Mcp(commands::mcp::McpArgs),
     /// Print the effective configuration as TOML.
     Config,
 }
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => commands::serve::stats(args),
         Command::Gc(args) => commands::serve::gc(&config, args),
         Command::Recall(args) => commands::recall::run(&config, args),
+        Command::Mcp(args) => commands::mcp::run(&config, args),
         Command::Config => {
             out!("{}", config.to_toml())?;
             Ok(ExitCode::SUCCESS)

@@ -32,6 +32,106 @@ fn specs() -> [(&'static str, &'static str, Value); 2] {
     ]
 }
 
+/// How the agent behind a request can get an original back, which trim markers then name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecallWay {
+    /// A tool of this name: ctxgc's MCP server as the client names it
+    /// (`mcp__ctxgc__recall_tool_result`), or the proxy's injected tool.
+    Tool(String),
+    /// `ctxgc recall ID` in the agent's shell, its only tool.
+    Shell,
+}
+
+/// Shell tools as the common agents name them.
+const SHELL_TOOLS: [&str; 9] = [
+    "Bash",
+    "bash",
+    "shell",
+    "shell_command",
+    "exec_command",
+    "local_shell",
+    "terminal",
+    "run_shell_command",
+    "run_command",
+];
+
+/// The way back a request's agent has, from the names of the tools it declares and whether the
+/// proxy adds its own (`injected`): a declared tool whose name ends in `recall_tool_result`
+/// (ctxgc's MCP server), else the injected tool, else the shell when every declared tool is a
+/// shell, else none.
+pub fn recall_way<'a>(
+    declared: impl IntoIterator<Item = &'a str>,
+    injected: bool,
+) -> Option<RecallWay> {
+    let declared: Vec<&str> = declared.into_iter().collect();
+    if let Some(mcp) = declared.iter().find(|name| name.ends_with(RECALL_TOOL)) {
+        return Some(RecallWay::Tool((*mcp).to_owned()));
+    }
+    if injected {
+        return Some(RecallWay::Tool(RECALL_TOOL.to_owned()));
+    }
+    (!declared.is_empty() && declared.iter().all(|name| SHELL_TOOLS.contains(name)))
+        .then_some(RecallWay::Shell)
+}
+
+/// The names of the tools a request body declares, in any of the four APIs' shapes (Chat's
+/// `function.name`, Responses' and Messages' `name`, Gemini's `functionDeclarations`).
+pub fn declared_tool_names(body: &Value) -> Vec<&str> {
+    let mut names = Vec::new();
+    for tool in body.get("tools").and_then(Value::as_array).into_iter().flatten() {
+        if let Some(name) = tool.pointer("/function/name").or_else(|| tool.get("name")) {
+            names.extend(name.as_str());
+        }
+        for declaration in tool
+            .get("functionDeclarations")
+            .or_else(|| tool.get("function_declarations"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            names.extend(declaration.get("name").and_then(Value::as_str));
+        }
+    }
+    names
+}
+
+/// `recall_tool_result`'s description and its JSON Schema, for servers that declare the tool
+/// themselves (the MCP server).
+pub fn recall_spec() -> (&'static str, Value) {
+    let [_, (_, description, schema)] = specs();
+    (description, schema)
+}
+
+/// The answer to a `recall_tool_result` call whose id alone names the original, as the MCP
+/// server and `ctxgc recall` without a session give it: found in any session whose id starts
+/// with `scope` (the caller's tenant), then answered as the proxy answers it. `Err` is the text
+/// the model gets instead (a wrong argument, an unknown id), so it can correct the call.
+pub fn recall_by_id(
+    store: &dyn crate::store::OriginalStore,
+    scope: &str,
+    arguments: &Value,
+    max_bytes: usize,
+) -> Result<String, String> {
+    let (id, query) = match parse_call(RECALL_TOOL, arguments) {
+        Some(Ok(AgentCall::Recall { id, query })) => (id, query),
+        Some(Err(message)) => return Err(message),
+        // The recall tool's name reads as a recall, never as another call.
+        Some(Ok(AgentCall::Trim { .. })) | None => {
+            return Err("error: `id` (r-...) is required".into());
+        }
+    };
+    let original = match store.find(scope, id) {
+        Ok(Some((_, original))) => original,
+        Ok(None) => {
+            return Err(format!(
+                "error: no original with id {id} in this store (past its retention, or another caller's)"
+            ));
+        }
+        Err(e) => return Err(format!("error: the store cannot be read: {e}")),
+    };
+    recall::recall(&original, &query, max_bytes).map_err(|e| format!("error: {e}"))
+}
+
 /// Definitions for OpenAI Chat Completions (`tools`).
 pub fn chat_completions() -> Vec<Value> {
     specs()
@@ -135,6 +235,24 @@ fn parse_recall(
 mod tests {
     use super::*;
     use crate::tokens::Encoding;
+
+    #[test]
+    fn the_recall_way_is_the_tool_the_agent_has() {
+        let way = |names: &[&str], injected| recall_way(names.iter().copied(), injected);
+        let mcp = ["Bash", "Read", "mcp__ctxgc__recall_tool_result"];
+        assert_eq!(
+            way(&mcp, true),
+            Some(RecallWay::Tool("mcp__ctxgc__recall_tool_result".into()))
+        );
+        assert_eq!(way(&["Bash", "Read"], true), Some(RecallWay::Tool(RECALL_TOOL.into())));
+        assert_eq!(way(&["bash"], false), Some(RecallWay::Shell));
+        assert_eq!(way(&["Bash", "Read"], false), None);
+        assert_eq!(way(&[], false), None);
+        let gemini = json!({"tools": [{"functionDeclarations": [{"name": "run_shell_command"}]}]});
+        assert_eq!(declared_tool_names(&gemini), ["run_shell_command"]);
+        let chat = json!({"tools": [{"type": "function", "function": {"name": "bash"}}]});
+        assert_eq!(declared_tool_names(&chat), ["bash"]);
+    }
 
     #[test]
     fn schemas_are_cheap() {

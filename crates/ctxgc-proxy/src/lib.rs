@@ -42,5 +42,5 @@ pub use observe::stats::Stats;
 pub use rewrite::request::RewriteSettings;
 pub use server::{router, serve, serve_on, serve_until};
 pub use settings::{GEMINI_UPSTREAM, Limits, ProxySettings, Timeouts};
-pub use state::AppState;
+pub use state::{AppState, existing_tenant_secret};
 pub use upstream::client::redact_url;

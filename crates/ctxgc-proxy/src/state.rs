@@ -104,6 +104,20 @@ const SECRET_WAIT: std::time::Duration = std::time::Duration::from_millis(2_500)
 /// it saw, and a store that restarted empty (a Redis without persistence) no longer has it.
 const ALIVE_KEY: StateKey<'static> = StateKey::Server("alive");
 
+/// The tenant secret a server on `store` keys callers with, if one is configured or the store
+/// keeps one; never makes one (readers of the store: the MCP server, `ctxgc recall`).
+pub fn existing_tenant_secret(
+    configured: Option<&str>,
+    store: &dyn Store,
+) -> Result<Option<TenantSecret>, ProxyError> {
+    if let Some(text) = configured {
+        return Ok(Some(TenantSecret::from_text(text)));
+    }
+    Ok(store
+        .get_state(TENANT_SECRET_KEY)?
+        .and_then(|s| TenantSecret::from_hex(&s)))
+}
+
 /// The tenant secret: configured, else the one the store keeps, else a new one it then keeps
 /// (the first replica to save one wins, and the others take it).
 fn tenant_secret(settings: &ProxySettings, store: &dyn Store) -> Result<TenantSecret, ProxyError> {

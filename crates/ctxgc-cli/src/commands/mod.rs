@@ -3,6 +3,7 @@
 pub mod breaks;
 pub mod compact;
 pub mod import;
+pub mod mcp;
 pub mod recall;
 pub mod replay;
 pub mod run;

@@ -8,15 +8,20 @@ use clap::Args;
 use ctxgc_core::ContentId;
 use ctxgc_core::config::Config;
 use ctxgc_core::recall::{self, RecallQuery};
-use ctxgc_core::store::SessionId;
+use ctxgc_core::store::{SessionId, Store};
 
 #[derive(Debug, Args)]
 pub struct RecallArgs {
     /// The recall id (`r-0123456789abcdef`), as a marker, abstract or summary shows it.
     pub id: String,
-    /// The session the output belongs to (as the integration named it).
+    /// The session the output belongs to (as the integration named it); without it, the id is
+    /// looked up in every session of the store this caller may read (see `--key-env`).
     #[arg(long)]
-    pub session: String,
+    pub session: Option<String>,
+    /// The environment variable holding the API key the agent sends through the proxy: only
+    /// that caller's sessions are read (needed for a shared Redis store without `--session`).
+    #[arg(long, value_name = "VAR")]
+    pub key_env: Option<String>,
     /// Where originals are: `sqlite:PATH` (default: the store `ctxgc serve` and the Python
     /// package use), `redis://...` or `rediss://...`.
     #[arg(long)]
@@ -49,12 +54,20 @@ pub fn run(config: &Config, args: RecallArgs) -> Result<ExitCode> {
     };
     // Read only: no bound, so opening the store evicts nothing.
     let store = super::serve::open_store(args.store.as_deref(), config, None)?;
-    let session = SessionId::new(args.session.as_str());
-    let Some(original) = store.get(&session, id)? else {
-        bail!(
-            "no original {id} in session `{}` of this store (a different session or store, or past its retention)",
-            args.session
-        );
+    let original = match &args.session {
+        Some(name) => store.get(&SessionId::new(name.as_str()), id)?.with_context(|| {
+            format!(
+                "no original {id} in session `{name}` of this store (a different session or store, or past its retention)"
+            )
+        })?,
+        None => {
+            let scope = scope(&*store, config, args.key_env.as_deref())?;
+            store.find(&scope, id)?.map(|(_, text)| text).with_context(|| {
+                format!(
+                    "no original {id} in this store (a different store, another caller's, or past its retention)"
+                )
+            })?
+        }
     };
     let query = RecallQuery {
         lines,
@@ -67,4 +80,23 @@ pub fn run(config: &Config, args: RecallArgs) -> Result<ExitCode> {
         outln!()?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The sessions a reader of the store given no session may look an id up in: those of the
+/// caller whose key `key_env` names (its tenant, as the proxy keys it), else the whole store,
+/// which only a store of one user's own allows (the SQLite file, readable by its owner only).
+pub(crate) fn scope(store: &dyn Store, config: &Config, key_env: Option<&str>) -> Result<String> {
+    let Some(var) = key_env else {
+        if store.is_shared() {
+            bail!(
+                "a shared store holds many callers' originals: name the environment variable holding your API key with --key-env (ANTHROPIC_API_KEY, OPENAI_API_KEY...)"
+            );
+        }
+        return Ok(String::new());
+    };
+    let key = std::env::var(var).ok().filter(|k| !k.trim().is_empty());
+    let key = key.with_context(|| format!("--key-env {var}: the variable is not set"))?;
+    let secret = ctxgc_proxy::existing_tenant_secret(config.proxy.tenant_secret.as_deref(), store)?
+        .context("the store holds no tenant secret yet: no proxy has filed an original in it")?;
+    Ok(format!("{}.", secret.tenant_of_credential(&key).as_str()))
 }

@@ -29,6 +29,15 @@ pub struct TrimOptions {
     /// Also write the untrimmed output to this file.
     #[arg(long, value_name = "PATH")]
     pub save_original: Option<PathBuf>,
+    /// File the original in the store under this session when the output is trimmed, so the
+    /// id its marker shows is recallable (`ctxgc recall ID`, `ctxgc mcp`); the hooks pass the
+    /// agent's session.
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    /// The store `--session` files originals in (`sqlite:PATH`, default the one `ctxgc serve`
+    /// and `ctxgc mcp` use; `redis://...`).
+    #[arg(long, requires = "session")]
+    pub store: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -60,24 +69,91 @@ impl TrimOptions {
         };
         let stdout = io::stdout();
         let mut out = BufWriter::with_capacity(256 * 1024, stdout.lock());
-        let result = trim_stream(
-            &spec,
-            input,
-            &mut out,
-            saved.as_mut().map(|w| w as &mut dyn Write),
-        )
-        .and_then(|_| out.flush());
-        match result {
-            // A reader that went away (`| head`) is not an error.
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-            other => {
-                other.context("trimming failed")?;
+        // Filing the original keeps it, and what was written, until the end.
+        let mut filed = self.session.as_ref().map(|_| Filed::default());
+        let result = match &mut filed {
+            Some(filed) => {
+                let mut original = Tee {
+                    first: saved.as_mut().map(|w| w as &mut dyn Write),
+                    second: &mut filed.original,
+                };
+                let mut shown = Tee {
+                    first: Some(&mut out),
+                    second: &mut filed.shown,
+                };
+                trim_stream(&spec, input, &mut shown, Some(&mut original))
             }
+            None => trim_stream(
+                &spec,
+                input,
+                &mut out,
+                saved.as_mut().map(|w| w as &mut dyn Write),
+            ),
         }
+        .and_then(|report| out.flush().map(|()| report));
+        let trimmed = match result {
+            // A reader that went away (`| head`) is not an error.
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => false,
+            other => other.context("trimming failed")?.trimmed,
+        };
         if let Some(mut w) = saved {
             w.flush().context("cannot write the original")?;
         }
+        // An output passed through whole names no id of its own (a marker in it is an earlier
+        // trim's, whose original is not this text).
+        if let (true, Some(filed), Some(session)) = (trimmed, filed, &self.session) {
+            filed.file(config, self.store.as_deref(), session)?;
+        }
         Ok(())
+    }
+}
+
+/// An output kept whole while it is trimmed, to file its original under the ids the trim's
+/// markers name.
+#[derive(Default)]
+struct Filed {
+    original: Vec<u8>,
+    shown: Vec<u8>,
+}
+
+impl Filed {
+    fn file(self, config: &Config, store: Option<&str>, session: &str) -> Result<()> {
+        let shown = String::from_utf8_lossy(&self.shown);
+        let ids = ctxgc_core::trim::marker_ids(&shown);
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let original = String::from_utf8_lossy(&self.original);
+        let store = super::serve::open_store(store, config, None)?;
+        let session = ctxgc_core::store::SessionId::new(session);
+        let originals: Vec<_> = ids.iter().map(|id| (*id, &*original)).collect();
+        store
+            .put_all(&session, &originals)
+            .context("cannot file the original in the store")?;
+        Ok(())
+    }
+}
+
+/// Writes to both.
+struct Tee<'a> {
+    first: Option<&'a mut dyn Write>,
+    second: &'a mut Vec<u8>,
+}
+
+impl Write for Tee<'_> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        if let Some(first) = self.first.as_deref_mut() {
+            first.write_all(bytes)?;
+        }
+        self.second.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self.first.as_deref_mut() {
+            Some(first) => first.flush(),
+            None => Ok(()),
+        }
     }
 }
 

@@ -349,6 +349,44 @@ pub fn marker_ids(text: &str) -> Vec<ContentId> {
     ids
 }
 
+/// `text` with each of its trim markers naming the way back the agent has, after the id
+/// (`; id r-…, recall with mcp__ctxgc__recall_tool_result ...]`), or `None` when it has no
+/// marker. The markers [`marker_ids`] reads, and only those; their ids still read the same.
+pub fn name_recall(text: &str, way: &crate::agent_tools::RecallWay) -> Option<String> {
+    const OPEN: &str = "[... ";
+    const ID: &str = "; id r-";
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut copied = 0;
+    let mut rest_at = 0;
+    while let Some(found) = text[rest_at..].find(OPEN) {
+        let tail_at = rest_at + found + OPEN.len();
+        let tail = &text[tail_at..];
+        let end = tail.find(['\n', ']']).unwrap_or(tail.len());
+        let marker = &tail[..end];
+        if let Some(i) = marker.rfind(ID)
+            && let Some(id) = marker[i + "; id ".len()..].get(..18).and_then(ContentId::parse)
+        {
+            let after_id = tail_at + i + "; id ".len() + 18;
+            out.push_str(&text[copied..after_id]);
+            match way {
+                crate::agent_tools::RecallWay::Tool(name) => {
+                    out.push_str(", recall with ");
+                    out.push_str(name);
+                }
+                crate::agent_tools::RecallWay::Shell => {
+                    out.push_str(&format!(", recall with `ctxgc recall {id}`"));
+                }
+            }
+            copied = after_id;
+        }
+        rest_at = tail_at + end;
+    }
+    (copied > 0).then(|| {
+        out.push_str(&text[copied..]);
+        out
+    })
+}
+
 /// True when the text starts like a JSON object or array.
 pub fn looks_like_json(text: &str) -> bool {
     matches!(text.trim_start().as_bytes().first(), Some(b'{' | b'['))

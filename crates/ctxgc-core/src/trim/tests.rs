@@ -657,3 +657,25 @@ fn an_output_the_client_already_cut_is_not_cut_again_below_what_it_kept() {
             < marked.len() / 2
     );
 }
+
+/// A marker names the way back the agent has, and still reads as the same id.
+#[test]
+fn markers_name_the_recall_way() {
+    use crate::agent_tools::RecallWay;
+    let text: String = (0..3000).map(|i| format!("log line {i}\n")).collect();
+    let trimmed = trim_output(&TrimConfig::default(), "terminal", 32_000, &text).text;
+    let ids = marker_ids(&trimmed);
+    assert_eq!(ids.len(), 1);
+    let tool = RecallWay::Tool("mcp__ctxgc__recall_tool_result".into());
+    let named = name_recall(&trimmed, &tool).unwrap();
+    assert!(
+        named.contains(&format!("; id {}, recall with mcp__ctxgc__recall_tool_result", ids[0])),
+        "{named}"
+    );
+    assert_eq!(marker_ids(&named), ids);
+    let shell = name_recall(&trimmed, &RecallWay::Shell).unwrap();
+    assert!(shell.contains(&format!("recall with `ctxgc recall {}`", ids[0])));
+    assert_eq!(name_recall("no marker here", &tool), None);
+    // A pointer or an abstract is not a trim marker.
+    assert_eq!(name_recall("[lines 1-9 same as the result of c1 (id r-0123456789abcdef)]", &tool), None);
+}

@@ -76,13 +76,17 @@ impl TenantSecret {
     pub fn tenant_of(&self, headers: &axum::http::HeaderMap, query: Option<&str>) -> Tenant {
         match credential(headers).or_else(|| query.and_then(key_parameter)) {
             None => Tenant::anonymous(),
-            Some(credential) => {
-                let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
-                    .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
-                mac.update(credential.as_bytes());
-                Tenant(hex(&mac.finalize().into_bytes()[..8]))
-            }
+            Some(credential) => self.tenant_of_credential(&credential),
         }
+    }
+
+    /// The tenant of requests carrying `credential` (an API key or bearer token, without
+    /// `Bearer `): how the MCP server and `ctxgc recall` keep to the caller's own sessions.
+    pub fn tenant_of_credential(&self, credential: &str) -> Tenant {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        mac.update(credential.trim().as_bytes());
+        Tenant(hex(&mac.finalize().into_bytes()[..8]))
     }
 }
 

@@ -426,6 +426,17 @@ pub fn rewrite_within(
     }
     drop(entered);
     drop(slots);
+    // The markers name the way back this agent has (its MCP tool, the injected tool, its
+    // shell): worked out per request from its tools, so the memo keeps one text per turn.
+    let declared = ctxgc_core::agent_tools::declared_tool_names(&request.body);
+    let way = ctxgc_core::agent_tools::recall_way(declared, settings.inject_tools);
+    if let Some(way) = way {
+        for (_, trimmed) in &mut replacements {
+            if let Some(named) = trim::name_recall(&trimmed.text, &way) {
+                *trimmed = Trimmed::of(named);
+            }
+        }
+    }
     let hint = request.api.wire().cache_hint();
     let breakpoints = hint == CacheHint::Breakpoints
         && settings.cache_breakpoints
@@ -521,10 +532,7 @@ fn enter_turn(
                 _ => None,
             };
             EnteredResult {
-                replacement: changed.then(|| Trimmed {
-                    json: serde_json::to_vec(&t.text).unwrap_or_default().into(),
-                    text: t.text.into(),
-                }),
+                replacement: changed.then(|| Trimmed::of(t.text)),
                 meta,
                 pointer_original,
             }
@@ -548,6 +556,15 @@ struct EnteredResult {
 struct Trimmed {
     text: std::sync::Arc<str>,
     json: std::sync::Arc<[u8]>,
+}
+
+impl Trimmed {
+    fn of(text: String) -> Trimmed {
+        Trimmed {
+            json: serde_json::to_vec(&text).unwrap_or_default().into(),
+            text: text.into(),
+        }
+    }
 }
 
 /// Trimmed turns, memoised by content: clients resend the same history on every request, and
