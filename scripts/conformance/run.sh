@@ -72,6 +72,8 @@ jobs_max=${CONFORMANCE_JOBS:-1}
 # background once a job slot is free.
 started=0
 run() {
+  # CONFORMANCE_CONFIGS (a regex, e.g. `mcp|plugin-hooks`): only the configurations it matches.
+  [[ -z "${CONFORMANCE_CONFIGS:-}" || "$2" =~ ^(${CONFORMANCE_CONFIGS})$ ]] || return 0
   while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
   started=$((started + 1))
   run_one "$@" &
@@ -83,15 +85,18 @@ run_one() {
   python3 "$here/upstream.py" "$up_port" "$dir/upstream.jsonl" & local up=$!
   local flags=(); [ "$config" = agent ] && flags=(--compact --inject-tools --window 16000)
   [ "$config" = observe ] && flags=(--observe)
+  # `mcp`: the proxy's defaults on a SQLite store, which the client's `ctxgc mcp` reads.
+  local store=(--store memory)
+  [ "$config" = mcp ] && store=(--store "sqlite:$dir/originals.sqlite")
   printf '[proxy]\nadmin_token = "conformance-admin-token"\n' >"$dir/ctxgc.toml"
   # The cache-lifetime decisions forced to the hour: every breakpoint gets it; keep-alives on
   # for every caller (the client's requests must run as clean with the sessions held for them).
   [ "$config" = cache1h ] && printf '[cache]\nttl = "1h"\nkeepalive = true\nkeepalive_every_caller = true\n' >>"$dir/ctxgc.toml"
   "$ctxgc" serve --config "$dir/ctxgc.toml" --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
-    --anthropic-upstream "http://127.0.0.1:$up_port" --gemini-upstream "http://127.0.0.1:$up_port" --store memory "${flags[@]}" 2>"$dir/serve.log" & local px=$!
+    --anthropic-upstream "http://127.0.0.1:$up_port" --gemini-upstream "http://127.0.0.1:$up_port" "${store[@]}" "${flags[@]}" 2>"$dir/serve.log" & local px=$!
   local client_url="http://127.0.0.1:$px_port" rl=""
-  # The plugin way has no proxy: the client talks to the upstream itself.
-  [ "$config" = plugin ] && client_url="http://127.0.0.1:$up_port"
+  # The plugin ways have no proxy: the client talks to the upstream itself.
+  case "$config" in plugin|plugin-hooks) client_url="http://127.0.0.1:$up_port" ;; esac
   if [ "$config" = observe ]; then
     # What the client sends is recorded in front of the proxy, to hold the upstream's against.
     python3 "$here/relay.py" "$rl_port" "$client_url" "$dir/client.jsonl" & rl=$!
@@ -101,7 +106,7 @@ run_one() {
   wait_port "$up_port" && wait_port "$px_port"
   touch "$dir/upstream.jsonl"
   local status=0
-  PROXY="$client_url" DIR="$dir" timeout 300 bash -c '"$@"' client "$@" >"$dir/client.log" 2>&1 || status=$?
+  PROXY="$client_url" DIR="$dir" CONFIG="$config" timeout 300 bash -c '"$@"' client "$@" >"$dir/client.log" 2>&1 || status=$?
   # Observe mode works beside the requests: give it a moment to finish.
   [ "$config" = observe ] && sleep 1
   curl -s -H "x-ctxgc-admin-token: conformance-admin-token" "http://127.0.0.1:$px_port/ctxgc/stats" >"$dir/stats.json"
@@ -132,6 +137,16 @@ gemini_cli_client() {
  "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
  "security": {"auth": {"selectedType": "gemini-api-key"}}}
 JSON
+  if [ "$CONFIG" = mcp ]; then
+    # ctxgc's MCP server as Gemini CLI's settings register one (docs/agents.md).
+    python3 - "$DIR/home/.gemini/settings.json" "$ctxgc" "$DIR/originals.sqlite" <<'PY'
+import json, sys
+path, ctxgc, store = sys.argv[1:]
+settings = json.load(open(path))
+settings["mcpServers"] = {"ctxgc": {"command": ctxgc, "args": ["mcp", "--store", "sqlite:" + store], "trust": True}}
+json.dump(settings, open(path, "w"))
+PY
+  fi
   (cd "$DIR/work" && HOME="$DIR/home" GEMINI_API_KEY=conformance-gemini-cli-key GOOGLE_GEMINI_BASE_URL="$PROXY" \
     GOOGLE_GENAI_API_VERSION=v1beta GEMINI_CLI_NO_RELAUNCH=true GEMINI_CLI_TRUST_WORKSPACE=true NO_BROWSER=true \
     "$gemini" -p "Conformance run: run the scripted checks" --yolo -m gemini-2.5-pro) \
@@ -149,16 +164,25 @@ base_url = "$PROXY/v1"
 wire_api = "responses"
 supports_websockets = false
 TOML
+  # ctxgc's MCP server as `codex mcp add ctxgc -- ctxgc mcp` registers it.
+  [ "$CONFIG" = mcp ] && CODEX_HOME="$DIR/home" "$codex" mcp add ctxgc -- "$ctxgc" mcp --store "sqlite:$DIR/originals.sqlite"
   (cd "$DIR/work" && CODEX_HOME="$DIR/home" OPENAI_API_KEY=sk-conformance-codex \
     "$codex" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "Conformance run: run the scripted checks") \
     && grep -q "Done" "$DIR/client.log"
 }
 claude_client() {
   mkdir -p "$DIR/home"
+  local extra=()
+  # `mcp`: ctxgc's MCP server as `claude mcp add ctxgc -- ctxgc mcp` registers it.
+  # `plugin-hooks`: no proxy; the plugin of this checkout (its hooks and its MCP server), with
+  # `ctxgc` on the PATH and the store under the session's HOME.
+  [ "$CONFIG" = mcp ] && (cd "$DIR/work" && HOME="$DIR/home" CLAUDE_CONFIG_DIR="$DIR/home/.claude" \
+    "$claude" mcp add ctxgc -- "$ctxgc" mcp --store "sqlite:$DIR/originals.sqlite")
+  [ "$CONFIG" = plugin-hooks ] && extra=(--plugin-dir "$root/plugins/claude-code")
   (cd "$DIR/work" && HOME="$DIR/home" CLAUDE_CONFIG_DIR="$DIR/home/.claude" ANTHROPIC_BASE_URL="$PROXY" \
     ANTHROPIC_API_KEY=sk-ant-conformance DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 DISABLE_ERROR_REPORTING=1 \
-    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 IS_SANDBOX=1 \
-    "$claude" -p "Conformance run: run the scripted checks" --dangerously-skip-permissions --output-format text) \
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 IS_SANDBOX=1 PATH="$(dirname "$ctxgc"):$PATH" \
+    "$claude" -p "Conformance run: run the scripted checks" --dangerously-skip-permissions --output-format text "${extra[@]}") \
     && grep -q "Done" "$DIR/client.log"
 }
 # hermes_client proxy|plugin: `hermes -z` (one-shot), its default toolsets, a custom
@@ -192,7 +216,7 @@ YAML
 }
 
 export -f sdk_client codex_client claude_client mini_client gemini_sdk_client gemini_cli_client hermes_client
-export sdk codex claude mini genai gemini hermes here
+export sdk codex claude mini genai gemini hermes here ctxgc root
 
 for client in "${clients[@]}"; do
   for config in defaults agent observe; do
@@ -212,6 +236,11 @@ for client in "${clients[@]}"; do
     esac
   done
   [ "$client" = hermes ] && run hermes plugin hermes_client plugin
+  # Not run yet: `mcp`, ctxgc's MCP server registered in the agent beside the proxy's
+  # defaults (the clients' registration above). At their defaults these clients cut long
+  # outputs themselves, so no id the proxy wrote has reached the scripted recall.
+  # The Claude Code plugin, without a proxy: its hooks trim, its MCP server recalls.
+  [ "$client" = claude-code ] && run claude-code plugin-hooks claude_client
   # Breakpoints at an hour, on clients that place them (Claude Code's own, the SDK's request).
   [ "$client" = claude-code ] && run claude-code cache1h claude_client
   [ "$client" = sdk ] && run sdk-messages cache1h sdk_client messages

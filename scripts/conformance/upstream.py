@@ -21,7 +21,8 @@ real API's 400 and its text:
 The "model" follows a script per session (a session is the system text and the first user
 text): shell calls with large outputs, a long log with an error line in the middle and exit 3,
 two calls in parallel, the agent tools when the request offers them (a trim of the latest
-result, a recall of a trimmed output by its id), more large outputs, then a final answer that
+result, a recall of a trimmed output by its id; through ctxgc's MCP server, a recall of the long
+log's error line by the id its trim marker showed), more large outputs, then a final answer that
 starts with "Done". Every request, its verdict and its response ids are appended to RECORD
 (JSON lines) for `check.py`.
 
@@ -49,7 +50,7 @@ ERROR_LOG = ("for i in $(seq 1 1500); do echo \"2026-11-24T10:00:00Z INFO step $
              "if [ $i = 700 ]; then echo '2026-11-24T10:00:01Z ERROR disk quota exceeded at step 700'; fi; done; exit 3")
 
 
-def script(tools):
+def script(tools, raw=b""):
     """The steps of a session: each a list of (tool, arguments) calls, or None for the answer."""
     shell = shell_tool(tools)
     steps = [
@@ -61,6 +62,17 @@ def script(tools):
         steps.append([("trim_tool_result", {"summary": "ls and git ran fine; nothing to keep."})])
     if "recall_tool_result" in tools:
         steps.append([("recall_tool_result", {"id": "$TRIMMED_ID", "lines": "1-5"})])
+    # ctxgc's MCP server, as the client names its tool (`mcp__ctxgc__recall_tool_result`): the
+    # error line of the long log, by the id its trim marker showed.
+    mcp = next((t for t in tools if t.endswith("recall_tool_result") and t != "recall_tool_result"), None)
+    deferred = re.search(rb"(mcp__\w*recall_tool_result)", raw)
+    if deferred and "ToolSearch" in tools:
+        # Claude Code defers MCP tools (its system prompt lists them): a model loads one with
+        # ToolSearch before calling it.
+        mcp = deferred.group(1).decode()
+        steps.append([("ToolSearch", {"query": "select:" + mcp, "max_results": 1})])
+    if mcp:
+        steps.append([(mcp, {"id": "$TRIMMED_ID", "pattern": "ERROR disk quota"})])
     steps += [[shell(BIG_LOG % n)] for n in (3000, 4000, 2500, 5000)]
     return steps
 
@@ -71,7 +83,7 @@ def shell_tool(tools):
         if name in tools:
             break
     else:
-        name = next((t for t in tools if t not in ("trim_tool_result", "recall_tool_result")), "bash")
+        name = next((t for t in tools if not t.endswith(("trim_tool_result", "recall_tool_result"))), "bash")
 
     def call(command):
         if name == "Bash":
@@ -296,6 +308,11 @@ def tool_names(api, body):
     for t in body.get("tools") or []:
         for d in t.get("functionDeclarations") or []:
             names.append(d.get("name") or "")
+        if t.get("type") == "namespace":
+            # Responses namespaces (Codex's MCP servers): `{namespace}__{tool}`, called as the
+            # tool's name within its namespace.
+            names.extend("%s__%s" % (t.get("name"), inner.get("name")) for inner in t.get("tools") or [])
+            continue
         names.append(t.get("name") or (t.get("function") or {}).get("name") or "")
     return [n for n in names if n]
 
@@ -310,7 +327,7 @@ def next_step(api, body, raw):
     key = session_key(api, body)
     with LOCK:
         step = SESSIONS.get(key, 0)
-        steps = script(tools)
+        steps = script(tools, raw)
         if SUBMIT in raw:
             # mini-swe-agent ends on a command, not on an answer without calls.
             steps.append([shell_tool(tools)("echo " + SUBMIT.decode())])
@@ -385,8 +402,13 @@ def responses_reply(body, raw, calls):
     usage = {"input_tokens": n, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 20,
              "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": n + 20}
     items = []
+    namespaces = {t.get("name") for t in body.get("tools") or [] if t.get("type") == "namespace"}
     for name, args in calls or []:
-        items.append({"type": "function_call", "id": new_id("fc_"), "status": "completed", "call_id": new_id("call_"), "name": name, "arguments": json.dumps(args)})
+        item = {"type": "function_call", "id": new_id("fc_"), "status": "completed", "call_id": new_id("call_"), "name": name, "arguments": json.dumps(args)}
+        namespace, _, inner = name.rpartition("__")
+        if namespace in namespaces:
+            item.update(name=inner, namespace=namespace)
+        items.append(item)
     if not items:
         items.append({"type": "message", "id": new_id("msg_"), "role": "assistant", "status": "completed",
                       "content": [{"type": "output_text", "text": "Done: the script ran to its end.", "annotations": []}]})

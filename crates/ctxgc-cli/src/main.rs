@@ -80,6 +80,9 @@ enum Command {
     /// Serve `recall_tool_result` to an agent over MCP on stdio (`claude mcp add ctxgc -- ctxgc
     /// mcp`): the ids its trimmed outputs show, answered from the store.
     Mcp(commands::mcp::McpArgs),
+    /// Answer an agent's hook (`ctxgc hook claude-code`, from the Claude Code plugin): trims
+    /// Bash and MCP tool outputs where no proxy runs, filing originals for `ctxgc mcp`.
+    Hook(commands::hook::HookArgs),
     /// Print the effective configuration as TOML.
     Config,
 }
@@ -98,6 +101,7 @@ fn main() -> ExitCode {
         Command::Gc(args) => commands::serve::gc(&config, args),
         Command::Recall(args) => commands::recall::run(&config, args),
         Command::Mcp(args) => commands::mcp::run(&config, args),
+        Command::Hook(args) => commands::hook::run(&config, args),
         Command::Config => {
             out!("{}", config.to_toml())?;
             Ok(ExitCode::SUCCESS)

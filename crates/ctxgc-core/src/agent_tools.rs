@@ -74,11 +74,39 @@ pub fn recall_way<'a>(
         .then_some(RecallWay::Shell)
 }
 
+/// The name of ctxgc's MCP recall tool when a client lists it in text, as Claude Code lists the
+/// MCP tools it defers (loaded by its ToolSearch tool, absent from `tools` until then): the
+/// first `mcp__…recall_tool_result` word in `text`.
+pub fn listed_recall_tool(text: &str) -> Option<&str> {
+    text.match_indices("mcp__").find_map(|(start, _)| {
+        let word = &text[start..];
+        let len = word
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            .unwrap_or(word.len());
+        word[..len].ends_with(RECALL_TOOL).then(|| &word[..len])
+    })
+}
+
 /// The names of the tools a request body declares, in any of the four APIs' shapes (Chat's
 /// `function.name`, Responses' and Messages' `name`, Gemini's `functionDeclarations`).
 pub fn declared_tool_names(body: &Value) -> Vec<&str> {
     let mut names = Vec::new();
-    for tool in body.get("tools").and_then(Value::as_array).into_iter().flatten() {
+    for tool in body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        // A Responses namespace (Codex's MCP servers): its tools, named within it.
+        if tool.get("type").and_then(Value::as_str) == Some("namespace") {
+            let inner = tool
+                .get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten();
+            names.extend(inner.filter_map(|t| t.get("name").and_then(Value::as_str)));
+            continue;
+        }
         if let Some(name) = tool.pointer("/function/name").or_else(|| tool.get("name")) {
             names.extend(name.as_str());
         }
@@ -237,6 +265,17 @@ mod tests {
     use crate::tokens::Encoding;
 
     #[test]
+    fn a_deferred_mcp_tool_is_found_where_it_is_listed() {
+        let text = "deferred tools:\\nWebFetch\\nmcp__ctxgc__recall_tool_result\\n";
+        assert_eq!(
+            listed_recall_tool(text),
+            Some("mcp__ctxgc__recall_tool_result")
+        );
+        assert_eq!(listed_recall_tool("call recall_tool_result"), None);
+        assert_eq!(listed_recall_tool("nothing"), None);
+    }
+
+    #[test]
     fn the_recall_way_is_the_tool_the_agent_has() {
         let way = |names: &[&str], injected| recall_way(names.iter().copied(), injected);
         let mcp = ["Bash", "Read", "mcp__ctxgc__recall_tool_result"];
@@ -244,7 +283,10 @@ mod tests {
             way(&mcp, true),
             Some(RecallWay::Tool("mcp__ctxgc__recall_tool_result".into()))
         );
-        assert_eq!(way(&["Bash", "Read"], true), Some(RecallWay::Tool(RECALL_TOOL.into())));
+        assert_eq!(
+            way(&["Bash", "Read"], true),
+            Some(RecallWay::Tool(RECALL_TOOL.into()))
+        );
         assert_eq!(way(&["bash"], false), Some(RecallWay::Shell));
         assert_eq!(way(&["Bash", "Read"], false), None);
         assert_eq!(way(&[], false), None);

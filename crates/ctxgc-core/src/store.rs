@@ -139,11 +139,7 @@ pub trait OriginalStore: Send + Sync {
     /// caller's tenant (`{tenant}.`) keeps them within their own sessions. An id is the hash of
     /// the content, so any session holding it holds the same text. Stores that cannot look an
     /// id up find nothing.
-    fn find(
-        &self,
-        scope: &str,
-        id: ContentId,
-    ) -> Result<Option<(SessionId, String)>, StoreError> {
+    fn find(&self, scope: &str, id: ContentId) -> Result<Option<(SessionId, String)>, StoreError> {
         let _ = (scope, id);
         Ok(None)
     }
@@ -373,11 +369,7 @@ impl OriginalStore for MemoryStore {
             .map(|(text, _)| text.clone()))
     }
 
-    fn find(
-        &self,
-        scope: &str,
-        id: ContentId,
-    ) -> Result<Option<(SessionId, String)>, StoreError> {
+    fn find(&self, scope: &str, id: ContentId) -> Result<Option<(SessionId, String)>, StoreError> {
         let originals = self.originals.read().map_err(|_| poisoned())?;
         Ok(originals
             .by_key

@@ -20,9 +20,16 @@ fn a_recall_answers_within_the_callers_scope_only() {
         .put(&SessionId::new("aaaa.c-1"), id, &original)
         .unwrap_or_else(|e| panic!("{e}"));
     let ours = RecallServer::new(store.clone(), "aaaa.".into(), 100_000);
-    let answer = ours.answer(RECALL_TOOL, &json!({"id": id.to_string(), "pattern": "line 42$"}));
+    let answer = ours.answer(
+        RECALL_TOOL,
+        &json!({"id": id.to_string(), "pattern": "line 42$"}),
+    );
     assert_eq!(answer.is_error, Some(false));
-    assert!(text_of(&answer).contains("42| line 42"), "{}", text_of(&answer));
+    assert!(
+        text_of(&answer).contains("42| line 42"),
+        "{}",
+        text_of(&answer)
+    );
     let theirs = RecallServer::new(store, "bbbb.".into(), 100_000);
     let answer = theirs.answer(RECALL_TOOL, &json!({"id": id.to_string()}));
     assert_eq!(answer.is_error, Some(true));

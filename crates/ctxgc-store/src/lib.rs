@@ -508,11 +508,7 @@ impl OriginalStore for SqliteStore {
         })
     }
 
-    fn find(
-        &self,
-        scope: &str,
-        id: ContentId,
-    ) -> Result<Option<(SessionId, String)>, StoreError> {
+    fn find(&self, scope: &str, id: ContentId) -> Result<Option<(SessionId, String)>, StoreError> {
         // The index on `id` finds the few sessions holding it; the scope is a prefix test, not
         // a LIKE, so no character of it is a wildcard.
         self.with("finding an original", |conn| {

@@ -312,7 +312,10 @@ impl OriginalStore for RedisStore {
                     set.ignore();
                 }
             }
-            pipe.cmd("SADD").arg(&holders).arg(session.as_str()).ignore();
+            pipe.cmd("SADD")
+                .arg(&holders)
+                .arg(session.as_str())
+                .ignore();
             if let Some(secs) = expiry {
                 pipe.cmd("EXPIRE").arg(&holders).arg(secs).ignore();
             }
@@ -328,11 +331,7 @@ impl OriginalStore for RedisStore {
         bytes.map(text).transpose()
     }
 
-    fn find(
-        &self,
-        scope: &str,
-        id: ContentId,
-    ) -> Result<Option<(SessionId, String)>, StoreError> {
+    fn find(&self, scope: &str, id: ContentId) -> Result<Option<(SessionId, String)>, StoreError> {
         let holders = self.run("finding an original", |con| {
             redis::cmd("SMEMBERS")
                 .arg(self.holders_key(id))

@@ -330,7 +330,10 @@ fn an_id_alone_finds_its_original_within_the_scope() {
         found,
         Some((sid("aaaa.c-1"), "tenant a's output".to_owned()))
     );
-    assert_eq!(store.find("", id).unwrap().map(|f| f.0), Some(sid("aaaa.c-1")));
+    assert_eq!(
+        store.find("", id).unwrap().map(|f| f.0),
+        Some(sid("aaaa.c-1"))
+    );
     assert_eq!(store.find("bbbb.", id).unwrap(), None, "another tenant's");
     assert_eq!(store.find("aa%.", id).unwrap(), None, "no wildcard");
     let other = ContentId::of(b"nothing");

@@ -2,6 +2,7 @@
 
 pub mod breaks;
 pub mod compact;
+pub mod hook;
 pub mod import;
 pub mod mcp;
 pub mod recall;

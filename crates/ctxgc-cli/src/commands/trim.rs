@@ -20,6 +20,10 @@ pub struct TrimOptions {
     /// The model's context window in tokens (limits scale with it; default from the config).
     #[arg(long, value_name = "TOKENS", value_parser = super::parse_window)]
     pub window: Option<u64>,
+    /// Trim to at most this many bytes, where that is less than the profile's limit (an agent
+    /// that cuts longer outputs itself: Claude Code's failed commands at 10,000 characters).
+    #[arg(long, value_name = "BYTES")]
+    pub max_bytes: Option<usize>,
     /// Keep exactly the first N lines (with --tail: trim by line counts instead of bytes).
     #[arg(long, value_name = "N")]
     pub head: Option<u64>,
@@ -55,7 +59,9 @@ impl TrimOptions {
         let spec = StreamSpec {
             config: trim,
             profile,
-            limit: trim.soft_limit(profile, window),
+            limit: trim
+                .soft_limit(profile, window)
+                .min(self.max_bytes.unwrap_or(usize::MAX)),
             head_lines: self.head,
             tail_lines: self.tail,
         };

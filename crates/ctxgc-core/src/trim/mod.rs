@@ -364,7 +364,9 @@ pub fn name_recall(text: &str, way: &crate::agent_tools::RecallWay) -> Option<St
         let end = tail.find(['\n', ']']).unwrap_or(tail.len());
         let marker = &tail[..end];
         if let Some(i) = marker.rfind(ID)
-            && let Some(id) = marker[i + "; id ".len()..].get(..18).and_then(ContentId::parse)
+            && let Some(id) = marker[i + "; id ".len()..]
+                .get(..18)
+                .and_then(ContentId::parse)
         {
             let after_id = tail_at + i + "; id ".len() + 18;
             out.push_str(&text[copied..after_id]);

@@ -669,7 +669,10 @@ fn markers_name_the_recall_way() {
     let tool = RecallWay::Tool("mcp__ctxgc__recall_tool_result".into());
     let named = name_recall(&trimmed, &tool).unwrap();
     assert!(
-        named.contains(&format!("; id {}, recall with mcp__ctxgc__recall_tool_result", ids[0])),
+        named.contains(&format!(
+            "; id {}, recall with mcp__ctxgc__recall_tool_result",
+            ids[0]
+        )),
         "{named}"
     );
     assert_eq!(marker_ids(&named), ids);
@@ -677,5 +680,11 @@ fn markers_name_the_recall_way() {
     assert!(shell.contains(&format!("recall with `ctxgc recall {}`", ids[0])));
     assert_eq!(name_recall("no marker here", &tool), None);
     // A pointer or an abstract is not a trim marker.
-    assert_eq!(name_recall("[lines 1-9 same as the result of c1 (id r-0123456789abcdef)]", &tool), None);
+    assert_eq!(
+        name_recall(
+            "[lines 1-9 same as the result of c1 (id r-0123456789abcdef)]",
+            &tool
+        ),
+        None
+    );
 }

@@ -428,7 +428,16 @@ pub fn rewrite_within(
     drop(slots);
     // The markers name the way back this agent has (its MCP tool, the injected tool, its
     // shell): worked out per request from its tools, so the memo keeps one text per turn.
-    let declared = ctxgc_core::agent_tools::declared_tool_names(&request.body);
+    let mut declared = ctxgc_core::agent_tools::declared_tool_names(&request.body);
+    // Claude Code lists the MCP tools it defers in its first message: the same on every
+    // request of a session, so the markers' text never changes when the tool gets loaded.
+    let first = request
+        .body
+        .get(request.api.wire().items_key())
+        .and_then(|items| items.get(0))
+        .map(Value::to_string)
+        .unwrap_or_default();
+    declared.extend(ctxgc_core::agent_tools::listed_recall_tool(&first));
     let way = ctxgc_core::agent_tools::recall_way(declared, settings.inject_tools);
     if let Some(way) = way {
         for (_, trimmed) in &mut replacements {

@@ -1,0 +1,187 @@
+//! `ctxgc hook claude-code`: Claude Code's hooks, for users whose agent cannot go through
+//! `ctxgc serve` (a subscription sign-in, a managed endpoint). It reads the hook's input on
+//! stdin and answers on stdout, as Claude Code's hooks protocol says:
+//!
+//! - `PreToolUse` of `Bash`: the command runs as written, in the same shell, its merged output
+//!   kept in a temporary file and trimmed by `ctxgc trim --tool Bash` (the proxy's profile for
+//!   that tool) before Claude Code reads it, so a long log loses its middle, not its error line
+//!   or its end; the original is filed under the session for `ctxgc mcp` to answer.
+//! - `PostToolUse` of an MCP tool (browser snapshots, fetched pages, issue trackers): its text
+//!   trimmed the same way (`updatedMCPToolOutput`), the original filed too.
+//!
+//! `Read`, `Grep` and `Glob` run inside Claude Code and reach no command hook before their
+//! output is in the conversation; the proxy covers them (docs/agents.md).
+
+use std::io::Read;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use ctxgc_core::config::Config;
+use ctxgc_core::store::SessionId;
+use serde_json::{Value, json};
+
+#[derive(Debug, Args)]
+pub struct HookArgs {
+    /// The agent whose hook this is.
+    pub agent: Agent,
+    /// The store originals are filed in (`sqlite:PATH`, default the one `ctxgc mcp` reads).
+    #[arg(long)]
+    pub store: Option<String>,
+    /// The model's context window in tokens, which the trims scale with (default from the
+    /// config, as `ctxgc serve` assumes for a model it does not know).
+    #[arg(long, value_name = "TOKENS", value_parser = super::parse_window)]
+    pub window: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Agent {
+    /// Claude Code (`PreToolUse` and `PostToolUse`).
+    ClaudeCode,
+}
+
+/// A hook input holds a tool's whole output at most: bounded all the same.
+const MAX_INPUT_BYTES: u64 = 256 << 20;
+
+pub fn run(config: &Config, args: HookArgs) -> Result<ExitCode> {
+    let mut input = String::new();
+    std::io::stdin()
+        .take(MAX_INPUT_BYTES)
+        .read_to_string(&mut input)
+        .context("cannot read the hook's input")?;
+    let event: Value = serde_json::from_str(&input)
+        .context("the hook's input on stdin is not JSON (is this run by Claude Code's hooks?)")?;
+    let Agent::ClaudeCode = args.agent;
+    let answer = match event["hook_event_name"].as_str() {
+        Some("PreToolUse") => pre_tool_use(&args, &event)?,
+        Some("PostToolUse") => post_tool_use(config, &args, &event)?,
+        _ => None,
+    };
+    if let Some(answer) = answer {
+        outln!("{answer}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The session originals are filed under: the agent's own session id, spelled safely.
+fn session_of(event: &Value) -> String {
+    let id: String = event["session_id"]
+        .as_str()
+        .unwrap_or("unknown")
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .take(64)
+        .collect();
+    format!("hook.claude-code-{id}")
+}
+
+/// Claude Code 2.1.328 keeps the first and last 5,000 characters of a failed command's output;
+/// a trim under 10,000 characters, its "Exit code N" line included, passes whole.
+const FAILED_MAX_BYTES: usize = 9_000;
+
+/// Marks a command this hook wrapped, so it is never wrapped twice.
+const WRAPPED: &str = "# ctxgc: output trimmed";
+
+fn pre_tool_use(args: &HookArgs, event: &Value) -> Result<Option<Value>> {
+    let input = &event["tool_input"];
+    let command = input["command"].as_str().unwrap_or_default();
+    if event["tool_name"] != "Bash"
+        || command.trim().is_empty()
+        || command.contains(WRAPPED)
+        || input["run_in_background"] == true
+    {
+        return Ok(None);
+    }
+    let exe = std::env::current_exe().context("cannot tell where ctxgc is")?;
+    let mut trim = vec![
+        quote(&exe.to_string_lossy()),
+        "trim --tool Bash --session".into(),
+        quote(&session_of(event)),
+    ];
+    if let Some(store) = &args.store {
+        trim.extend(["--store".into(), quote(store)]);
+    }
+    if let Some(window) = args.window {
+        trim.extend(["--window".into(), window.to_string()]);
+    }
+    let trim = trim.join(" ");
+    // The command runs in the tool's own shell (a `cd` or an export still holds), its output
+    // to a file, then trimmed. An `exit` inside it leaves through the trap, which trims what
+    // it wrote to the descriptors saved before the redirection. A failed command's output is
+    // trimmed to fit Claude Code's own cut of failures (its start and end only), so the
+    // error lines and the marker's id survive it.
+    let failed = format!("{trim} --max-bytes {FAILED_MAX_BYTES}");
+    let wrapped = format!(
+        "{WRAPPED}\nexec 8>&1 9>&2; __ctxgc_out=\"$(mktemp)\"; \
+         trap '{failed_q} <\"$__ctxgc_out\" >&8 2>&9; rm -f \"$__ctxgc_out\"' EXIT\n\
+         {{ {command}\n}} >\"$__ctxgc_out\" 2>&1; __ctxgc_status=$?; trap - EXIT\n\
+         if [ $__ctxgc_status -eq 0 ]; then {trim} <\"$__ctxgc_out\"; \
+         else {failed} <\"$__ctxgc_out\"; fi\n\
+         rm -f \"$__ctxgc_out\"; exec 8>&- 9>&-; (exit $__ctxgc_status)",
+        failed_q = failed.replace('\'', "'\\''"),
+    );
+    let mut updated = input.clone();
+    updated["command"] = Value::String(wrapped);
+    Ok(Some(json!({
+        "hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": updated}
+    })))
+}
+
+fn post_tool_use(config: &Config, args: &HookArgs, event: &Value) -> Result<Option<Value>> {
+    let tool = event["tool_name"].as_str().unwrap_or_default();
+    // Only MCP tools' outputs can be replaced; ctxgc's own recall answers stay whole.
+    if !tool.starts_with("mcp__") || tool.ends_with(ctxgc_core::agent_tools::RECALL_TOOL) {
+        return Ok(None);
+    }
+    let response = &event["tool_response"];
+    let text = text_of(response);
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let window = args.window.unwrap_or(config.trim.default_window);
+    let trimmed = ctxgc_core::trim::trim_output(&config.trim, tool, window, &text);
+    if !trimmed.trimmed {
+        return Ok(None);
+    }
+    let store = super::serve::open_store(args.store.as_deref(), config, None)?;
+    store
+        .put(&SessionId::new(session_of(event)), trimmed.id, &text)
+        .context("cannot file the original in the store")?;
+    let block = json!([{"type": "text", "text": trimmed.text}]);
+    let updated = match response {
+        Value::String(_) => Value::String(trimmed.text),
+        Value::Object(map) if map.contains_key("content") => {
+            let mut map = map.clone();
+            map.insert("content".into(), block);
+            Value::Object(map)
+        }
+        _ => block,
+    };
+    Ok(Some(json!({
+        "hookSpecificOutput": {"hookEventName": "PostToolUse", "updatedMCPToolOutput": updated}
+    })))
+}
+
+/// The text of an MCP tool's output: a string, or its text blocks (bare or under `content`).
+fn text_of(response: &Value) -> String {
+    let blocks = match response {
+        Value::String(text) => return text.clone(),
+        Value::Array(blocks) => blocks,
+        Value::Object(map) => match map.get("content") {
+            Some(Value::Array(blocks)) => blocks,
+            _ => return String::new(),
+        },
+        _ => return String::new(),
+    };
+    let texts: Vec<&str> = blocks.iter().filter_map(|b| b["text"].as_str()).collect();
+    // Anything but text (an image) stays as it came.
+    if texts.len() != blocks.len() {
+        return String::new();
+    }
+    texts.join("\n")
+}
+
+/// A word for the shell, in single quotes.
+fn quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
