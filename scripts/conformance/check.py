@@ -40,8 +40,9 @@ ERROR_SHOWN = re.compile(
 ERROR_LOG_OUTPUT = "INFO step 1 ok"
 # A recall answer's numbered lines (`recall_tool_result {id, lines: "1-5"}`).
 RECALLED = re.compile(r" {5}1\| ")
-# The MCP server's answer to the recall of the long log's error line by its id.
-RECALLED_ERROR = re.compile(r" {3}701\| 2026-11-24T10:00:01Z ERROR disk quota exceeded at step 700")
+# The MCP server's answer to the recall of a log's error line by its id: the line, numbered (701
+# in the log; Codex CLI sends a cut of it, which the proxy then trims and files).
+RECALLED_ERROR = re.compile(r" +\d+\| 2026-11-24T10:00:01Z ERROR disk quota exceeded at step 700")
 # A trim marker with its id, as the proxy or a hook writes it.
 TRIM_MARKER = re.compile(r"\[\.\.\. [0-9,]+ chars \([^)]*\) trimmed from [^\]\n]*; id r-[0-9a-f]{16}")
 
@@ -236,7 +237,7 @@ def main():
         # The client ran ctxgc's MCP tool on the id a trim showed: the original's error line,
         # numbered, is in a later request.
         if not any(RECALLED_ERROR.search(json.dumps(items(r))) for r in requests):
-            problems.append("no request carried the MCP recall's answer (line 701, the error line)")
+            problems.append("no request carried the MCP recall's answer (the error line, numbered)")
     if config == "plugin-hooks":
         # No proxy: the hook trimmed the long Bash outputs before the client sent them.
         if not any(TRIM_MARKER.search(json.dumps(items(r))) for r in requests):

@@ -88,6 +88,9 @@ run_one() {
   # `mcp`: the proxy's defaults on a SQLite store, which the client's `ctxgc mcp` reads.
   local store=(--store memory)
   [ "$config" = mcp ] && store=(--store "sqlite:$dir/originals.sqlite")
+  # Codex CLI cuts every output to about 10,000 characters, under what the proxy trims at its
+  # defaults: nothing of it is hidden there, so its recall runs at the agent run's window.
+  [ "$config" = mcp ] && [ "$name" = codex-cli ] && flags=(--window 16000)
   printf '[proxy]\nadmin_token = "conformance-admin-token"\n' >"$dir/ctxgc.toml"
   # The cache-lifetime decisions forced to the hour: every breakpoint gets it; keep-alives on
   # for every caller (the client's requests must run as clean with the sessions held for them).
@@ -236,9 +239,9 @@ for client in "${clients[@]}"; do
     esac
   done
   [ "$client" = hermes ] && run hermes plugin hermes_client plugin
-  # Not run yet: `mcp`, ctxgc's MCP server registered in the agent beside the proxy's
-  # defaults (the clients' registration above). At their defaults these clients cut long
-  # outputs themselves, so no id the proxy wrote has reached the scripted recall.
+  # ctxgc's MCP server registered in the agent, beside the proxy's defaults.
+  case "$client" in codex) run codex-cli mcp codex_client ;; claude-code) run claude-code mcp claude_client ;;
+    gemini-cli) run gemini-cli mcp gemini_cli_client ;; esac
   # The Claude Code plugin, without a proxy: its hooks trim, its MCP server recalls.
   [ "$client" = claude-code ] && run claude-code plugin-hooks claude_client
   # Breakpoints at an hour, on clients that place them (Claude Code's own, the SDK's request).

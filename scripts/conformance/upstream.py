@@ -49,6 +49,13 @@ BIG_LOG = ("seq 1 %d | awk '{print \"2026-11-24T09:00:00Z INFO request \" $1 \" 
 ERROR_LOG = ("for i in $(seq 1 1500); do echo \"2026-11-24T10:00:00Z INFO step $i ok\"; "
              "if [ $i = 700 ]; then echo '2026-11-24T10:00:01Z ERROR disk quota exceeded at step 700'; fi; done; exit 3")
 
+# 741 lines, about 28 KB: over the proxy's trim of a shell output (about 24 KB), under what each
+# client cuts itself (Claude Code 30,000 characters, Gemini CLI 40,000, Codex CLI its
+# `max_output_tokens`); lines of their own, so no repeat pointer replaces them; no `$(...)`,
+# which Gemini CLI refuses.
+MID_LOG = ("seq 1 740 | awk '{print \"2026-11-24T11:00:00Z INFO task \" $1 \" done\"; "
+           "if ($1 == 700) print \"2026-11-24T10:00:01Z ERROR disk quota exceeded at step 700\"}'")
+
 
 def script(tools, raw=b""):
     """The steps of a session: each a list of (tool, arguments) calls, or None for the answer."""
@@ -67,12 +74,17 @@ def script(tools, raw=b""):
     mcp = next((t for t in tools if t.endswith("recall_tool_result") and t != "recall_tool_result"), None)
     deferred = re.search(rb"(mcp__\w*recall_tool_result)", raw)
     if deferred and "ToolSearch" in tools:
-        # Claude Code defers MCP tools (its system prompt lists them): a model loads one with
+        # Claude Code defers MCP tools (its opening messages list them): a model loads one with
         # ToolSearch before calling it.
         mcp = deferred.group(1).decode()
         steps.append([("ToolSearch", {"query": "select:" + mcp, "max_results": 1})])
     if mcp:
-        steps.append([(mcp, {"id": "$TRIMMED_ID", "pattern": "ERROR disk quota"})])
+        # A log short enough that no client cuts it (Claude Code keeps a result under 30,000
+        # characters in the conversation), its error at line 701: the proxy trims it, and the
+        # model recalls the error line by the id its marker showed, right after.
+        name, args = shell(MID_LOG)
+        steps.append([(name, args)])
+        steps.append([(mcp, {"id": "$MARKER_ID", "pattern": "ERROR disk quota"})])
     steps += [[shell(BIG_LOG % n)] for n in (3000, 4000, 2500, 5000)]
     return steps
 
@@ -340,6 +352,12 @@ def next_step(api, body, raw):
         SESSIONS[key] = step + 1
     calls = []
     for name, args in steps[step]:
+        if args.get("id") == "$MARKER_ID":
+            # The id the latest trim marker showed (not a pointer's or an abstract's).
+            found = re.findall(rb"trimmed from [^\]]*?; id (r-[0-9a-f]{16})", raw)
+            if not found:
+                continue
+            args = dict(args, id=found[-1].decode())
         if args.get("id") == "$TRIMMED_ID":
             found = re.findall(rb"r-[0-9a-f]{16}", raw)
             if not found:

@@ -429,15 +429,20 @@ pub fn rewrite_within(
     // The markers name the way back this agent has (its MCP tool, the injected tool, its
     // shell): worked out per request from its tools, so the memo keeps one text per turn.
     let mut declared = ctxgc_core::agent_tools::declared_tool_names(&request.body);
-    // Claude Code lists the MCP tools it defers in its first message: the same on every
-    // request of a session, so the markers' text never changes when the tool gets loaded.
-    let first = request
+    // Claude Code lists the MCP tools it defers in its opening messages (before the first
+    // reply): the same on every request of a session, so the markers' text does not change
+    // when the tool gets loaded.
+    let opening: String = request
         .body
         .get(request.api.wire().items_key())
-        .and_then(|items| items.get(0))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .take_while(|item| !matches!(item["role"].as_str(), Some("assistant" | "model")))
+        .take(OPENING_ITEMS)
         .map(Value::to_string)
-        .unwrap_or_default();
-    declared.extend(ctxgc_core::agent_tools::listed_recall_tool(&first));
+        .collect();
+    declared.extend(ctxgc_core::agent_tools::listed_recall_tool(&opening));
     let way = ctxgc_core::agent_tools::recall_way(declared, settings.inject_tools);
     if let Some(way) = way {
         for (_, trimmed) in &mut replacements {
@@ -559,6 +564,9 @@ struct EnteredResult {
     /// A pointer text that was cut further, with its own id.
     pointer_original: Option<(ContentId, std::sync::Arc<str>)>,
 }
+
+/// How many opening items the recall tool's listing is looked for in.
+const OPENING_ITEMS: usize = 4;
 
 /// A trimmed output, also kept JSON-encoded: splicing it into a body is then a copy.
 #[derive(Clone)]
