@@ -168,9 +168,18 @@ wire_api = "responses"
 supports_websockets = false
 TOML
   # ctxgc's MCP server as `codex mcp add ctxgc -- ctxgc mcp` registers it.
-  [ "$CONFIG" = mcp ] && CODEX_HOME="$DIR/home" "$codex" mcp add ctxgc -- "$ctxgc" mcp --store "sqlite:$DIR/originals.sqlite"
+  case "$CONFIG" in mcp|plugin-hooks)
+    CODEX_HOME="$DIR/home" "$codex" mcp add ctxgc -- "$ctxgc" mcp --store "sqlite:$DIR/originals.sqlite" ;; esac
+  local extra=()
+  if [ "$CONFIG" = plugin-hooks ]; then
+    # No proxy: plugins/codex/hooks.json, its commands on this run's store.
+    sed "s|\"ctxgc hook codex\"|\"$ctxgc hook codex --store sqlite:$DIR/originals.sqlite\"|" \
+      "$root/plugins/codex/hooks.json" >"$DIR/home/hooks.json"
+    printf '[features]\nhooks = true\n' >>"$DIR/home/config.toml"
+    extra=(--dangerously-bypass-hook-trust)
+  fi
   (cd "$DIR/work" && CODEX_HOME="$DIR/home" OPENAI_API_KEY=sk-conformance-codex \
-    "$codex" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "Conformance run: run the scripted checks") \
+    "$codex" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox "${extra[@]}" "Conformance run: run the scripted checks") \
     && grep -q "Done" "$DIR/client.log"
 }
 claude_client() {
@@ -242,8 +251,10 @@ for client in "${clients[@]}"; do
   # ctxgc's MCP server registered in the agent, beside the proxy's defaults.
   case "$client" in codex) run codex-cli mcp codex_client ;; claude-code) run claude-code mcp claude_client ;;
     gemini-cli) run gemini-cli mcp gemini_cli_client ;; esac
-  # The Claude Code plugin, without a proxy: its hooks trim, its MCP server recalls.
+  # The hooks, without a proxy (Claude Code's plugin, Codex's hooks.json): they trim, the MCP
+  # server recalls.
   [ "$client" = claude-code ] && run claude-code plugin-hooks claude_client
+  [ "$client" = codex ] && run codex-cli plugin-hooks codex_client
   # Breakpoints at an hour, on clients that place them (Claude Code's own, the SDK's request).
   [ "$client" = claude-code ] && run claude-code cache1h claude_client
   [ "$client" = sdk ] && run sdk-messages cache1h sdk_client messages

@@ -1,13 +1,18 @@
-//! `ctxgc hook claude-code`: Claude Code's hooks, for users whose agent cannot go through
-//! `ctxgc serve` (a subscription sign-in, a managed endpoint). It reads the hook's input on
-//! stdin and answers on stdout, as Claude Code's hooks protocol says:
+//! `ctxgc hook claude-code` and `ctxgc hook codex`: the agents' hooks, for users whose agent
+//! cannot go through `ctxgc serve` (a subscription sign-in, a managed endpoint). It reads the
+//! hook's input on stdin and answers on stdout, as Claude Code's hooks protocol says (Codex CLI
+//! 0.169.0 speaks the same one, its shell tool named `Bash` there too):
 //!
 //! - `PreToolUse` of `Bash`: the command runs as written, in the same shell, its merged output
 //!   kept in a temporary file and trimmed by `ctxgc trim --tool Bash` (the proxy's profile for
 //!   that tool) before Claude Code reads it, so a long log loses its middle, not its error line
 //!   or its end; the original is filed under the session for `ctxgc mcp` to answer.
 //! - `PostToolUse` of an MCP tool (browser snapshots, fetched pages, issue trackers): its text
-//!   trimmed the same way (`updatedMCPToolOutput`), the original filed too.
+//!   trimmed the same way (`updatedMCPToolOutput`), the original filed too; Claude Code only
+//!   (Codex CLI 0.169.0 refuses the field).
+//! - Codex CLI takes a rewritten command only with the hook's approval (`permissionDecision:
+//!   allow`): ctxgc gives none of its own, so it rewrites only in sessions that already run
+//!   every command unasked (`permission_mode: bypassPermissions`).
 //!
 //! `Read`, `Grep` and `Glob` run inside Claude Code and reach no command hook before their
 //! output is in the conversation; the proxy covers them (docs/agents.md).
@@ -38,6 +43,28 @@ pub struct HookArgs {
 pub enum Agent {
     /// Claude Code (`PreToolUse` and `PostToolUse`).
     ClaudeCode,
+    /// Codex CLI (`[features] hooks = true`, `hooks.json` in `CODEX_HOME`).
+    Codex,
+}
+
+impl Agent {
+    fn name(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode => "claude-code",
+            Agent::Codex => "codex",
+        }
+    }
+
+    /// The most a command's trim may hold, where the agent cuts longer outputs itself (keeping
+    /// their start and end only, which would cut the marker and the error lines out):
+    /// Claude Code 2.1.328 a failed command's at 10,000 characters, Codex CLI 0.169.0 every
+    /// command's at about 10,000.
+    fn max_bytes(self, failed: bool) -> Option<usize> {
+        match self {
+            Agent::ClaudeCode => failed.then_some(AGENT_CUT_MAX_BYTES),
+            Agent::Codex => Some(AGENT_CUT_MAX_BYTES),
+        }
+    }
 }
 
 /// A hook input holds a tool's whole output at most: bounded all the same.
@@ -51,7 +78,6 @@ pub fn run(config: &Config, args: HookArgs) -> Result<ExitCode> {
         .context("cannot read the hook's input")?;
     let event: Value = serde_json::from_str(&input)
         .context("the hook's input on stdin is not JSON (is this run by Claude Code's hooks?)")?;
-    let Agent::ClaudeCode = args.agent;
     let answer = match event["hook_event_name"].as_str() {
         Some("PreToolUse") => pre_tool_use(&args, &event)?,
         Some("PostToolUse") => post_tool_use(config, &args, &event)?,
@@ -64,7 +90,7 @@ pub fn run(config: &Config, args: HookArgs) -> Result<ExitCode> {
 }
 
 /// The session originals are filed under: the agent's own session id, spelled safely.
-fn session_of(event: &Value) -> String {
+fn session_of(agent: Agent, event: &Value) -> String {
     let id: String = event["session_id"]
         .as_str()
         .unwrap_or("unknown")
@@ -72,12 +98,12 @@ fn session_of(event: &Value) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
         .take(64)
         .collect();
-    format!("hook.claude-code-{id}")
+    format!("hook.{}-{id}", agent.name())
 }
 
-/// Claude Code 2.1.328 keeps the first and last 5,000 characters of a failed command's output;
-/// a trim under 10,000 characters, its "Exit code N" line included, passes whole.
-const FAILED_MAX_BYTES: usize = 9_000;
+/// Under the agents' own cuts at about 10,000 characters, with room for the lines they add
+/// ("Exit code N", Codex's chunk header).
+const AGENT_CUT_MAX_BYTES: usize = 9_000;
 
 /// Marks a command this hook wrapped, so it is never wrapped twice.
 const WRAPPED: &str = "# ctxgc: output trimmed";
@@ -85,6 +111,13 @@ const WRAPPED: &str = "# ctxgc: output trimmed";
 fn pre_tool_use(args: &HookArgs, event: &Value) -> Result<Option<Value>> {
     let input = &event["tool_input"];
     let command = input["command"].as_str().unwrap_or_default();
+    // Codex CLI takes a rewritten command only with the hook's approval of it, and ctxgc never
+    // approves on the user's behalf: it rewrites only where the user already approved every
+    // command (`bypassPermissions`).
+    let approves = matches!(args.agent, Agent::Codex);
+    if approves && event["permission_mode"] != "bypassPermissions" {
+        return Ok(None);
+    }
     if event["tool_name"] != "Bash"
         || command.trim().is_empty()
         || command.contains(WRAPPED)
@@ -96,7 +129,7 @@ fn pre_tool_use(args: &HookArgs, event: &Value) -> Result<Option<Value>> {
     let mut trim = vec![
         quote(&exe.to_string_lossy()),
         "trim --tool Bash --session".into(),
-        quote(&session_of(event)),
+        quote(&session_of(args.agent, event)),
     ];
     if let Some(store) = &args.store {
         trim.extend(["--store".into(), quote(store)]);
@@ -105,29 +138,49 @@ fn pre_tool_use(args: &HookArgs, event: &Value) -> Result<Option<Value>> {
         trim.extend(["--window".into(), window.to_string()]);
     }
     let trim = trim.join(" ");
-    // The command runs in the tool's own shell (a `cd` or an export still holds), its output
-    // to a file, then trimmed. An `exit` inside it leaves through the trap, which trims what
-    // it wrote to the descriptors saved before the redirection. A failed command's output is
-    // trimmed to fit Claude Code's own cut of failures (its start and end only), so the
-    // error lines and the marker's id survive it.
-    let failed = format!("{trim} --max-bytes {FAILED_MAX_BYTES}");
-    let wrapped = format!(
-        "{WRAPPED}\nexec 8>&1 9>&2; __ctxgc_out=\"$(mktemp)\"; \
-         trap '{failed_q} <\"$__ctxgc_out\" >&8 2>&9; rm -f \"$__ctxgc_out\"' EXIT\n\
-         {{ {command}\n}} >\"$__ctxgc_out\" 2>&1; __ctxgc_status=$?; trap - EXIT\n\
-         if [ $__ctxgc_status -eq 0 ]; then {trim} <\"$__ctxgc_out\"; \
-         else {failed} <\"$__ctxgc_out\"; fi\n\
-         rm -f \"$__ctxgc_out\"; exec 8>&- 9>&-; (exit $__ctxgc_status)",
-        failed_q = failed.replace('\'', "'\\''"),
-    );
+    let capped = |failed| match args.agent.max_bytes(failed) {
+        Some(max) => format!("{trim} --max-bytes {max}"),
+        None => trim.clone(),
+    };
+    let wrapped = match args.agent {
+        // The command runs in the tool's own shell (a `cd` or an export still holds), its
+        // output to a file, then trimmed. An `exit` inside it leaves through the trap, which
+        // trims what it wrote to the descriptors saved before the redirection. A failed
+        // command's output is trimmed to fit Claude Code's own cut of failures (their start
+        // and end only), so the error lines and the marker's id survive it.
+        Agent::ClaudeCode => {
+            let (passed, failed) = (capped(false), capped(true));
+            format!(
+                "{WRAPPED}\nexec 8>&1 9>&2; __ctxgc_out=\"$(mktemp)\"; \
+                 trap '{failed_q} <\"$__ctxgc_out\" >&8 2>&9; rm -f \"$__ctxgc_out\"' EXIT\n\
+                 {{ {command}\n}} >\"$__ctxgc_out\" 2>&1; __ctxgc_status=$?; trap - EXIT\n\
+                 if [ $__ctxgc_status -eq 0 ]; then {passed} <\"$__ctxgc_out\"; \
+                 else {failed} <\"$__ctxgc_out\"; fi\n\
+                 rm -f \"$__ctxgc_out\"; exec 8>&- 9>&-; (exit $__ctxgc_status)",
+                failed_q = failed.replace('\'', "'\\''"),
+            )
+        }
+        // Codex runs each command in a shell of its own, and its exec policy refuses `rm -f`:
+        // a pipe, its exit status the command's.
+        Agent::Codex => format!(
+            "{WRAPPED}\n{{ {command}\n}} 2>&1 | {trim}; exit \"${{PIPESTATUS[0]}}\"",
+            trim = capped(false),
+        ),
+    };
     let mut updated = input.clone();
     updated["command"] = Value::String(wrapped);
-    Ok(Some(json!({
-        "hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": updated}
-    })))
+    let mut answer = json!({"hookEventName": "PreToolUse", "updatedInput": updated});
+    if approves {
+        answer["permissionDecision"] = json!("allow");
+    }
+    Ok(Some(json!({ "hookSpecificOutput": answer })))
 }
 
 fn post_tool_use(config: &Config, args: &HookArgs, event: &Value) -> Result<Option<Value>> {
+    // Codex CLI 0.169.0 refuses `updatedMCPToolOutput` ("unsupported").
+    if matches!(args.agent, Agent::Codex) {
+        return Ok(None);
+    }
     let tool = event["tool_name"].as_str().unwrap_or_default();
     // Only MCP tools' outputs can be replaced; ctxgc's own recall answers stay whole.
     if !tool.starts_with("mcp__") || tool.ends_with(ctxgc_core::agent_tools::RECALL_TOOL) {
@@ -145,7 +198,7 @@ fn post_tool_use(config: &Config, args: &HookArgs, event: &Value) -> Result<Opti
     }
     let store = super::serve::open_store(args.store.as_deref(), config, None)?;
     store
-        .put(&SessionId::new(session_of(event)), trimmed.id, &text)
+        .put(&SessionId::new(session_of(args.agent, event)), trimmed.id, &text)
         .context("cannot file the original in the store")?;
     let block = json!([{"type": "text", "text": trimmed.text}]);
     let updated = match response {
