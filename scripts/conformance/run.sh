@@ -140,16 +140,23 @@ gemini_cli_client() {
  "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
  "security": {"auth": {"selectedType": "gemini-api-key"}}}
 JSON
-  if [ "$CONFIG" = mcp ]; then
-    # ctxgc's MCP server as Gemini CLI's settings register one (docs/agents.md).
-    python3 - "$DIR/home/.gemini/settings.json" "$ctxgc" "$DIR/originals.sqlite" <<'PY'
+  case "$CONFIG" in mcp|plugin-hooks)
+    # ctxgc's MCP server as Gemini CLI's settings register one (plugins/gemini/settings.json);
+    # `plugin-hooks`: its BeforeTool hook too. Both on this run's store.
+    python3 - "$DIR/home/.gemini/settings.json" "$root/plugins/gemini/settings.json" "$ctxgc" "$DIR/originals.sqlite" "$CONFIG" <<'PY'
 import json, sys
-path, ctxgc, store = sys.argv[1:]
-settings = json.load(open(path))
-settings["mcpServers"] = {"ctxgc": {"command": ctxgc, "args": ["mcp", "--store", "sqlite:" + store], "trust": True}}
+path, plugin, ctxgc, store, config = sys.argv[1:]
+settings, ours = json.load(open(path)), json.load(open(plugin))
+settings["mcpServers"] = ours["mcpServers"]
+settings["mcpServers"]["ctxgc"].update(command=ctxgc, args=["mcp", "--store", "sqlite:" + store], trust=True)
+if config == "plugin-hooks":
+    settings["hooks"] = ours["hooks"]
+    for group in settings["hooks"]["BeforeTool"]:
+        for hook in group["hooks"]:
+            hook["command"] = hook["command"].replace("ctxgc", ctxgc, 1) + " --store sqlite:" + store
 json.dump(settings, open(path, "w"))
 PY
-  fi
+  ;; esac
   (cd "$DIR/work" && HOME="$DIR/home" GEMINI_API_KEY=conformance-gemini-cli-key GOOGLE_GEMINI_BASE_URL="$PROXY" \
     GOOGLE_GENAI_API_VERSION=v1beta GEMINI_CLI_NO_RELAUNCH=true GEMINI_CLI_TRUST_WORKSPACE=true NO_BROWSER=true \
     "$gemini" -p "Conformance run: run the scripted checks" --yolo -m gemini-2.5-pro) \
@@ -251,10 +258,11 @@ for client in "${clients[@]}"; do
   # ctxgc's MCP server registered in the agent, beside the proxy's defaults.
   case "$client" in codex) run codex-cli mcp codex_client ;; claude-code) run claude-code mcp claude_client ;;
     gemini-cli) run gemini-cli mcp gemini_cli_client ;; esac
-  # The hooks, without a proxy (Claude Code's plugin, Codex's hooks.json): they trim, the MCP
-  # server recalls.
+  # The hooks, without a proxy (plugins/: Claude Code's plugin, Codex's hooks.json, Gemini
+  # CLI's settings): they trim, the MCP server recalls.
   [ "$client" = claude-code ] && run claude-code plugin-hooks claude_client
   [ "$client" = codex ] && run codex-cli plugin-hooks codex_client
+  [ "$client" = gemini-cli ] && run gemini-cli plugin-hooks gemini_cli_client
   # Breakpoints at an hour, on clients that place them (Claude Code's own, the SDK's request).
   [ "$client" = claude-code ] && run claude-code cache1h claude_client
   [ "$client" = sdk ] && run sdk-messages cache1h sdk_client messages

@@ -10,6 +10,8 @@
 //! - `PostToolUse` of an MCP tool (browser snapshots, fetched pages, issue trackers): its text
 //!   trimmed the same way (`updatedMCPToolOutput`), the original filed too; Claude Code only
 //!   (Codex CLI 0.169.0 refuses the field).
+//! - Gemini CLI's `BeforeTool` of `run_shell_command` (`hookSpecificOutput.tool_input`), the
+//!   same way; its `AfterTool` replaces no output.
 //! - Codex CLI takes a rewritten command only with the hook's approval (`permissionDecision:
 //!   allow`): ctxgc gives none of its own, so it rewrites only in sessions that already run
 //!   every command unasked (`permission_mode: bypassPermissions`).
@@ -45,6 +47,8 @@ pub enum Agent {
     ClaudeCode,
     /// Codex CLI (`[features] hooks = true`, `hooks.json` in `CODEX_HOME`).
     Codex,
+    /// Gemini CLI (`BeforeTool`, in `settings.json`'s `hooks`).
+    Gemini,
 }
 
 impl Agent {
@@ -52,6 +56,15 @@ impl Agent {
         match self {
             Agent::ClaudeCode => "claude-code",
             Agent::Codex => "codex",
+            Agent::Gemini => "gemini",
+        }
+    }
+
+    /// Its shell tool, as its hooks name it.
+    fn shell_tool(self) -> &'static str {
+        match self {
+            Agent::ClaudeCode | Agent::Codex => "Bash",
+            Agent::Gemini => "run_shell_command",
         }
     }
 
@@ -63,6 +76,8 @@ impl Agent {
         match self {
             Agent::ClaudeCode => failed.then_some(AGENT_CUT_MAX_BYTES),
             Agent::Codex => Some(AGENT_CUT_MAX_BYTES),
+            // Gemini CLI 0.61.0 keeps 40,000 characters, more than a trim holds.
+            Agent::Gemini => None,
         }
     }
 }
@@ -79,7 +94,7 @@ pub fn run(config: &Config, args: HookArgs) -> Result<ExitCode> {
     let event: Value = serde_json::from_str(&input)
         .context("the hook's input on stdin is not JSON (is this run by Claude Code's hooks?)")?;
     let answer = match event["hook_event_name"].as_str() {
-        Some("PreToolUse") => pre_tool_use(&args, &event)?,
+        Some("PreToolUse" | "BeforeTool") => pre_tool_use(&args, &event)?,
         Some("PostToolUse") => post_tool_use(config, &args, &event)?,
         _ => None,
     };
@@ -118,7 +133,8 @@ fn pre_tool_use(args: &HookArgs, event: &Value) -> Result<Option<Value>> {
     if approves && event["permission_mode"] != "bypassPermissions" {
         return Ok(None);
     }
-    if event["tool_name"] != "Bash"
+    let tool = args.agent.shell_tool();
+    if event["tool_name"] != tool
         || command.trim().is_empty()
         || command.contains(WRAPPED)
         || input["run_in_background"] == true
@@ -128,7 +144,7 @@ fn pre_tool_use(args: &HookArgs, event: &Value) -> Result<Option<Value>> {
     let exe = std::env::current_exe().context("cannot tell where ctxgc is")?;
     let mut trim = vec![
         quote(&exe.to_string_lossy()),
-        "trim --tool Bash --session".into(),
+        format!("trim --tool {tool} --session"),
         quote(&session_of(args.agent, event)),
     ];
     if let Some(store) = &args.store {
@@ -160,25 +176,30 @@ fn pre_tool_use(args: &HookArgs, event: &Value) -> Result<Option<Value>> {
                 failed_q = failed.replace('\'', "'\\''"),
             )
         }
-        // Codex runs each command in a shell of its own, and its exec policy refuses `rm -f`:
-        // a pipe, its exit status the command's.
-        Agent::Codex => format!(
+        // Codex and Gemini CLI run each command in a shell of its own (and Codex's exec policy
+        // refuses `rm -f`): a pipe, its exit status the command's.
+        Agent::Codex | Agent::Gemini => format!(
             "{WRAPPED}\n{{ {command}\n}} 2>&1 | {trim}; exit \"${{PIPESTATUS[0]}}\"",
             trim = capped(false),
         ),
     };
     let mut updated = input.clone();
     updated["command"] = Value::String(wrapped);
-    let mut answer = json!({"hookEventName": "PreToolUse", "updatedInput": updated});
-    if approves {
-        answer["permissionDecision"] = json!("allow");
-    }
+    let answer = match args.agent {
+        Agent::ClaudeCode => json!({"hookEventName": "PreToolUse", "updatedInput": updated}),
+        Agent::Codex => json!({
+            "hookEventName": "PreToolUse", "updatedInput": updated, "permissionDecision": "allow"
+        }),
+        // Gemini CLI merges `tool_input` into the call's parameters.
+        Agent::Gemini => json!({"hookEventName": "BeforeTool", "tool_input": updated}),
+    };
     Ok(Some(json!({ "hookSpecificOutput": answer })))
 }
 
 fn post_tool_use(config: &Config, args: &HookArgs, event: &Value) -> Result<Option<Value>> {
-    // Codex CLI 0.169.0 refuses `updatedMCPToolOutput` ("unsupported").
-    if matches!(args.agent, Agent::Codex) {
+    // Codex CLI 0.169.0 refuses `updatedMCPToolOutput` ("unsupported"); Gemini CLI 0.61.0's
+    // AfterTool replaces no output.
+    if !matches!(args.agent, Agent::ClaudeCode) {
         return Ok(None);
     }
     let tool = event["tool_name"].as_str().unwrap_or_default();
@@ -198,7 +219,11 @@ fn post_tool_use(config: &Config, args: &HookArgs, event: &Value) -> Result<Opti
     }
     let store = super::serve::open_store(args.store.as_deref(), config, None)?;
     store
-        .put(&SessionId::new(session_of(args.agent, event)), trimmed.id, &text)
+        .put(
+            &SessionId::new(session_of(args.agent, event)),
+            trimmed.id,
+            &text,
+        )
         .context("cannot file the original in the store")?;
     let block = json!([{"type": "text", "text": trimmed.text}]);
     let updated = match response {
