@@ -6,6 +6,7 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
+mod agents;
 mod reports;
 mod serving;
 

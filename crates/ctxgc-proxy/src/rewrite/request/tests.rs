@@ -235,3 +235,58 @@ fn the_window_follows_the_requests_model() {
     );
     assert!(fixed.knows_window(Some("my-local-finetune"), false));
 }
+
+/// A marker names the way back the request's agent has: its MCP recall tool (declared, or
+/// listed as deferred in its opening message, as Claude Code lists it), else nothing; and the
+/// same history gives the same bytes whether or not the tool has been loaded yet.
+#[test]
+fn markers_name_the_recall_tool_the_agent_has() {
+    let body = |tools: Value, opening: &str| {
+        json!({
+            "model": "claude-sonnet-4-5", "max_tokens": 100, "tools": tools,
+            "messages": [
+                {"role": "user", "content": opening},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": log(5000)}]}
+            ]
+        })
+    };
+    let result = |body: Value| {
+        let mut request = ApiRequest::parse(Api::Messages, body.to_string().as_bytes()).unwrap();
+        let out = rewrite(&mut request, "s", &settings());
+        let new: Value = serde_json::from_slice(&out.body.unwrap()).unwrap();
+        new["messages"][2]["content"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let tool = |name: &str| json!({"name": name, "input_schema": {"type": "object"}});
+    let bash = json!([tool("Bash"), tool("Read")]);
+    let with_mcp = json!([
+        tool("Bash"),
+        tool("Read"),
+        tool("mcp__ctxgc__recall_tool_result")
+    ]);
+    let deferred = "<system-reminder>deferred tools:\nWebFetch\nmcp__ctxgc__recall_tool_result\n</system-reminder>go";
+
+    let plain = result(body(bash.clone(), "go"));
+    assert!(
+        plain.contains("trimmed from") && !plain.contains("recall with"),
+        "{plain}"
+    );
+    let declared = result(body(with_mcp.clone(), "go"));
+    assert!(declared.contains(", recall with mcp__ctxgc__recall_tool_result ...]"));
+    let listed = result(body(bash, deferred));
+    let loaded = result(body(with_mcp, deferred));
+    assert_eq!(listed, loaded, "loading the deferred tool changes no byte");
+    assert!(listed.contains("recall with mcp__ctxgc__recall_tool_result"));
+    assert_eq!(
+        trim::marker_ids(&listed),
+        trim::marker_ids(&plain),
+        "the same id"
+    );
+    // An agent whose only tool is a shell is shown the shell command.
+    let shell = result(body(json!([tool("Bash")]), "go"));
+    let id = trim::marker_ids(&plain)[0];
+    assert!(shell.contains(&format!(", recall with `ctxgc recall {id}` ...]")));
+}
