@@ -42,6 +42,24 @@ pub enum RecallWay {
     Shell,
 }
 
+impl RecallWay {
+    /// What a trim marker or an abstract adds after the id it shows.
+    pub fn suffix(&self, id: ContentId) -> String {
+        match self {
+            RecallWay::Tool(name) => format!(", recall with {name}"),
+            RecallWay::Shell => format!(", recall with `ctxgc recall {id}`"),
+        }
+    }
+
+    /// How a summary says outputs are recalled ([`crate::engine::Policy::recall_hint`]).
+    pub fn hint(&self) -> String {
+        match self {
+            RecallWay::Tool(name) => format!("{name} and their id"),
+            RecallWay::Shell => "`ctxgc recall ID` in the shell".into(),
+        }
+    }
+}
+
 /// Shell tools as the common agents name them.
 const SHELL_TOOLS: [&str; 9] = [
     "Bash",

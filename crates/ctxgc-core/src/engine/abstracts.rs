@@ -106,9 +106,18 @@ pub fn clip_one_line(text: &str, max: usize) -> String {
     format!("{clipped}…")
 }
 
-/// The abstract of a pruned output.
-pub fn abstract_line(tool: &str, call: Option<&ToolCall>, meta: &ResultMeta) -> String {
-    let line = abstract_of_call(tool, call, meta);
+/// The abstract of a pruned output; `way`, the way back the agent has, is named after the id.
+pub fn abstract_line(
+    tool: &str,
+    call: Option<&ToolCall>,
+    meta: &ResultMeta,
+    way: Option<&crate::agent_tools::RecallWay>,
+) -> String {
+    let mut line = abstract_of_call(tool, call, meta);
+    if let Some(way) = way {
+        // Every abstract ends with its id.
+        line.push_str(&way.suffix(meta.id));
+    }
     match &meta.saved_to {
         Some(path) => format!("{line}; the client saved it whole to {path}"),
         None => line,
@@ -192,6 +201,29 @@ fn is_plain_read(call: &ToolCall) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The abstract with no way back named (the lab's, and the proxy's without one).
+    fn abstract_of(tool: &str, call: Option<&ToolCall>, meta: &ResultMeta) -> String {
+        abstract_line(tool, call, meta, None)
+    }
+
+    #[test]
+    fn an_abstract_names_the_way_back_after_its_id() {
+        let meta = ResultMeta::of("error: boom\n");
+        let way = crate::agent_tools::RecallWay::Tool("mcp__ctxgc__recall_tool_result".into());
+        let line = abstract_line("bash", None, &meta, Some(&way));
+        assert!(
+            line.ends_with(&format!(
+                "; id {}, recall with mcp__ctxgc__recall_tool_result",
+                meta.id
+            )),
+            "{line}"
+        );
+        assert_eq!(
+            line.replace(", recall with mcp__ctxgc__recall_tool_result", ""),
+            abstract_of("bash", None, &meta)
+        );
+    }
     use serde_json::json;
 
     fn call(name: &str, args: serde_json::Value) -> ToolCall {
@@ -211,7 +243,7 @@ mod tests {
             Some("/home/dev/.claude/projects/p/tool-results/b1.txt")
         );
         let c = call("Bash", json!({"command": "cargo test"}));
-        let line = abstract_line("Bash", Some(&c), &meta);
+        let line = abstract_of("Bash", Some(&c), &meta);
         assert!(line.starts_with("[Bash] ran `cargo test` ->"), "{line}");
         assert!(
             line.ends_with(
@@ -234,7 +266,7 @@ mod tests {
             [facts::FileAccess::Read("django/forms/models.py".into())]
         );
         assert!(is_plain_read(&c));
-        let line = abstract_line("bash", Some(&c), &ResultMeta::of("x\n"));
+        let line = abstract_of("bash", Some(&c), &ResultMeta::of("x\n"));
         assert!(
             line.starts_with("[bash] read django/forms/models.py, 1 line"),
             "{line}"
@@ -246,7 +278,7 @@ mod tests {
         // A clean run whose harness appends `[exit code 0]`: no "first error".
         let seq: String =
             (1..=2222).map(|i| format!("{i}\n")).collect::<String>() + "[exit code 0]";
-        let line = abstract_line(
+        let line = abstract_of(
             "bash",
             Some(&call("bash", json!({"command": "seq 1 200000"}))),
             &ResultMeta::of(&seq),
@@ -263,7 +295,7 @@ mod tests {
                 )
             })
             .collect();
-        let line = abstract_line(
+        let line = abstract_of(
             "bash",
             Some(&call("bash", json!({"command": "cat big.log"}))),
             &ResultMeta::of(&log),
@@ -277,16 +309,16 @@ mod tests {
         let meta = ResultMeta::of(log);
         insta::assert_snapshot!(
             [
-                abstract_line("bash", Some(&call("bash", json!({"command": "cargo test -p core"}))), &meta),
-                abstract_line("read_file", Some(&call("read_file", json!({"path": "src/lib.rs"}))), &ResultMeta::of(&"x\n".repeat(400))),
-                abstract_line("bash", Some(&call("bash", json!({"command": "sed -n '1,80p' a/b.py"}))), &ResultMeta::of("l\n")),
-                abstract_line(
+                abstract_of("bash", Some(&call("bash", json!({"command": "cargo test -p core"}))), &meta),
+                abstract_of("read_file", Some(&call("read_file", json!({"path": "src/lib.rs"}))), &ResultMeta::of(&"x\n".repeat(400))),
+                abstract_of("bash", Some(&call("bash", json!({"command": "sed -n '1,80p' a/b.py"}))), &ResultMeta::of("l\n")),
+                abstract_of(
                     "grep",
                     Some(&call("grep", json!({"pattern": "fn parse"}))),
                     &ResultMeta::of("a.rs:1:fn parse\na.rs:9:fn parse2\nb.rs:3:fn parse\n")
                 ),
-                abstract_line("deploy", Some(&call("deploy", json!({"env": "prod"}))), &ResultMeta::of("ok")),
-                abstract_line("mystery", None, &ResultMeta::of("ok")),
+                abstract_of("deploy", Some(&call("deploy", json!({"env": "prod"}))), &ResultMeta::of("ok")),
+                abstract_of("mystery", None, &ResultMeta::of("ok")),
             ]
             .join("\n"),
             @r#"

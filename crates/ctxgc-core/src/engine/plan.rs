@@ -161,7 +161,12 @@ fn fit_window(
             .cloned()
             .unwrap_or_else(|| ResultMeta::of(&result.text()));
         let tool = result.tool_name.as_deref().unwrap_or("tool");
-        abstract_line(tool, calls.get(result.call_id.as_str()).copied(), &meta)
+        abstract_line(
+            tool,
+            calls.get(result.call_id.as_str()).copied(),
+            &meta,
+            policy.recall_way.as_ref(),
+        )
     };
     // Replaces output `i` by `text` when that is shorter: the tokens it reclaims.
     let cut_to = |edits: &mut Vec<PruneEdit>, i: usize, text: String| {

@@ -68,6 +68,11 @@ pub struct Policy {
     /// and their id"; a shell command for an agent whose only tool is a shell). Empty: the
     /// agent has no way (a proxy that does not offer the tool), and a summary names none.
     pub recall_hint: String,
+    /// The way back the agent has, which an abstract names after its id (`None`: the abstract
+    /// names the id only). Not configured: the proxy works it out per request from the
+    /// agent's tools, as it does for trim markers.
+    #[serde(skip)]
+    pub recall_way: Option<crate::agent_tools::RecallWay>,
     /// Summary budget: this share of the compacted tokens, clamped to
     /// [`summary_min_tokens`, min(`summary_window_share` × window, `summary_max_tokens`)].
     pub summary_share: f64,
@@ -236,6 +241,7 @@ impl Default for Policy {
                 "update_plan".into(),
             ],
             recall_hint: RECALL_TOOL_HINT.into(),
+            recall_way: None,
             summary_share: 0.20,
             summary_min_tokens: 2_000,
             summary_max_tokens: 10_000,

@@ -201,19 +201,19 @@ pub(crate) fn prune_edits(
                 ),
             )
         } else if superseded {
-            let abstract_text = abstract_line(tool, call, &meta);
+            let abstract_text = abstract_line(tool, call, &meta, policy.recall_way.as_ref());
             (
                 PruneReason::Superseded,
                 format!("{abstract_text} (stale: the file was edited or read again later)"),
             )
         } else if script_edited {
-            let abstract_text = abstract_line(tool, call, &meta);
+            let abstract_text = abstract_line(tool, call, &meta, policy.recall_way.as_ref());
             (
                 PruneReason::Superseded,
                 format!("{abstract_text} (stale: the script was edited later)"),
             )
         } else if rerun {
-            let abstract_text = abstract_line(tool, call, &meta);
+            let abstract_text = abstract_line(tool, call, &meta, policy.recall_way.as_ref());
             (
                 PruneReason::Superseded,
                 format!("{abstract_text} (the same command was run again later)"),
@@ -222,7 +222,10 @@ pub(crate) fn prune_edits(
             // A prune at a warm cache leaves file reads that are still current: the agent
             // edits from them (on the GPT-5-mini sessions, pruning them too cost 3 points of
             // recall). At a cold cache they go like other old outputs.
-            (PruneReason::Old, abstract_line(tool, call, &meta))
+            (
+                PruneReason::Old,
+                abstract_line(tool, call, &meta, policy.recall_way.as_ref()),
+            )
         } else {
             continue;
         };

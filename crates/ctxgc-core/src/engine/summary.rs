@@ -547,10 +547,12 @@ All tools remain available{}.\n\n",
     let mut outputs = previous_items(input.previous_text(), "Tool outputs", "- ");
     for result in input.middle().flat_map(Message::tool_results) {
         let tool = result.tool_name.as_deref().unwrap_or("tool");
+        // The summary's opening names the way back once: not each line.
         outputs.push(abstract_line(
             tool,
             calls.get(result.call_id.as_str()).copied(),
             &input.meta(result),
+            None,
         ));
     }
     // The list is the first thing to give way to the budget, oldest first.

@@ -370,15 +370,7 @@ pub fn name_recall(text: &str, way: &crate::agent_tools::RecallWay) -> Option<St
         {
             let after_id = tail_at + i + "; id ".len() + 18;
             out.push_str(&text[copied..after_id]);
-            match way {
-                crate::agent_tools::RecallWay::Tool(name) => {
-                    out.push_str(", recall with ");
-                    out.push_str(name);
-                }
-                crate::agent_tools::RecallWay::Shell => {
-                    out.push_str(&format!(", recall with `ctxgc recall {id}`"));
-                }
-            }
+            out.push_str(&way.suffix(id));
             copied = after_id;
         }
         rest_at = tail_at + end;

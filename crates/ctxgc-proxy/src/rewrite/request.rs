@@ -428,22 +428,7 @@ pub fn rewrite_within(
     drop(slots);
     // The markers name the way back this agent has (its MCP tool, the injected tool, its
     // shell): worked out per request from its tools, so the memo keeps one text per turn.
-    let mut declared = ctxgc_core::agent_tools::declared_tool_names(&request.body);
-    // Claude Code lists the MCP tools it defers in its opening messages (before the first
-    // reply): the same on every request of a session, so the markers' text does not change
-    // when the tool gets loaded.
-    let opening: String = request
-        .body
-        .get(request.api.wire().items_key())
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .take_while(|item| !matches!(item["role"].as_str(), Some("assistant" | "model")))
-        .take(OPENING_ITEMS)
-        .map(Value::to_string)
-        .collect();
-    declared.extend(ctxgc_core::agent_tools::listed_recall_tool(&opening));
-    let way = ctxgc_core::agent_tools::recall_way(declared, settings.inject_tools);
+    let way = recall_way_of(request, settings.inject_tools);
     if let Some(way) = way {
         for (_, trimmed) in &mut replacements {
             if let Some(named) = trim::name_recall(&trimmed.text, &way) {
@@ -563,6 +548,30 @@ struct EnteredResult {
     meta: ResultMeta,
     /// A pointer text that was cut further, with its own id.
     pointer_original: Option<(ContentId, std::sync::Arc<str>)>,
+}
+
+/// The way back the agent behind `request` has, which markers, abstracts and summaries name:
+/// its MCP recall tool, declared or listed as deferred in its opening messages (Claude Code
+/// lists the MCP tools it defers there: the same on every request of a session, so the text
+/// does not change when the tool gets loaded), else the injected tool, else its shell when
+/// that is its only tool.
+pub(crate) fn recall_way_of(
+    request: &ApiRequest,
+    inject_tools: bool,
+) -> Option<ctxgc_core::agent_tools::RecallWay> {
+    let mut declared = ctxgc_core::agent_tools::declared_tool_names(&request.body);
+    let opening: String = request
+        .body
+        .get(request.api.wire().items_key())
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .take_while(|item| !matches!(item["role"].as_str(), Some("assistant" | "model")))
+        .take(OPENING_ITEMS)
+        .map(Value::to_string)
+        .collect();
+    declared.extend(ctxgc_core::agent_tools::listed_recall_tool(&opening));
+    ctxgc_core::agent_tools::recall_way(declared, inject_tools)
 }
 
 /// How many opening items the recall tool's listing is looked for in.

@@ -96,7 +96,14 @@ pub(crate) fn prepare(
     // The client changed the fixed part of the conversation: this request writes every message.
     let mut client_rewrote = false;
     let (items_key, system_key) = (wire.items_key(), wire.system_key());
-    if let Some(policy) = &settings.engine
+    // Abstracts and summaries name the way back the agent has, as trim markers do.
+    let policy = settings.engine.as_ref().map(|policy| {
+        with_recall_way(
+            policy,
+            crate::rewrite::request::recall_way_of(request, settings.inject_tools),
+        )
+    });
+    if let Some(policy) = policy.as_deref()
         && let Some(serde_json::Value::Array(slot)) = request.body.get_mut(items_key)
     {
         // Taken out, not cloned: it goes back unchanged unless an event or lineage applies.
@@ -542,6 +549,24 @@ fn read_lineage(state: &AppState, session: &SessionId) -> Result<StoredLineage, 
         .as_deref()
         .and_then(|json| serde_json::from_str(json).ok());
     Ok((stored, current))
+}
+
+/// `policy`, its abstracts and summaries naming `way` (a summary hint the user configured
+/// stays).
+fn with_recall_way(
+    policy: &ctxgc_core::engine::Policy,
+    way: Option<ctxgc_core::agent_tools::RecallWay>,
+) -> std::borrow::Cow<'_, ctxgc_core::engine::Policy> {
+    let Some(way) = way else {
+        return std::borrow::Cow::Borrowed(policy);
+    };
+    let mut own = policy.clone();
+    if own.recall_hint.is_empty() || own.recall_hint == ctxgc_core::engine::policy::RECALL_TOOL_HINT
+    {
+        own.recall_hint = way.hint();
+    }
+    own.recall_way = Some(way);
+    std::borrow::Cow::Owned(own)
 }
 
 fn advance_lineage(
