@@ -560,7 +560,7 @@ pub(crate) fn recall_way_of(
     inject_tools: bool,
 ) -> Option<ctxgc_core::agent_tools::RecallWay> {
     let mut declared = ctxgc_core::agent_tools::declared_tool_names(&request.body);
-    let opening: String = request
+    let listed = request
         .body
         .get(request.api.wire().items_key())
         .and_then(Value::as_array)
@@ -568,10 +568,19 @@ pub(crate) fn recall_way_of(
         .flatten()
         .take_while(|item| !matches!(item["role"].as_str(), Some("assistant" | "model")))
         .take(OPENING_ITEMS)
-        .map(Value::to_string)
-        .collect();
-    declared.extend(ctxgc_core::agent_tools::listed_recall_tool(&opening));
+        .find_map(listed_in);
+    declared.extend(listed);
     ctxgc_core::agent_tools::recall_way(declared, inject_tools)
+}
+
+/// The MCP recall tool a JSON value's texts list, read in place (no copy of the value).
+fn listed_in(value: &Value) -> Option<&str> {
+    match value {
+        Value::String(text) => ctxgc_core::agent_tools::listed_recall_tool(text),
+        Value::Array(items) => items.iter().find_map(listed_in),
+        Value::Object(map) => map.values().find_map(listed_in),
+        _ => None,
+    }
 }
 
 /// How many opening items the recall tool's listing is looked for in.
