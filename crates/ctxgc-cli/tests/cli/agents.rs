@@ -335,3 +335,71 @@ fn a_hook_fed_something_else_says_so() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("not JSON"));
 }
+
+/// What the proxy filed for one caller, a reader holding that caller's key finds, and one
+/// holding another key does not: the tenant is keyed as the proxy keys it.
+#[test]
+fn a_recall_with_a_key_reads_only_that_callers_sessions() {
+    use std::io::{Read, Write as _};
+    let (db, addr) = super::serve_setup("recall-tenants");
+    let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let upstream = super::recording_upstream(Some(bodies.clone()));
+    let mut proxy = super::spawn_serve("", &addr, &upstream, &db, Stdio::null());
+    let log = build_log(3000, 1500);
+    let body = json!({"model": "gpt-5", "messages": [
+        {"role": "user", "content": "build it"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": log}
+    ]})
+    .to_string();
+    let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        stream,
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\nauthorization: Bearer sk-caller-a\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).unwrap();
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    let sent = bodies.lock().unwrap().last().cloned().unwrap();
+    let id = marker_id(&sent);
+    let recall = |key_env: Option<&str>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_ctxgc"));
+        command.args([
+            "recall",
+            &id,
+            "--store",
+            &format!("sqlite:{}", db.display()),
+        ]);
+        if let Some(key) = key_env {
+            command
+                .args(["--key-env", "CTXGC_TEST_KEY"])
+                .env("CTXGC_TEST_KEY", key);
+        }
+        command.output().unwrap()
+    };
+    // The original is filed beside the request: give it a moment.
+    let mut found = recall(Some("sk-caller-a"));
+    for _ in 0..50 {
+        if found.status.success() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        found = recall(Some("sk-caller-a"));
+    }
+    assert!(
+        found.stdout == log.as_bytes(),
+        "{}",
+        String::from_utf8_lossy(&found.stderr)
+    );
+    let other = recall(Some("sk-caller-b"));
+    assert!(!other.status.success());
+    assert!(String::from_utf8_lossy(&other.stderr).contains(&format!("no original {id}")));
+    assert!(
+        recall(None).status.success(),
+        "the local file is its owner's"
+    );
+    let _ = proxy.kill();
+    let _ = proxy.wait();
+}
