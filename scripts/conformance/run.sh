@@ -180,7 +180,7 @@ TOML
   local extra=()
   if [ "$CONFIG" = plugin-hooks ]; then
     # No proxy: plugins/codex/hooks.json, its commands on this run's store.
-    sed "s|\"ctxgc hook codex\"|\"$ctxgc hook codex --store sqlite:$DIR/originals.sqlite\"|" \
+    sed "s|\"ctxgc hook codex |\"$ctxgc hook codex --store sqlite:$DIR/originals.sqlite |" \
       "$root/plugins/codex/hooks.json" >"$DIR/home/hooks.json"
     printf '[features]\nhooks = true\n' >>"$DIR/home/config.toml"
     extra=(--dangerously-bypass-hook-trust)

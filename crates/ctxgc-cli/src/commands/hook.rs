@@ -35,6 +35,11 @@ pub struct HookArgs {
     /// The store originals are filed in (`sqlite:PATH`, default the one `ctxgc mcp` reads).
     #[arg(long)]
     pub store: Option<String>,
+    /// The recall tool the agent has (the MCP server's, as the agent names it:
+    /// `mcp__plugin_ctxgc_ctxgc__recall_tool_result` from the Claude Code plugin), which the
+    /// markers then name, as the proxy's do.
+    #[arg(long, value_name = "TOOL")]
+    pub recall_with: Option<String>,
     /// The model's context window in tokens, which the trims scale with (default from the
     /// config, as `ctxgc serve` assumes for a model it does not know).
     #[arg(long, value_name = "TOKENS", value_parser = super::parse_window)]
@@ -153,6 +158,9 @@ fn pre_tool_use(args: &HookArgs, event: &Value) -> Result<Option<Value>> {
     if let Some(window) = args.window {
         trim.extend(["--window".into(), window.to_string()]);
     }
+    if let Some(tool) = &args.recall_with {
+        trim.extend(["--recall-with".into(), quote(tool)]);
+    }
     let trim = trim.join(" ");
     let capped = |failed| match args.agent.max_bytes(failed) {
         Some(max) => format!("{trim} --max-bytes {max}"),
@@ -225,9 +233,16 @@ fn post_tool_use(config: &Config, args: &HookArgs, event: &Value) -> Result<Opti
             &text,
         )
         .context("cannot file the original in the store")?;
-    let block = json!([{"type": "text", "text": trimmed.text}]);
+    let shown = match &args.recall_with {
+        Some(tool) => {
+            let way = ctxgc_core::agent_tools::RecallWay::Tool(tool.clone());
+            ctxgc_core::trim::name_recall(&trimmed.text, &way).unwrap_or(trimmed.text)
+        }
+        None => trimmed.text,
+    };
+    let block = json!([{"type": "text", "text": shown}]);
     let updated = match response {
-        Value::String(_) => Value::String(trimmed.text),
+        Value::String(_) => block[0]["text"].clone(),
         Value::Object(map) if map.contains_key("content") => {
             let mut map = map.clone();
             map.insert("content".into(), block);

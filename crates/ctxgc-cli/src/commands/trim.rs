@@ -38,6 +38,11 @@ pub struct TrimOptions {
     /// agent's session.
     #[arg(long, value_name = "NAME")]
     pub session: Option<String>,
+    /// The recall tool the agent has, which the markers then name (`recall with NAME`), as
+    /// the proxy's do: the hooks pass their agent's MCP tool. The output is then written when
+    /// the trim is done, not as it streams.
+    #[arg(long, value_name = "TOOL", requires = "session")]
+    pub recall_with: Option<String>,
     /// The store `--session` files originals in (`sqlite:PATH`, default the one `ctxgc serve`
     /// and `ctxgc mcp` use; `redis://...`).
     #[arg(long, requires = "session")]
@@ -83,8 +88,12 @@ impl TrimOptions {
                     first: saved.as_mut().map(|w| w as &mut dyn Write),
                     second: &mut filed.original,
                 };
+                // Markers that name the recall tool are written once the trim is whole.
                 let mut shown = Tee {
-                    first: Some(&mut out),
+                    first: self
+                        .recall_with
+                        .is_none()
+                        .then_some(&mut out as &mut dyn Write),
                     second: &mut filed.shown,
                 };
                 trim_stream(&spec, input, &mut shown, Some(&mut original))
@@ -96,7 +105,17 @@ impl TrimOptions {
                 saved.as_mut().map(|w| w as &mut dyn Write),
             ),
         }
-        .and_then(|report| out.flush().map(|()| report));
+        .and_then(|report| {
+            if let (Some(tool), Some(filed)) = (&self.recall_with, &filed) {
+                let way = ctxgc_core::agent_tools::RecallWay::Tool(tool.clone());
+                let shown = String::from_utf8_lossy(&filed.shown);
+                match ctxgc_core::trim::name_recall(&shown, &way).filter(|_| report.trimmed) {
+                    Some(named) => out.write_all(named.as_bytes())?,
+                    None => out.write_all(&filed.shown)?,
+                }
+            }
+            out.flush().map(|()| report)
+        });
         let trimmed = match result {
             // A reader that went away (`| head`) is not an error.
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => false,

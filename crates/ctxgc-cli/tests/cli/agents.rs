@@ -403,3 +403,50 @@ fn a_recall_with_a_key_reads_only_that_callers_sessions() {
     let _ = proxy.kill();
     let _ = proxy.wait();
 }
+
+/// The hooks' markers name the recall tool the agent has, as the proxy's do, and still read as
+/// the same id.
+#[test]
+fn a_hooks_markers_name_the_agents_recall_tool() {
+    let store = store_in("hook-named");
+    let tool = "mcp__plugin_ctxgc_ctxgc__recall_tool_result";
+    let out = ctxgc(
+        &[
+            "trim",
+            "--tool",
+            "Bash",
+            "--session",
+            "s",
+            "--store",
+            &store,
+            "--recall-with",
+            tool,
+        ],
+        build_log(3000, 1500).as_bytes(),
+    );
+    let named = String::from_utf8(out.stdout).unwrap();
+    let plain = ctxgc(
+        &["trim", "--tool", "Bash"],
+        build_log(3000, 1500).as_bytes(),
+    );
+    let plain = String::from_utf8(plain.stdout).unwrap();
+    assert!(named.contains(&format!(
+        "; id {}, recall with {tool} ...]",
+        marker_id(&plain)
+    )));
+    assert_eq!(named.replace(&format!(", recall with {tool}"), ""), plain);
+    // An output under the limit passes whole, named nothing.
+    let small = ctxgc(
+        &[
+            "trim",
+            "--session",
+            "s",
+            "--store",
+            &store,
+            "--recall-with",
+            tool,
+        ],
+        b"ok\n",
+    );
+    assert_eq!(small.stdout, b"ok\n");
+}
