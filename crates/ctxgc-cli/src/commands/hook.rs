@@ -97,7 +97,7 @@ pub fn run(config: &Config, args: HookArgs) -> Result<ExitCode> {
         .read_to_string(&mut input)
         .context("cannot read the hook's input")?;
     let event: Value = serde_json::from_str(&input)
-        .context("the hook's input on stdin is not JSON (is this run by Claude Code's hooks?)")?;
+        .context("the hook's input on stdin is not JSON (is this run by an agent's hooks?)")?;
     let answer = match event["hook_event_name"].as_str() {
         Some("PreToolUse" | "BeforeTool") => pre_tool_use(&args, &event)?,
         Some("PostToolUse") => post_tool_use(config, &args, &event)?,
@@ -185,9 +185,10 @@ fn pre_tool_use(args: &HookArgs, event: &Value) -> Result<Option<Value>> {
             )
         }
         // Codex and Gemini CLI run each command in a shell of its own (and Codex's exec policy
-        // refuses `rm -f`): a pipe, its exit status the command's.
+        // refuses `rm -f`): a pipe, its status the command's, set without leaving the shell
+        // (Gemini CLI runs its own bookkeeping after the command).
         Agent::Codex | Agent::Gemini => format!(
-            "{WRAPPED}\n{{ {command}\n}} 2>&1 | {trim}; exit \"${{PIPESTATUS[0]}}\"",
+            "{WRAPPED}\n{{ {command}\n}} 2>&1 | {trim}; (exit \"${{PIPESTATUS[0]}}\")",
             trim = capped(false),
         ),
     };
