@@ -191,17 +191,18 @@ TOML
 }
 claude_client() {
   mkdir -p "$DIR/home"
-  local extra=()
   # `mcp`: ctxgc's MCP server as `claude mcp add ctxgc -- ctxgc mcp` registers it.
   # `plugin-hooks`: no proxy; the plugin of this checkout (its hooks and its MCP server), with
   # `ctxgc` on the PATH and the store under the session's HOME.
   [ "$CONFIG" = mcp ] && (cd "$DIR/work" && HOME="$DIR/home" CLAUDE_CONFIG_DIR="$DIR/home/.claude" \
     "$claude" mcp add ctxgc -- "$ctxgc" mcp --store "sqlite:$DIR/originals.sqlite")
-  [ "$CONFIG" = plugin-hooks ] && extra=(--plugin-dir "$root/plugins/claude-code")
+  # The plugin installed as a user installs it from this checkout's marketplace (plugins/).
+  [ "$CONFIG" = plugin-hooks ] && (cd "$DIR/work" && HOME="$DIR/home" CLAUDE_CONFIG_DIR="$DIR/home/.claude" \
+    "$claude" plugin install ctxgc --marketplace "$root/plugins" -y)
   (cd "$DIR/work" && HOME="$DIR/home" CLAUDE_CONFIG_DIR="$DIR/home/.claude" ANTHROPIC_BASE_URL="$PROXY" \
     ANTHROPIC_API_KEY=sk-ant-conformance DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 DISABLE_ERROR_REPORTING=1 \
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 IS_SANDBOX=1 PATH="$(dirname "$ctxgc"):$PATH" \
-    "$claude" -p "Conformance run: run the scripted checks" --dangerously-skip-permissions --output-format text "${extra[@]}") \
+    "$claude" -p "Conformance run: run the scripted checks" --dangerously-skip-permissions --output-format text) \
     && grep -q "Done" "$DIR/client.log"
 }
 # hermes_client proxy|plugin: `hermes -z` (one-shot), its default toolsets, a custom
