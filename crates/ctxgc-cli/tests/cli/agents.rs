@@ -410,8 +410,8 @@ fn a_recall_with_a_key_reads_only_that_callers_sessions() {
 fn a_hooks_markers_name_the_agents_recall_tool() {
     let store = store_in("hook-named");
     let tool = "mcp__plugin_ctxgc_ctxgc__recall_tool_result";
-    let out = ctxgc(
-        &[
+    let named_trim = |input: &[u8]| {
+        let args = [
             "trim",
             "--tool",
             "Bash",
@@ -419,34 +419,16 @@ fn a_hooks_markers_name_the_agents_recall_tool() {
             "s",
             "--store",
             &store,
-            "--recall-with",
-            tool,
-        ],
-        build_log(3000, 1500).as_bytes(),
-    );
-    let named = String::from_utf8(out.stdout).unwrap();
-    let plain = ctxgc(
-        &["trim", "--tool", "Bash"],
-        build_log(3000, 1500).as_bytes(),
-    );
-    let plain = String::from_utf8(plain.stdout).unwrap();
-    assert!(named.contains(&format!(
-        "; id {}, recall with {tool} ...]",
-        marker_id(&plain)
-    )));
+        ];
+        ctxgc(&[&args[..], &["--recall-with", tool]].concat(), input).stdout
+    };
+    let log = build_log(3000, 1500);
+    let named = String::from_utf8(named_trim(log.as_bytes())).unwrap();
+    let plain =
+        String::from_utf8(ctxgc(&["trim", "--tool", "Bash"], log.as_bytes()).stdout).unwrap();
+    let id = marker_id(&plain);
+    assert!(named.contains(&format!("; id {id}, recall with {tool} ...]")));
     assert_eq!(named.replace(&format!(", recall with {tool}"), ""), plain);
     // An output under the limit passes whole, named nothing.
-    let small = ctxgc(
-        &[
-            "trim",
-            "--session",
-            "s",
-            "--store",
-            &store,
-            "--recall-with",
-            tool,
-        ],
-        b"ok\n",
-    );
-    assert_eq!(small.stdout, b"ok\n");
+    assert_eq!(named_trim(b"ok\n"), b"ok\n");
 }
