@@ -77,11 +77,7 @@ const SHELL_TOOLS: [&str; 9] = [
 /// proxy adds its own (`injected`): a declared tool whose name ends in `recall_tool_result`
 /// (ctxgc's MCP server), else the injected tool, else the shell when every declared tool is a
 /// shell, else none.
-pub fn recall_way<'a>(
-    declared: impl IntoIterator<Item = &'a str>,
-    injected: bool,
-) -> Option<RecallWay> {
-    let declared: Vec<&str> = declared.into_iter().collect();
+pub fn recall_way(declared: &[&str], injected: bool) -> Option<RecallWay> {
     if let Some(mcp) = declared.iter().find(|name| name.ends_with(RECALL_TOOL)) {
         return Some(RecallWay::Tool((*mcp).to_owned()));
     }
@@ -295,7 +291,7 @@ mod tests {
 
     #[test]
     fn the_recall_way_is_the_tool_the_agent_has() {
-        let way = |names: &[&str], injected| recall_way(names.iter().copied(), injected);
+        let way = |names: &[&str], injected| recall_way(names, injected);
         let mcp = ["Bash", "Read", "mcp__ctxgc__recall_tool_result"];
         assert_eq!(
             way(&mcp, true),

@@ -121,15 +121,8 @@ pub fn existing_tenant_secret(
 /// The tenant secret: configured, else the one the store keeps, else a new one it then keeps
 /// (the first replica to save one wins, and the others take it).
 fn tenant_secret(settings: &ProxySettings, store: &dyn Store) -> Result<TenantSecret, ProxyError> {
-    if let Some(text) = &settings.tenant_secret {
-        return Ok(TenantSecret::from_text(text));
-    }
-    let stored = |store: &dyn Store| -> Result<_, ProxyError> {
-        Ok(store
-            .get_state(TENANT_SECRET_KEY)?
-            .and_then(|s| TenantSecret::from_hex(&s)))
-    };
-    if let Some(secret) = stored(store)? {
+    let configured = settings.tenant_secret.as_deref();
+    if let Some(secret) = existing_tenant_secret(configured, store)? {
         return Ok(secret);
     }
     // A shared store without a secret may have just lost it (a Redis restarted without
@@ -139,7 +132,7 @@ fn tenant_secret(settings: &ProxySettings, store: &dyn Store) -> Result<TenantSe
         let until = std::time::Instant::now() + SECRET_WAIT;
         while std::time::Instant::now() < until {
             std::thread::sleep(std::time::Duration::from_millis(200));
-            if let Some(secret) = stored(store)? {
+            if let Some(secret) = existing_tenant_secret(None, store)? {
                 return Ok(secret);
             }
         }
@@ -153,7 +146,7 @@ fn tenant_secret(settings: &ProxySettings, store: &dyn Store) -> Result<TenantSe
         );
         return Ok(fresh);
     }
-    stored(store)?.ok_or(ProxyError::Setup(
+    existing_tenant_secret(None, store)?.ok_or(ProxyError::Setup(
         "the store holds a tenant secret that is not one: delete the `ctxgc.tenant-secret` state"
             .to_owned(),
     ))

@@ -328,23 +328,11 @@ fn looks_like_numbered_view(text: &str) -> bool {
 /// ...]` and the JSON trimmer's `[... N more …; id r-…]`, also inside a JSON string), not a
 /// pointer or an abstract that names another output.
 pub fn marker_ids(text: &str) -> Vec<ContentId> {
-    const OPEN: &str = "[... ";
     let mut ids = Vec::new();
-    let mut rest = text;
-    while let Some(at) = rest.find(OPEN) {
-        let tail = &rest[at + OPEN.len()..];
-        // A marker is one line, and its id comes before it closes.
-        let end = tail.find(['\n', ']']).unwrap_or(tail.len());
-        let marker = &tail[..end];
-        if let Some(i) = marker.rfind("; id r-")
-            && let Some(id) = marker[i + "; id ".len()..]
-                .get(..18)
-                .and_then(ContentId::parse)
-            && !ids.contains(&id)
-        {
+    for (id, _) in markers(text) {
+        if !ids.contains(&id) {
             ids.push(id);
         }
-        rest = &tail[end.min(tail.len())..];
     }
     ids
 }
@@ -353,31 +341,39 @@ pub fn marker_ids(text: &str) -> Vec<ContentId> {
 /// (`; id r-…, recall with mcp__ctxgc__recall_tool_result ...]`), or `None` when it has no
 /// marker. The markers [`marker_ids`] reads, and only those; their ids still read the same.
 pub fn name_recall(text: &str, way: &crate::agent_tools::RecallWay) -> Option<String> {
-    const OPEN: &str = "[... ";
-    const ID: &str = "; id r-";
     let mut out = String::with_capacity(text.len() + 64);
     let mut copied = 0;
-    let mut rest_at = 0;
-    while let Some(found) = text[rest_at..].find(OPEN) {
-        let tail_at = rest_at + found + OPEN.len();
-        let tail = &text[tail_at..];
-        let end = tail.find(['\n', ']']).unwrap_or(tail.len());
-        let marker = &tail[..end];
-        if let Some(i) = marker.rfind(ID)
-            && let Some(id) = marker[i + "; id ".len()..]
-                .get(..18)
-                .and_then(ContentId::parse)
-        {
-            let after_id = tail_at + i + "; id ".len() + 18;
-            out.push_str(&text[copied..after_id]);
-            out.push_str(&way.suffix(id));
-            copied = after_id;
-        }
-        rest_at = tail_at + end;
+    for (id, after_id) in markers(text) {
+        out.push_str(&text[copied..after_id]);
+        out.push_str(&way.suffix(id));
+        copied = after_id;
     }
     (copied > 0).then(|| {
         out.push_str(&text[copied..]);
         out
+    })
+}
+
+/// The trim markers in `text`: each one's id and the offset just past it. A marker is one
+/// line, `[... ` up to its `]`, and its id comes before it closes.
+fn markers(text: &str) -> impl Iterator<Item = (ContentId, usize)> + '_ {
+    const OPEN: &str = "[... ";
+    const ID: &str = "; id ";
+    let mut rest_at = 0;
+    std::iter::from_fn(move || {
+        while let Some(found) = text[rest_at..].find(OPEN) {
+            let tail_at = rest_at + found + OPEN.len();
+            let tail = &text[tail_at..];
+            let end = tail.find(['\n', ']']).unwrap_or(tail.len());
+            rest_at = tail_at + end;
+            let marker = &tail[..end];
+            if let Some(i) = marker.rfind("; id r-")
+                && let Some(id) = marker[i + ID.len()..].get(..18).and_then(ContentId::parse)
+            {
+                return Some((id, tail_at + i + ID.len() + 18));
+            }
+        }
+        None
     })
 }
 

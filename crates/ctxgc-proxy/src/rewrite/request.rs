@@ -105,6 +105,9 @@ pub struct Rewritten {
     pub metas: BTreeMap<String, ResultMeta>,
     /// For each original in `originals` that a trim hid, the bytes of what entered instead.
     pub kept_bytes: BTreeMap<ContentId, usize>,
+    /// The way back the request's agent has, which the markers name and the engine's
+    /// abstracts and summaries name too.
+    pub recall_way: Option<ctxgc_core::agent_tools::RecallWay>,
 }
 
 /// A tool result's text inside the body: where it is and what the tool is.
@@ -428,10 +431,10 @@ pub fn rewrite_within(
     drop(slots);
     // The markers name the way back this agent has (its MCP tool, the injected tool, its
     // shell): worked out per request from its tools, so the memo keeps one text per turn.
-    let way = recall_way_of(request, settings.inject_tools);
-    if let Some(way) = way {
+    out.recall_way = recall_way_of(request, settings.inject_tools);
+    if let Some(way) = &out.recall_way {
         for (_, trimmed) in &mut replacements {
-            if let Some(named) = trim::name_recall(&trimmed.text, &way) {
+            if let Some(named) = trim::name_recall(&trimmed.text, way) {
                 *trimmed = Trimmed::of(named);
             }
         }
@@ -555,7 +558,7 @@ struct EnteredResult {
 /// lists the MCP tools it defers there: the same on every request of a session, so the text
 /// does not change when the tool gets loaded), else the injected tool, else its shell when
 /// that is its only tool.
-pub(crate) fn recall_way_of(
+fn recall_way_of(
     request: &ApiRequest,
     inject_tools: bool,
 ) -> Option<ctxgc_core::agent_tools::RecallWay> {
@@ -570,7 +573,7 @@ pub(crate) fn recall_way_of(
         .take(OPENING_ITEMS)
         .find_map(listed_in);
     declared.extend(listed);
-    ctxgc_core::agent_tools::recall_way(declared, inject_tools)
+    ctxgc_core::agent_tools::recall_way(&declared, inject_tools)
 }
 
 /// The MCP recall tool a JSON value's texts list, read in place (no copy of the value).

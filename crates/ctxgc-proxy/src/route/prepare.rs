@@ -97,12 +97,10 @@ pub(crate) fn prepare(
     let mut client_rewrote = false;
     let (items_key, system_key) = (wire.items_key(), wire.system_key());
     // Abstracts and summaries name the way back the agent has, as trim markers do.
-    let policy = settings.engine.as_ref().map(|policy| {
-        with_recall_way(
-            policy,
-            crate::rewrite::request::recall_way_of(request, settings.inject_tools),
-        )
-    });
+    let policy = settings
+        .engine
+        .as_ref()
+        .map(|policy| with_recall_way(policy, out.recall_way.clone()));
     if let Some(policy) = policy.as_deref()
         && let Some(serde_json::Value::Array(slot)) = request.body.get_mut(items_key)
     {
