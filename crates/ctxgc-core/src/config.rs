@@ -278,6 +278,7 @@ impl Config {
         self.engine.warm_prune_min_share = engine.warm_prune_min_share;
         self.engine.warm_prune_gap_turns = engine.warm_prune_gap_turns;
         self.engine.mask_keep_turns = engine.mask_keep_turns;
+        self.engine.keep_likely_use = engine.keep_likely_use;
         self.trim.limit_scale = preset.limit_scale();
         self.trim.budget_window_cap = preset.budget_window_cap();
         self.proxy.compact |= preset.events_at_a_warm_cache();

@@ -26,6 +26,7 @@ pub mod provider_cache;
 pub mod recall;
 pub mod store;
 pub mod tokens;
+pub mod tool_kind;
 pub mod transcript;
 pub mod trim;
 

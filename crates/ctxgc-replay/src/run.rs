@@ -12,10 +12,10 @@ pub use crate::client::{Attachment, Calibration, client_prompt};
 pub use crate::client_model::{
     CLIENT_WINDOW, ClientModel, client_model, client_window, session_window,
 };
-use crate::kinds::tool_kind;
 use crate::policies::{PolicyFactory, ReplayEvent, ReplayPolicy, SessionContext};
 use crate::prices::ModelPrice;
 use crate::recall::{RecallMemo, probes};
+use ctxgc_core::tool_kind::tool_kind;
 
 /// One request (or summarizer call) as the provider would have seen it.
 #[derive(Debug, Clone, Serialize)]

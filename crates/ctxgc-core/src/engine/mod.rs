@@ -26,6 +26,7 @@ pub mod integrity;
 pub mod plan;
 pub mod policy;
 pub mod prune;
+pub mod relevance;
 pub mod repeats;
 pub mod segments;
 pub mod session;

@@ -415,7 +415,7 @@ fn plan_due(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         counter,
         (head_end, tail_start),
         protected,
-        keep_current_reads,
+        (keep_current_reads, early),
     );
     let reclaimed = reclaimed_by(&edits);
     let prune = |edits| Plan {

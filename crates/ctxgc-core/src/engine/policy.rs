@@ -131,7 +131,22 @@ pub struct Policy {
     /// `cold_protected_tokens`: observation masking, as in The Complexity Trap (arXiv
     /// 2508.21433: the last 10 turns' observations), in batches that pay for their cache write.
     pub mask_keep_turns: usize,
+    /// An old output an event would prune (to its abstract) stays whole when the relevance
+    /// table gives it at least this likelihood of being used again ([`Self::relevance`]: what
+    /// the agent did with it so far, its kind and age). Above 1: every old output goes, as the
+    /// age rule alone says. `safe`: 0.05, chosen with each user judged by a table fitted
+    /// without them (docs/replay.md, "What the agent will use again"): on the shared client
+    /// logs it raised the worst user's share of what the client kept from 68.5% to 95.0%.
+    pub keep_likely_use: f64,
+    /// The learned table behind `keep_likely_use` (the shipped one unless the lab fits its own,
+    /// `ctxgc replay --relevance FILE`).
+    #[serde(skip, default = "crate::engine::relevance::Relevance::shipped")]
+    pub relevance: std::sync::Arc<crate::engine::relevance::Relevance>,
 }
+
+/// `lean`'s [`Policy::keep_likely_use`]: only the outputs most likely to be used again stay
+/// (the recall tool is its safety net).
+const LEAN_KEEP_LIKELY_USE: f64 = 0.15;
 
 /// A named set of engine settings (`[engine] preset`, `ctxgc serve --preset`,
 /// `ctxgc replay --policy ctxgc-lean`): explicit keys in `[engine]` still override it.
@@ -203,6 +218,7 @@ impl Preset {
                 warm_prune_min_share: 0.0,
                 warm_prune_gap_turns: 0,
                 mask_keep_turns: 10,
+                keep_likely_use: LEAN_KEEP_LIKELY_USE,
                 ..Policy::default()
             },
         }
@@ -260,6 +276,8 @@ impl Default for Policy {
             warm_prune_min_share: 0.5,
             warm_prune_gap_turns: 16,
             mask_keep_turns: 0,
+            keep_likely_use: 0.05,
+            relevance: crate::engine::relevance::Relevance::shipped(),
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::engine::abstracts::{ResultMeta, abstract_line};
 use crate::engine::facts::{self, FileAccess};
 use crate::engine::input::{FRAMING, PlanInput};
 use crate::engine::policy::Policy;
+use crate::engine::relevance::OutputIndex;
 use crate::tokens::TokenCounter;
 use crate::transcript::{Block, Message, Role, ToolCall};
 use crate::trim::json::trim_json;
@@ -74,7 +75,7 @@ pub(crate) fn prune_edits(
     counter: &TokenCounter,
     (head_end, tail_start): (usize, usize),
     budget: usize,
-    keep_current_reads: bool,
+    (keep_current_reads, keep_likely): (bool, bool),
 ) -> Vec<PruneEdit> {
     let messages = input.messages;
     let calls: BTreeMap<&str, (usize, &ToolCall)> = messages
@@ -121,6 +122,8 @@ pub(crate) fn prune_edits(
         }
     }
 
+    // What the agent did with each output, read only when an old output is to go.
+    let mut uses: Option<OutputIndex> = None;
     let mut edits = Vec::new();
     for index in head_end..tail_start {
         let m = &messages[index];
@@ -221,7 +224,19 @@ pub(crate) fn prune_edits(
         } else if !(protected[index] || keep_current_reads && read_path.is_some()) {
             // A prune at a warm cache leaves file reads that are still current: the agent
             // edits from them (on the GPT-5-mini sessions, pruning them too cost 3 points of
-            // recall). At a cold cache they go like other old outputs.
+            // recall). At a cold cache they go like other old outputs, unless the agent is
+            // likely to use them again (still working with them, by the learned table): in
+            // an early prune only, which runs because it pays, not because the prompt must
+            // shrink (a threshold event keeping them would compact instead, hiding more).
+            if keep_likely && policy.keep_likely_use <= 1.0 {
+                let uses = uses.get_or_insert_with(|| OutputIndex::new(messages));
+                if let Some(features) = uses.features(index, messages.len()) {
+                    let estimate = policy.relevance.estimate(&features);
+                    if estimate.likelihood >= policy.keep_likely_use {
+                        continue;
+                    }
+                }
+            }
             (
                 PruneReason::Old,
                 abstract_line(tool, call, &meta, policy.recall_way.as_ref()),

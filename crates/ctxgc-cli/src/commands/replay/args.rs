@@ -51,6 +51,19 @@ pub struct ReplayArgs {
     /// sessions) left out of the fit, instead of the replay.
     #[arg(long)]
     pub calibrate: bool,
+    /// Fit the relevance table (how likely the agent is to use an old tool output again) on
+    /// these sessions, write it to FILE, and report how a table fitted without each user does
+    /// on that user's sessions, instead of the replay. The shipped table is
+    /// `crates/ctxgc-core/data/relevance.json`.
+    #[arg(long, value_name = "FILE")]
+    pub fit_relevance: Option<PathBuf>,
+    /// With --fit-relevance: also write each user's left-out table (`DIR/USER.json`, fitted on
+    /// the other users), for replays that judge a user with a table that never saw them.
+    #[arg(long, value_name = "DIR")]
+    pub relevance_folds: Option<PathBuf>,
+    /// The relevance table the `ctxgc` policy decides with, instead of the shipped one.
+    #[arg(long, value_name = "FILE")]
+    pub relevance: Option<PathBuf>,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,

@@ -4,6 +4,7 @@ mod args;
 mod calibration;
 mod load;
 mod output;
+mod relevance;
 mod view;
 
 use std::io::IsTerminal;
@@ -136,6 +137,20 @@ fn progress(len: usize, quiet: bool) -> indicatif::ProgressBar {
 
 pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
     let (transcripts, sets, skipped) = load(&args)?;
+    if let Some(out) = &args.fit_relevance {
+        return relevance::fit(
+            &transcripts,
+            &sets,
+            config,
+            out,
+            args.relevance_folds.as_deref(),
+        );
+    }
+    let mut config = config.clone();
+    if let Some(path) = &args.relevance {
+        config.engine.relevance = std::sync::Arc::new(relevance::read(path)?);
+    }
+    let config = &config;
     for s in skipped.iter().take(SKIPPED_SHOWN) {
         eprintln!("skipped {}: {}", s.path, s.why);
     }

@@ -191,7 +191,9 @@ fn an_event_keeps_what_a_visible_pointer_names() {
 /// (0.954x -> 0.972x of `none`). Warm, current reads stay; cold, old reads go like other output.
 #[test]
 fn current_reads_stay_at_a_warm_prune_and_go_at_a_cold_one() {
-    let config = Config::default();
+    let mut config = Config::default();
+    // The age rule alone (`relevance_keeps_what_the_agent_still_works_with` has the table's).
+    config.engine.keep_likely_use = 2.0;
     // 40 turns, each reading a different file: every read is current.
     let reads = build(
         &(0..40u8)
@@ -223,8 +225,9 @@ fn current_reads_stay_at_a_warm_prune_and_go_at_a_cold_one() {
 #[test]
 fn a_cold_prune_keeps_the_newest_turns_whole_however_big() {
     let mut config = Config::default();
-    // Only the cold rule runs here.
+    // Only the cold rule runs here, by age alone.
     config.engine.economic_margin = 0.0;
+    config.engine.keep_likely_use = 2.0;
     let turns = config.engine.cold_protected_turns;
     assert_eq!(turns, 10, "the published masking window");
     // 30 turns, each reading another 6 KB file: the newest 10 hold far more than 8K tokens,
@@ -265,6 +268,7 @@ fn reads_of_other_parts_of_a_file_stay_current() {
     let mut config = Config::default();
     config.engine.cold_protected_turns = 0;
     config.engine.cold_protected_tokens = 0;
+    config.engine.keep_likely_use = 2.0;
     let part = |i: usize| -> String {
         (0..200)
             .map(|l| format!("{:>6}\tline_{i}_{l} = compute_{l}(value)\n", i * 1000 + l))
@@ -718,4 +722,47 @@ fn a_window_fit_never_starts_its_tail_inside_what_an_earlier_event_kept() {
         "tail {} inside the kept prefix ({frozen})",
         plan.tail_start
     );
+}
+
+/// The learned table decides which old outputs a cold prune keeps: outputs of a kind the agent
+/// went on to use stay, those of a kind it never used go, with the same transcript and age.
+#[test]
+fn relevance_keeps_what_the_agent_still_works_with() {
+    use crate::engine::relevance::Relevance;
+    let reads = build(
+        &(0..40u8)
+            .map(|i| Step::Turn(vec![(1, 6_000, i)]))
+            .collect::<Vec<_>>(),
+    );
+    let pruned_with = |used: u32| {
+        let mut config = Config::default();
+        config.engine.economic_margin = 0.0;
+        let cells = [
+            "file-read/*/unused/unnamed",
+            "*/*/unused/unnamed",
+            "*/*/*/*",
+        ]
+        .into_iter()
+        .map(|cell| (cell.to_owned(), [used, 100]))
+        .collect();
+        config.engine.relevance = std::sync::Arc::new(Relevance {
+            source: "test".into(),
+            cells,
+        });
+        let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
+        drive_through(&reads, &mut session);
+        session.set_idle(
+            Some(config.engine.cold_cache_secs + 1),
+            ProviderFamily::Anthropic,
+            None,
+        );
+        session.plan().map_or(0, |plan| {
+            plan.edits
+                .iter()
+                .filter(|e| e.reason == PruneReason::Old)
+                .count()
+        })
+    };
+    assert!(pruned_with(0) >= 20, "never used: the old reads go");
+    assert_eq!(pruned_with(90), 0, "nine in ten used again: they stay");
 }

@@ -1,6 +1,7 @@
-//! Where the context goes: each tool output's kind, by tool and, for shell tools, by command.
+//! Where the context goes: each tool output's kind, by tool and, for shell tools, by command
+//! (the replay lab's breakdown, and the relevance model's classes).
 
-use ctxgc_core::ToolCall;
+use crate::transcript::ToolCall;
 use serde_json::Value;
 
 /// Shell tools of the agents the replay knows (mini-swe-agent, SWE-agent, Claude Code, Codex,
