@@ -138,6 +138,7 @@ mod tests {
             string: string.into(),
             tool: tool.into(),
             turns_ago,
+            call_id: "call_1".into(),
         }
     }
 

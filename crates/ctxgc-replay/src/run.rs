@@ -56,6 +56,9 @@ pub struct RequestRecord {
     /// (see [`crate::report::client_misses`]).
     #[serde(skip)]
     pub misses: Vec<Miss>,
+    /// What the policy's event before it did with each output, and why (ctxgc's engine).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<ctxgc_core::engine::event::Decision>,
 }
 
 impl RequestRecord {
@@ -98,6 +101,7 @@ impl SessionRun {
                     sent_ms: None,
                     long_ttl: false,
                     misses,
+                    decisions: Vec::new(),
                 })
                 .collect(),
             client_path,
@@ -116,6 +120,8 @@ pub struct Miss {
     pub tool: String,
     /// Assistant turns between that output and the request.
     pub turns_ago: usize,
+    /// That output's call id.
+    pub call_id: String,
 }
 
 /// One session x policy x window.
@@ -510,6 +516,7 @@ pub fn replay(
                     sent_ms,
                     long_ttl: at.is_some_and(|a| a.long_ttl),
                     misses: Vec::new(),
+                    decisions: Vec::new(),
                 });
             }
             let (b, hashes) = blocks(
@@ -568,6 +575,7 @@ pub fn replay(
                 keepalive: false,
                 event: event.as_ref().map(|e| e.kind.clone()),
                 earliest_changed: event.as_ref().map(|e| e.earliest_changed),
+                decisions: event.map(|e| e.decisions).unwrap_or_default(),
                 recall: (found, asked.len()),
                 recall_rounds,
                 recallable,
@@ -648,6 +656,7 @@ fn keepalives(
             sent_ms: Some(t),
             long_ttl: *long_ttl,
             misses: Vec::new(),
+            decisions: Vec::new(),
         });
         t += every;
         sent += 1;
@@ -699,6 +708,11 @@ fn misses(t: &Transcript, index: usize, sources: &[(&String, usize)]) -> Vec<Mis
                 .iter()
                 .filter(|m| m.role == Role::Assistant)
                 .count(),
+            call_id: t.messages[source]
+                .tool_results()
+                .next()
+                .map(|r| r.call_id.clone())
+                .unwrap_or_default(),
         })
         .collect()
 }

@@ -357,3 +357,139 @@ fn a_set_of_several_users_is_judged_user_by_user() {
         "{ctxgc_row}"
     );
 }
+
+/// `--explain` names each decision of the engine's events with its reason; on the bundled
+/// sample at 32K a compaction folds outputs into its summary.
+#[test]
+fn explain_names_every_decision_and_its_reason() {
+    let out = ctxgc(
+        &[
+            "replay",
+            "--sample",
+            "--window",
+            "32k",
+            "--policy",
+            "ctxgc",
+            "--explain",
+            "django__django-11885",
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("django__django-11885 (policy ctxgc, 32K)"),
+        "{text}"
+    );
+    let decision = text
+        .lines()
+        .find(|l| l.starts_with("    call-"))
+        .unwrap_or_else(|| panic!("no decision line: {text}"));
+    assert!(
+        decision.contains("summarised") || decision.contains("pruned"),
+        "{decision}"
+    );
+    let none = ctxgc(
+        &[
+            "replay",
+            "--sample",
+            "--policy",
+            "ctxgc",
+            "--explain",
+            "no-such-session",
+        ],
+        b"",
+    );
+    assert!(String::from_utf8_lossy(&none.stdout).contains("no run of a session"));
+}
+
+/// `--fit-relevance` writes a table the engine reads back (`--relevance`) and reports each
+/// set judged by a table fitted without it; a broken table is refused by name.
+#[test]
+fn a_fitted_relevance_table_is_written_and_read_back() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("relevance-fit");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let table = dir.join("table.json");
+    let out = ctxgc(
+        &[
+            "replay",
+            "--sample",
+            "--fit-relevance",
+            table.to_str().unwrap(),
+            "--relevance-folds",
+            dir.join("folds").to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        report.contains("judged by the table fitted without them"),
+        "{report}"
+    );
+    let written = std::fs::read_to_string(&table).unwrap();
+    assert!(written.contains("\"*/*/*/*\""), "{written}");
+    // The same sessions give the same bytes.
+    let again = dir.join("again.json");
+    let out = ctxgc(
+        &[
+            "replay",
+            "--sample",
+            "--fit-relevance",
+            again.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(out.status.success());
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), written);
+    let out = ctxgc(
+        &[
+            "replay",
+            "--sample",
+            "--window",
+            "32k",
+            "--policy",
+            "ctxgc",
+            "--relevance",
+            table.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let broken = dir.join("broken.json");
+    std::fs::write(
+        &broken,
+        "{\"source\": \"x\", \"cells\": {\"*/*/*/*\": [5, 2]}}",
+    )
+    .unwrap();
+    let out = ctxgc(
+        &[
+            "replay",
+            "--sample",
+            "--policy",
+            "ctxgc",
+            "--relevance",
+            broken.to_str().unwrap(),
+        ],
+        b"",
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("broken.json") && err.contains("more uses than examples"),
+        "{err}"
+    );
+}

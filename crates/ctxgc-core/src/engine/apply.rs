@@ -77,6 +77,8 @@ pub struct Edits {
     /// a prune covered; the head, pinned messages and summary of a compaction): a later
     /// event's tail may not start inside them ([`plan::PlanInput::frozen`]).
     pub frozen: usize,
+    /// Old outputs a prune kept because the agent is likely to use them again.
+    pub kept: Vec<crate::engine::prune::KeptOutput>,
 }
 
 /// The prompt a plan was made on.
@@ -150,6 +152,7 @@ fn decide_edits(
                 summarizer_tokens_out: 0,
                 note: None,
                 frozen: plan.tail_start,
+                kept: plan.kept.clone(),
             }
         }
         PlanKind::Compaction => {
@@ -199,6 +202,7 @@ fn decide_edits(
                 summarizer_tokens_in: tokens_in,
                 summarizer_tokens_out: tokens_out,
                 note,
+                kept: Vec::new(),
             }
         }
     }

@@ -72,3 +72,123 @@ pub fn hidden_originals(edits: &Edits, messages: &[Message]) -> Vec<(crate::Cont
     }
     originals
 }
+
+/// What an event did with one tool output, and why: what `ctxgc replay --explain` and the
+/// dashboard show per hidden output.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Decision {
+    /// The output's call id.
+    pub call_id: String,
+    /// Its tool.
+    pub tool: String,
+    /// What the event did.
+    pub action: Action,
+    /// Why a prune replaced it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<crate::engine::prune::PruneReason>,
+    /// What the relevance table said of it, when it was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judged: Option<crate::engine::relevance::Judgement>,
+}
+
+/// What an event did with an output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Replaced by its one-line abstract (or a pointer to its later copy).
+    Pruned,
+    /// Kept whole although old: the agent is likely to use it again.
+    Kept,
+    /// Folded into the summary of the middle.
+    Summarised,
+}
+
+impl Decision {
+    /// In words, for a user: `pruned: old (file-read, 40+ turns old, never used since, ...)`.
+    pub fn describe(&self) -> String {
+        use crate::engine::prune::PruneReason;
+        let what = match (self.action, self.reason) {
+            (Action::Kept, _) => "kept whole: likely to be used again".to_owned(),
+            (Action::Summarised, _) => {
+                "summarised: in the middle of a compaction (recallable by its id)".to_owned()
+            }
+            (Action::Pruned, Some(reason)) => format!(
+                "pruned: {}",
+                match reason {
+                    PruneReason::Superseded =>
+                        "stale (the file was edited or read again, or the command run again)",
+                    PruneReason::Duplicate => "a later output is the same",
+                    PruneReason::Old => "older than what an event keeps",
+                    PruneReason::HugeArguments => "huge call arguments",
+                    PruneReason::RunawayText => "a runaway text",
+                    PruneReason::Window => "the prompt did not fit the window",
+                }
+            ),
+            (Action::Pruned, None) => "pruned".to_owned(),
+        };
+        match &self.judged {
+            Some(j) => format!("{what}; {}", j.describe()),
+            None => what,
+        }
+    }
+}
+
+/// What the event of `edits`, made on `messages`, did with each tool output it touched or
+/// judged: pruned (with the reason and the table's estimate), kept, summarised.
+pub fn decisions(edits: &Edits, messages: &[Message]) -> Vec<Decision> {
+    let result_of = |i: usize| {
+        messages
+            .get(i)
+            .and_then(|m| m.tool_results().next())
+            .map(|r| {
+                (
+                    r.call_id.clone(),
+                    r.tool_name.clone().unwrap_or_else(|| "tool".into()),
+                )
+            })
+    };
+    let mut out = Vec::new();
+    match &edits.change {
+        Change::Prune(prune) => {
+            for edit in prune {
+                if !matches!(edit.replacement, Replacement::Result(_)) {
+                    continue;
+                }
+                if let Some((call_id, tool)) = result_of(edit.index) {
+                    out.push(Decision {
+                        call_id,
+                        tool,
+                        action: Action::Pruned,
+                        reason: Some(edit.reason),
+                        judged: edit.judged.clone(),
+                    });
+                }
+            }
+        }
+        Change::Compaction { .. } => {
+            for &i in &edits.hidden {
+                if let Some((call_id, tool)) = result_of(i) {
+                    out.push(Decision {
+                        call_id,
+                        tool,
+                        action: Action::Summarised,
+                        reason: None,
+                        judged: None,
+                    });
+                }
+            }
+        }
+    }
+    for kept in &edits.kept {
+        if let Some((call_id, tool)) = result_of(kept.index) {
+            out.push(Decision {
+                call_id,
+                tool,
+                action: Action::Kept,
+                reason: None,
+                judged: Some(kept.judged.clone()),
+            });
+        }
+    }
+    out
+}

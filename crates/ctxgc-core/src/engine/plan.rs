@@ -14,8 +14,8 @@ use crate::engine::abstracts::{ResultMeta, abstract_line};
 use crate::engine::input::FRAMING;
 pub use crate::engine::input::PlanInput;
 use crate::engine::policy::Policy;
+use crate::engine::prune::{KeptOutput, past_runaways, prune_edits, runaway_text_edit};
 pub use crate::engine::prune::{PruneEdit, PruneReason, Replacement};
-use crate::engine::prune::{past_runaways, prune_edits, runaway_text_edit};
 use crate::engine::segments;
 use crate::tokens::TokenCounter;
 use crate::transcript::{Message, Role, ToolCall};
@@ -53,6 +53,9 @@ pub struct Plan {
     /// for would not have made it fit: this one cuts what it has to (the newest outputs
     /// included, as the edits say), or, when even that is not enough, the most it can.
     pub fits_window: bool,
+    /// Old outputs the prune kept because the agent is likely to use them again.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kept: Vec<KeptOutput>,
 }
 
 /// The share of the prompt a request after the provider's cache expired would still send: the
@@ -180,6 +183,7 @@ fn fit_window(
             replacement: Replacement::Result(text),
             tokens_before: before,
             tokens_after: after,
+            judged: None,
         });
         before - after
     };
@@ -241,6 +245,7 @@ fn fit_window(
             summary_budget: 0,
             recall_hint: policy.recall_hint.clone(),
             fits_window: true,
+            kept: Vec::new(),
         }
     });
     if pruned.as_ref().is_some_and(|p| p.estimated_after <= limit) {
@@ -298,6 +303,7 @@ fn compaction_plan(
         summary_budget: budget,
         recall_hint: policy.recall_hint.clone(),
         fits_window: false,
+        kept: Vec::new(),
     })
 }
 
@@ -409,6 +415,7 @@ fn plan_due(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
     } else {
         (policy.protected_tool_tokens(input.window), false)
     };
+    let mut kept = Vec::new();
     let edits = prune_edits(
         input,
         policy,
@@ -416,6 +423,7 @@ fn plan_due(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         (head_end, tail_start),
         protected,
         (keep_current_reads, early),
+        &mut kept,
     );
     let reclaimed = reclaimed_by(&edits);
     let prune = |edits| Plan {
@@ -428,6 +436,7 @@ fn plan_due(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         summary_budget: 0,
         recall_hint: policy.recall_hint.clone(),
         fits_window: false,
+        kept,
     };
     if early {
         if reclaimed < policy.cold_min_reclaim_tokens {

@@ -12,7 +12,7 @@ use crate::engine::abstracts::{ResultMeta, abstract_line};
 use crate::engine::facts::{self, FileAccess};
 use crate::engine::input::{FRAMING, PlanInput};
 use crate::engine::policy::Policy;
-use crate::engine::relevance::OutputIndex;
+use crate::engine::relevance::{Judgement, OutputIndex};
 use crate::tokens::TokenCounter;
 use crate::transcript::{Block, Message, Role, ToolCall};
 use crate::trim::json::trim_json;
@@ -47,6 +47,9 @@ pub struct PruneEdit {
     pub replacement: Replacement,
     /// Tokens before and after (estimates used for the runway rule).
     pub tokens_before: usize,
+    /// For an old output: what the relevance table said of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judged: Option<Judgement>,
     /// See `tokens_before`.
     pub tokens_after: usize,
 }
@@ -67,6 +70,15 @@ pub enum Replacement {
     },
 }
 
+/// An old output an early prune kept because the agent is likely to use it again.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct KeptOutput {
+    /// The message.
+    pub index: usize,
+    /// Why.
+    pub judged: Judgement,
+}
+
 /// The prune edits of an event between `head_end` and `tail_start`: what is superseded,
 /// duplicated or older than the protected `budget` of recent output, and huge arguments.
 pub(crate) fn prune_edits(
@@ -76,6 +88,7 @@ pub(crate) fn prune_edits(
     (head_end, tail_start): (usize, usize),
     budget: usize,
     (keep_current_reads, keep_likely): (bool, bool),
+    kept: &mut Vec<KeptOutput>,
 ) -> Vec<PruneEdit> {
     let messages = input.messages;
     let calls: BTreeMap<&str, (usize, &ToolCall)> = messages
@@ -190,6 +203,7 @@ pub(crate) fn prune_edits(
                 .and_then(|command| last_run.get(&command))
                 .is_some_and(|&last| last > call_index);
         let newest = newest_for_id.get(&meta.id).copied().unwrap_or(index);
+        let mut judged = None;
         let (reason, text) = if newest > index {
             let later = messages[newest]
                 .tool_results()
@@ -230,11 +244,16 @@ pub(crate) fn prune_edits(
             // shrink (a threshold event keeping them would compact instead, hiding more).
             if keep_likely && policy.keep_likely_use <= 1.0 {
                 let uses = uses.get_or_insert_with(|| OutputIndex::new(messages));
-                if let Some(features) = uses.features(index, messages.len()) {
-                    let estimate = policy.relevance.estimate(&features);
-                    if estimate.likelihood >= policy.keep_likely_use {
-                        continue;
-                    }
+                judged = uses
+                    .features(index, messages.len())
+                    .map(|features| Judgement {
+                        estimate: policy.relevance.estimate(&features),
+                        features,
+                    });
+                if let Some(j) = judged.take_if(|j| j.estimate.likelihood >= policy.keep_likely_use)
+                {
+                    kept.push(KeptOutput { index, judged: j });
+                    continue;
                 }
             }
             (
@@ -253,6 +272,7 @@ pub(crate) fn prune_edits(
                 replacement: Replacement::Result(text),
                 tokens_before: before,
                 tokens_after: after,
+                judged,
             });
         }
     }
@@ -330,6 +350,7 @@ fn huge_argument_edits(
                 },
                 tokens_before: before,
                 tokens_after: after,
+                judged: None,
             });
         }
     }
@@ -389,6 +410,7 @@ pub(crate) fn runaway_text_edit(
         replacement: Replacement::Text(shortened),
         tokens_before: before,
         tokens_after: after,
+        judged: None,
     })
 }
 

@@ -185,6 +185,29 @@ pub struct Estimate {
     pub support: u32,
 }
 
+/// What an old output's decision rested on: its features and the table's estimate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Judgement {
+    /// What was known of the output.
+    pub features: Features,
+    /// How likely the table found its use.
+    pub estimate: Estimate,
+}
+
+impl Judgement {
+    /// In words: `file-read, 20-39 turns old, never used since, its file not named lately: 3.1%
+    /// of 12,345 such outputs were used again`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}: {:.1}% of {} such outputs were used again ({})",
+            self.features.describe(),
+            100.0 * self.estimate.likelihood,
+            self.estimate.support,
+            self.estimate.cell
+        )
+    }
+}
+
 /// The learned table: for each cell, how many outputs of its kind were used again, of how many.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Relevance {

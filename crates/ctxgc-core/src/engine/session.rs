@@ -46,6 +46,9 @@ pub struct EventRecord {
     /// Why, when something is worth saying (fallback reason, automatic events stopped...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// What the event did with each output it pruned, kept or summarised, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<crate::engine::event::Decision>,
 }
 
 impl EventRecord {
@@ -356,6 +359,7 @@ impl Session {
                     summarizer_tokens_out: 0,
                     duration_us: started.elapsed().as_micros() as u64,
                     note: None,
+                    decisions: Vec::new(),
                 });
             }
             // Repeats point to results as they entered the history, pointers and abstracts
@@ -535,6 +539,7 @@ impl Session {
     /// Renders an event's edits on the prompt, checks it, records the event and judges it.
     fn take(&mut self, edits: Edits, started: Instant) -> Result<EventRecord, EngineError> {
         let before = self.prompt_tokens();
+        let decisions = crate::engine::event::decisions(&edits, &self.messages);
         let new_messages = edits.render(&self.messages);
         integrity::check(&new_messages)?;
         // What the event took out of view can no longer be pointed to by a later repeat.
@@ -568,6 +573,7 @@ impl Session {
             summarizer_tokens_out: edits.summarizer_tokens_out,
             duration_us: started.elapsed().as_micros() as u64,
             note: edits.note,
+            decisions,
         };
         self.note_effectiveness(&mut record);
         self.events.push(record.clone());
@@ -640,6 +646,7 @@ impl Session {
             summarizer_tokens_out: 0,
             duration_us: started.elapsed().as_micros() as u64,
             note: None,
+            decisions: Vec::new(),
         };
         self.events.push(record.clone());
         Ok(record)

@@ -135,6 +135,7 @@ fn compact_all(
         summarizer_request: Some(request),
         summary_tokens,
         earliest_changed: system_end,
+        decisions: Vec::new(),
     }
 }
 
@@ -360,6 +361,7 @@ impl OpenCode {
             summarizer_request: None,
             summary_tokens: 0,
             earliest_changed: *candidates.iter().min()?,
+            decisions: Vec::new(),
         })
     }
 }
@@ -501,6 +503,7 @@ impl ReplayPolicy for Hermes {
                 summarizer_request: None,
                 summary_tokens: 0,
                 earliest_changed: i,
+                decisions: Vec::new(),
             })
         } else {
             self.h.replace(before);
@@ -518,6 +521,7 @@ impl ReplayPolicy for Hermes {
                 summarizer_request: Some(request),
                 summary_tokens,
                 earliest_changed: from,
+                decisions: Vec::new(),
             })
         };
         Request {
@@ -586,6 +590,7 @@ impl ReplayPolicy for AgentsTrimmer {
             summarizer_request: None,
             summary_tokens: 0,
             earliest_changed: i,
+            decisions: Vec::new(),
         });
         Request {
             long_ttl: None,

@@ -282,6 +282,7 @@ impl ReplayPolicy for Ctxgc {
                     summarizer_request,
                     summary_tokens: record.summarizer_tokens_out,
                     earliest_changed: record.earliest_changed,
+                    decisions: record.decisions,
                 });
             }
         }

@@ -123,6 +123,7 @@ impl ReplayPolicy for ObservationMasking {
                 summarizer_request: None,
                 summary_tokens: 0,
                 earliest_changed: i,
+                decisions: Vec::new(),
             }),
         }
     }
@@ -144,6 +145,7 @@ pub(super) fn clear_results(h: &mut History, indices: &[usize]) -> Option<Replay
         summarizer_request: None,
         summary_tokens: 0,
         earliest_changed: i,
+        decisions: Vec::new(),
     })
 }
 

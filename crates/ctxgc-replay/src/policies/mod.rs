@@ -33,6 +33,8 @@ pub struct ReplayEvent {
     pub summary_tokens: usize,
     /// Index of the earliest message the event changed.
     pub earliest_changed: usize,
+    /// What the event did with each output, and why (ctxgc's engine says; `--explain`).
+    pub decisions: Vec<ctxgc_core::engine::event::Decision>,
 }
 
 /// The request a policy sends.

@@ -2,6 +2,7 @@
 
 mod args;
 mod calibration;
+mod decisions;
 mod load;
 mod output;
 mod relevance;
@@ -230,7 +231,7 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
                 w,
                 &cache_spec[t],
                 models[t].as_ref(),
-                args.misses,
+                args.misses || args.explain.is_some(),
             );
             bar.inc(1);
             run
@@ -243,6 +244,12 @@ pub fn run(config: &Config, args: ReplayArgs) -> Result<ExitCode> {
         eprintln!("error: external policy: {f}");
     }
 
+    if let Some(query) = &args.explain {
+        for line in decisions::explain(query, &runs) {
+            outln!("{line}")?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     if let Some(query) = &args.explain_cache {
         let explained = explain_sections(
             query,
