@@ -54,6 +54,15 @@ try {
   const events = await page.$$("#events tbody tr");
   if (a.events > 0 && events.length < 1) fail("the session's events are not listed");
   if (hidden.length < 1) fail("no hidden output listed");
+  // Each hidden output says why: a trim at insertion, a repeat pointer, or an event's decision.
+  const whys = await page.$$eval("#trims tbody td.why", (cells) => cells.map((c) => c.textContent));
+  if (whys.length !== hidden.length || whys.some((w) => !w.trim())) fail("a hidden output says not why: " + whys);
+  if (!whys.some((w) => w.startsWith("trimmed at insertion"))) fail("no trim at insertion explained: " + whys);
+  const detail = await page.evaluate(async (id) => (await fetch("/ctxgc/sessions/" + encodeURIComponent(id), {
+    headers: { authorization: "Bearer " + sessionStorage.getItem("ctxgc-key") } })).json(), mine[0]);
+  const byEvent = detail.trims.filter((t) => t.why);
+  if (events.length > 0 && !byEvent.length) fail("the session's events hid nothing that says why");
+  if (byEvent.length && !whys.some((w) => w.startsWith("pruned") || w.startsWith("summarised"))) fail("an event's decision is not shown: " + whys);
   await page.click("#trims tbody tr button");
   await page.waitForSelector("#original:not([hidden])");
   const original = await page.textContent("#original");
@@ -66,7 +75,7 @@ try {
   if (errors.length) fail("script errors: " + errors);
   await page.click("#original");
   await page.screenshot({ path: SHOT, fullPage: true });
-  console.log(`ok: ${a.requests} requests, ${mine.length} sessions of the caller shown, ${theirs.length} of another tenant hidden, ${hidden.length} originals and ${events.length} events listed; screenshot ${SHOT}`);
+  console.log(`ok: ${a.requests} requests, ${mine.length} sessions of the caller shown, ${theirs.length} of another tenant hidden, ${hidden.length} originals (${byEvent.length} hidden by an event, each with why) and ${events.length} events listed; screenshot ${SHOT}`);
 } finally {
   await browser.close();
 }

@@ -192,3 +192,46 @@ pub fn decisions(edits: &Edits, messages: &[Message]) -> Vec<Decision> {
     }
     out
 }
+
+/// A [`Decision`] in brief, small enough to keep per hidden output (the proxy's dashboard
+/// keeps the latest 50 of each session): what was done, why, and the table's estimate.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Why {
+    /// What the event did.
+    pub action: Action,
+    /// Why a prune replaced it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<crate::engine::prune::PruneReason>,
+    /// The table's likelihood of a later use, when it was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub likelihood: Option<f32>,
+    /// What the table knew of the output, when it was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub features: Option<crate::engine::relevance::Features>,
+}
+
+impl Decision {
+    /// In brief.
+    pub fn why(&self) -> Why {
+        Why {
+            action: self.action,
+            reason: self.reason,
+            likelihood: self.judged.as_ref().map(|j| j.estimate.likelihood as f32),
+            features: self.judged.as_ref().map(|j| j.features),
+        }
+    }
+}
+
+/// Why the event of `edits` hid each original [`hidden_originals`] stores, by the same ids.
+pub fn hidden_reasons(edits: &Edits, messages: &[Message]) -> Vec<(crate::ContentId, Why)> {
+    let decisions = decisions(edits, messages);
+    let mut out = Vec::new();
+    for &i in &edits.hidden {
+        for r in messages[i].tool_results() {
+            if let Some(d) = decisions.iter().find(|d| d.call_id == r.call_id) {
+                out.push((crate::ContentId::of(r.text().as_bytes()), d.why()));
+            }
+        }
+    }
+    out
+}

@@ -68,14 +68,19 @@ pub fn class_of(call: &ToolCall) -> &'static str {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Age {
     /// Under 5 turns.
+    #[serde(rename = "0-4")]
     Under5,
     /// 5 to 9.
+    #[serde(rename = "5-9")]
     Under10,
     /// 10 to 19.
+    #[serde(rename = "10-19")]
     Under20,
     /// 20 to 39.
+    #[serde(rename = "20-39")]
     Under40,
     /// 40 or more.
+    #[serde(rename = "40+")]
     Older,
 }
 
@@ -107,10 +112,13 @@ impl Age {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Used {
     /// Never since it entered.
+    #[serde(rename = "unused")]
     Never,
     /// Since it entered, but not in the last [`RECENT_TURNS`] turns.
+    #[serde(rename = "used")]
     Before,
     /// In the last [`RECENT_TURNS`] turns.
+    #[serde(rename = "used-recently")]
     Recently,
 }
 

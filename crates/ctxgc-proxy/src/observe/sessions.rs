@@ -48,6 +48,21 @@ pub struct TrimRecord {
     pub bytes: u32,
     /// The size of what entered the history instead, when a trim hid it.
     pub kept_bytes: Option<u32>,
+    /// Why an event hid it (pruned with its reason and the relevance table's estimate, or
+    /// summarised); `None` for a trim at insertion (`kept_bytes`) or an original a repeat
+    /// pointer names.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<ctxgc_core::engine::event::Why>,
+}
+
+/// An original a request stored: its id, size, what entered instead when a trim hid it, and
+/// why an event hid it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FreshOriginal {
+    pub(crate) id: ctxgc_core::ContentId,
+    pub(crate) bytes: usize,
+    pub(crate) kept_bytes: Option<usize>,
+    pub(crate) why: Option<ctxgc_core::engine::event::Why>,
 }
 
 fn as_text<S: serde::Serializer>(id: &ctxgc_core::ContentId, s: S) -> Result<S::Ok, S::Error> {
@@ -78,7 +93,7 @@ pub(crate) struct Forwarding<'a> {
     pub(crate) received_bytes: usize,
     pub(crate) sent_bytes: usize,
     pub(crate) event: Option<&'static str>,
-    pub(crate) fresh: &'a [(ctxgc_core::ContentId, usize, Option<usize>)],
+    pub(crate) fresh: &'a [FreshOriginal],
 }
 
 /// Per-session usage as the upstream reported it.
@@ -424,15 +439,16 @@ impl SessionTable {
                 event: f.event,
                 reported: None,
             });
-            for (id, bytes, kept) in f.fresh {
+            for fresh in f.fresh {
                 if entry.trims.len() == TRIMS {
                     entry.trims.pop_front();
                 }
                 entry.trims.push_back(TrimRecord {
                     n,
-                    id: *id,
-                    bytes: small(*bytes as u64),
-                    kept_bytes: kept.map(|k| small(k as u64)),
+                    id: fresh.id,
+                    bytes: small(fresh.bytes as u64),
+                    kept_bytes: fresh.kept_bytes.map(|k| small(k as u64)),
+                    why: fresh.why,
                 });
             }
         });

@@ -51,9 +51,10 @@ pub(crate) struct Prepared {
     pub(crate) injected: Option<crate::agent::tools::ClientEnd>,
     /// The engine's event on this request, if one ran.
     pub(crate) event: Option<&'static str>,
-    /// Originals newly written to the store: id, size in bytes, and the size of what entered
-    /// instead when a trim hid it (an event's abstracts are not counted per original).
-    pub(crate) fresh: Vec<(ctxgc_core::ContentId, usize, Option<usize>)>,
+    /// Originals newly written to the store: id, size in bytes, the size of what entered
+    /// instead when a trim hid it (an event's abstracts are not counted per original), and why
+    /// an event hid it.
+    pub(crate) fresh: Vec<crate::observe::sessions::FreshOriginal>,
     /// The cache fields ctxgc set (a TTL, a retention), with the body without them.
     pub(crate) cache_edit: Option<crate::lifetime::fields::CacheEdit>,
     /// What a keep-alive after this request would give up: the share of the prompt the event

@@ -96,6 +96,8 @@ pub struct Outcome {
     /// Tool outputs an event hid (pruned or summarised), to store before forwarding: their
     /// abstracts and the summary name them by these ids.
     pub originals: Vec<(ContentId, String)>,
+    /// Why the event hid each of `originals` that is a tool output.
+    pub hidden_why: Vec<(ContentId, event::Why)>,
     /// Why the LLM summarizer failed, when it did: the compaction was then summarised
     /// extractively.
     pub summarizer_failed: Option<String>,
@@ -223,6 +225,7 @@ fn step_unchecked(
             event: None,
             estimated_tokens: 0,
             originals: Vec::new(),
+            hidden_why: Vec::new(),
             summarizer_failed: None,
             integrity: None,
             reclaimed_tokens: 0,
@@ -256,6 +259,7 @@ fn step_unchecked(
             lineage,
             event: None,
             originals: Vec::new(),
+            hidden_why: Vec::new(),
             summarizer_failed: None,
             reclaimed_tokens: 0,
             kept_if_cold: None,
@@ -274,6 +278,7 @@ fn step_unchecked(
         lineage,
         event: None,
         originals: Vec::new(),
+        hidden_why: Vec::new(),
         summarizer_failed: None,
         reclaimed_tokens: 0,
         kept_if_cold: None,
@@ -357,6 +362,7 @@ fn step_unchecked(
     let (head, tail) = (boundary(plan.head_end)?, boundary(plan.tail_start)?);
     // Rendered on the client's wire items.
     let originals = event::hidden_originals(&edits, messages);
+    let hidden_why = event::hidden_reasons(&edits, messages);
     let mut hidden = lineage.as_ref().map_or_else(Vec::new, |l| l.hidden.clone());
     for &i in &edits.hidden {
         for result in messages[i].tool_results() {
@@ -460,6 +466,7 @@ fn step_unchecked(
         lineage: Some(lineage),
         event: Some(event),
         originals,
+        hidden_why,
         summarizer_failed,
         integrity,
         reclaimed_tokens: before.saturating_sub(scale(estimated)),
@@ -673,14 +680,33 @@ mod tests {
                 TokenCounter::openai(),
                 None,
             )
-            .unwrap()
-            .event
+            .ok()
         };
-        assert_eq!(run(None), None);
-        assert_eq!(run(Some(60)), None);
+        let event = |outcome: Outcome| outcome.event;
+        assert_eq!(run(None).map(event), Some(None));
+        assert_eq!(run(Some(60)).map(event), Some(None));
         // Chat Completions: OpenAI keeps a prefix up to 10 minutes.
-        assert_eq!(run(Some(301)), None);
-        assert_eq!(run(Some(601)), Some("prune"));
+        assert_eq!(run(Some(301)).map(event), Some(None));
+        let pruned = run(Some(601)).expect("a step");
+        assert_eq!(pruned.event, Some("prune"));
+        // Each original the prune hid says why, by the id it is stored under: old, with what
+        // the relevance table said of it (a shell output the agent never used).
+        assert!(!pruned.originals.is_empty());
+        for (id, _) in &pruned.originals {
+            let (_, why) = pruned
+                .hidden_why
+                .iter()
+                .find(|(i, _)| i == id)
+                .expect("a reason for each hidden original");
+            assert_eq!(why.action, ctxgc_core::engine::event::Action::Pruned);
+            assert_eq!(
+                why.reason,
+                Some(ctxgc_core::engine::prune::PruneReason::Old)
+            );
+            let features = why.features.expect("the table was asked");
+            assert_eq!(features.class, "shell");
+            assert!(why.likelihood.is_some_and(|l| l < 0.05), "{why:?}");
+        }
     }
 
     /// A warm request of a session with old outputs to prune says what a keep-alive would give

@@ -105,6 +105,8 @@ pub struct Rewritten {
     pub metas: BTreeMap<String, ResultMeta>,
     /// For each original in `originals` that a trim hid, the bytes of what entered instead.
     pub kept_bytes: BTreeMap<ContentId, usize>,
+    /// For each original in `originals` an event hid, why (the dashboard shows it).
+    pub hidden_why: BTreeMap<ContentId, ctxgc_core::engine::event::Why>,
     /// The way back the request's agent has, which the markers name and the engine's
     /// abstracts and summaries name too.
     pub recall_way: Option<ctxgc_core::agent_tools::RecallWay>,

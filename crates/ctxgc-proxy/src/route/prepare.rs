@@ -221,6 +221,7 @@ pub(crate) fn prepare(
             rewrite::mark_breakpoint(&mut messages[last]);
         }
         out.originals.append(&mut outcome.originals);
+        out.hidden_why.extend(outcome.hidden_why.drain(..));
         if purpose == Purpose::Request {
             state
                 .sessions
@@ -271,7 +272,12 @@ pub(crate) fn prepare(
     }
     let fresh = commit_originals(state, session, &out.originals)?
         .into_iter()
-        .map(|(id, bytes)| (id, bytes, out.kept_bytes.get(&id).copied()))
+        .map(|(id, bytes)| crate::observe::sessions::FreshOriginal {
+            id,
+            bytes,
+            kept_bytes: out.kept_bytes.get(&id).copied(),
+            why: out.hidden_why.get(&id).copied(),
+        })
         .collect::<Vec<_>>();
     // The cache's lifetime, last: it only sets cache fields on the bytes about to be sent.
     let mut cache_edit = None;
