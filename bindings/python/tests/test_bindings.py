@@ -185,6 +185,12 @@ def test_session_trims_stores_and_runs_events_keeping_pairs() -> None:
     kinds = [e["kind"] for e in session.events]
     assert "insert-trim" in kinds
     assert any(k in ("prune-only", "compaction") for k in kinds), kinds
+    # Each event says what it did with each output it touched, and why.
+    decided = [d for e in session.events for d in e.get("decisions", [])]
+    assert decided, session.events
+    assert {d["action"] for d in decided} <= {"pruned", "kept", "summarised"}
+    assert all(d["call_id"] and d["tool"] for d in decided)
+    assert all("reason" in d for d in decided if d["action"] == "pruned")
     assert session.prompt_tokens < WINDOW
     # Every original is recallable, whole, by the id its abstract or marker shows.
     original = history[-1]["content"]

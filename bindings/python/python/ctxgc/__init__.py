@@ -37,6 +37,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "CtxgcError",
+    "Decision",
     "Event",
     "FormatError",
     "RecallError",
@@ -66,6 +67,23 @@ class SummaryRequest(TypedDict):
     budget: int
 
 
+class Decision(TypedDict, total=False):
+    """What an event did with one tool output, and why (``Event["decisions"]``).
+
+    ``action`` is ``pruned`` (with its ``reason``: ``superseded``, ``duplicate``, ``old``,
+    ``window``...), ``kept`` (an old output the agent is likely to use again) or
+    ``summarised``; ``judged`` is what the relevance table said of an old output: its
+    ``features`` (kind, age, whether the agent used it) and ``estimate`` (``likelihood``,
+    the ``cell`` it came from and its ``support``).
+    """
+
+    call_id: str
+    tool: str
+    action: Literal["pruned", "kept", "summarised"]
+    reason: str
+    judged: dict[str, Any]
+
+
 class Event(TypedDict, total=False):
     """One entry of a session's event log."""
 
@@ -78,6 +96,7 @@ class Event(TypedDict, total=False):
     summarizer_tokens_out: int
     duration_us: int
     note: str
+    decisions: list[Decision]
 
 
 Summarizer = Callable[[SummaryRequest], "str | Awaitable[str]"]
