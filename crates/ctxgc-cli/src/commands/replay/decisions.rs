@@ -43,6 +43,11 @@ pub(super) fn explain(query: &str, runs: &[SessionRun]) -> Vec<String> {
             }
             for m in &r.misses {
                 let why = match last.get(m.call_id.as_str()) {
+                    // Kept whole as it entered: the string was in what its trim cut.
+                    Some((at, d)) if d.action == Action::Kept => format!(
+                        "cut at insertion (the output's trim); the event before request {at} kept the rest: {}",
+                        d.describe()
+                    ),
                     Some((at, d)) => format!("{} before request {at}", d.describe()),
                     None => "cut at insertion (the output's trim), not by an event".to_owned(),
                 };
