@@ -19,13 +19,14 @@ session, from the replica the session did not use last, and prints what answered
 not (exit status 1 when any id did not answer).
 """
 import argparse
-import http.client
 import json
 import re
 import sys
 import threading
-import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+# The lab's exec-policy side is through.py's: its HTTP client and the agent's own messages.
+from through import as_sent, post as call
 
 ID = re.compile(r"\br-[0-9a-f]{16}\b")
 CHECK = "ctxgc-check: recall "
@@ -98,42 +99,10 @@ def upstream(port):
     ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 
 
-def call(url, path, body=None):
-    parsed = urllib.parse.urlparse(url)
-    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=120)
-    headers = {"content-type": "application/json", "authorization": "Bearer sk-replicas-not-a-key"}
-    if body is None:
-        conn.request("GET", path)
-    else:
-        conn.request("POST", parsed.path.rstrip("/") + path, body=json.dumps(body).encode(), headers=headers)
-    response = conn.getresponse()
-    data = response.read()
-    conn.close()
-    return response.status, data
-
-
-def as_sent(messages):
-    """The messages as the agent sent them (the lab's implicit calls were text)."""
-    implicit = set()
-    sent = []
-    for m in messages:
-        calls = m.get("tool_calls") or []
-        if m.get("role") == "assistant" and calls and all(c.get("implicit") for c in calls):
-            implicit.update(c["id"] for c in calls)
-            sent.append({"role": "assistant", "content": m.get("content") or ""})
-        elif m.get("role") == "tool" and m.get("tool_call_id") in implicit:
-            sent.append({"role": "user", "content": m.get("content") or ""})
-        else:
-            sent.append(m)
-    return sent
-
-
 def kind_of(line):
     """What kind of text names an id: a trim marker, a repeat pointer, an abstract, a summary."""
     if "same as the result of" in line or "same output as the later result of" in line:
         return "repeat pointer"
-    if "summary" in line.lower() or "summar" in line.lower():
-        return "summary"
     if "trimmed" in line or "cut" in line or "omitted" in line:
         return "trim marker"
     return "abstract or other"
@@ -145,9 +114,10 @@ def ids_of(messages):
         content = m.get("content")
         if isinstance(content, list):
             content = "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+        summary = "compacted into this summary" in (content or "")
         for line in (content or "").splitlines():
             for rid in ID.findall(line):
-                found.setdefault(rid, kind_of(line))
+                found.setdefault(rid, "summary" if summary else kind_of(line))
     return found
 
 

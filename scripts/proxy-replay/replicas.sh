@@ -7,14 +7,20 @@
 # every id answers.
 #
 # Usage: scripts/proxy-replay/replicas.sh [SESSIONS...]
-#   SESSIONS   default: 12 of ../shared/data/transcripts/mini-swe-agent-gpt5mini
+#   SESSIONS   default: four GPT-5-mini sessions whose forwarded requests show every kind of id
+#              (trim markers, repeat pointers, abstracts, a summary); with them, each kind must
+#              be seen, and answer
 #   WINDOW     the replicas' window in tokens (default 32000: events run, as at a small model's)
 #   OUT        where logs go (default target/proxy-replicas)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 sessions=("$@")
+defaults=0
 if [ ${#sessions[@]} -eq 0 ]; then
-  mapfile -t sessions < <(find ../shared/data/transcripts/mini-swe-agent-gpt5mini -name '*.json' | sort | head -12)
+  defaults=1
+  g=../shared/data/transcripts/mini-swe-agent-gpt5mini
+  sessions=("$g/sympy__sympy-23413.traj.json" "$g/django__django-15629.traj.json"
+    "$g/django__django-16502.traj.json" "$g/django__django-13590.traj.json")
 fi
 out=${OUT:-target/proxy-replicas}
 window=${WINDOW:-32000}
@@ -52,3 +58,8 @@ if grep -q "external policy" "$out/replay.err"; then
   exit 1
 fi
 python3 $here/replicas.py recall --via "$via" --upstream "http://127.0.0.1:$up" --out "$out/seen.jsonl" | tee "$out/recall.txt"
+if [ $defaults = 1 ]; then
+  for kind in "trim marker" "repeat pointer" "abstract or other" "summary"; do
+    grep -q "^$kind: " "$out/recall.txt" || { echo "replicas.sh: no $kind id was shown" >&2; exit 1; }
+  done
+fi

@@ -358,29 +358,31 @@ fn a_set_of_several_users_is_judged_user_by_user() {
     );
 }
 
-/// `--explain` names each decision of the engine's events with its reason; on the bundled
-/// sample at 32K a compaction folds outputs into its summary.
-#[test]
-fn explain_names_every_decision_and_its_reason() {
-    let out = ctxgc(
-        &[
-            "replay",
-            "--sample",
-            "--window",
-            "32k",
-            "--policy",
-            "ctxgc",
-            "--explain",
-            "django__django-11885",
-        ],
-        b"",
-    );
+/// Runs `ctxgc` with `args`, which must succeed: its stdout.
+fn ctxgc_ok(args: &[&str]) -> String {
+    let out = ctxgc(args, b"");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8_lossy(&out.stdout);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `--explain` names each decision of the engine's events with its reason; on the bundled
+/// sample at 32K a compaction folds outputs into its summary.
+#[test]
+fn explain_names_every_decision_and_its_reason() {
+    let text = ctxgc_ok(&[
+        "replay",
+        "--sample",
+        "--window",
+        "32k",
+        "--policy",
+        "ctxgc",
+        "--explain",
+        "django__django-11885",
+    ]);
     assert!(
         text.contains("django__django-11885 (policy ctxgc, 32K)"),
         "{text}"
@@ -415,23 +417,14 @@ fn a_fitted_relevance_table_is_written_and_read_back() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let table = dir.join("table.json");
-    let out = ctxgc(
-        &[
-            "replay",
-            "--sample",
-            "--fit-relevance",
-            table.to_str().unwrap(),
-            "--relevance-folds",
-            dir.join("folds").to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report = String::from_utf8_lossy(&out.stdout);
+    let report = ctxgc_ok(&[
+        "replay",
+        "--sample",
+        "--fit-relevance",
+        table.to_str().unwrap(),
+        "--relevance-folds",
+        dir.join("folds").to_str().unwrap(),
+    ]);
     assert!(
         report.contains("judged by the table fitted without them"),
         "{report}"
@@ -440,35 +433,23 @@ fn a_fitted_relevance_table_is_written_and_read_back() {
     assert!(written.contains("\"*/*/*/*\""), "{written}");
     // The same sessions give the same bytes.
     let again = dir.join("again.json");
-    let out = ctxgc(
-        &[
-            "replay",
-            "--sample",
-            "--fit-relevance",
-            again.to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert!(out.status.success());
+    ctxgc_ok(&[
+        "replay",
+        "--sample",
+        "--fit-relevance",
+        again.to_str().unwrap(),
+    ]);
     assert_eq!(std::fs::read_to_string(&again).unwrap(), written);
-    let out = ctxgc(
-        &[
-            "replay",
-            "--sample",
-            "--window",
-            "32k",
-            "--policy",
-            "ctxgc",
-            "--relevance",
-            table.to_str().unwrap(),
-        ],
-        b"",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ctxgc_ok(&[
+        "replay",
+        "--sample",
+        "--window",
+        "32k",
+        "--policy",
+        "ctxgc",
+        "--relevance",
+        table.to_str().unwrap(),
+    ]);
     let broken = dir.join("broken.json");
     std::fs::write(
         &broken,

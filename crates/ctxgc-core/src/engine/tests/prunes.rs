@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// A pause past Anthropic's cache TTL: the session's next plan is made at a cold cache.
+fn make_cold(session: &mut Session, config: &Config) {
+    session.set_idle(
+        Some(config.engine.cold_cache_secs + 1),
+        ProviderFamily::Anthropic,
+        None,
+    );
+}
+
 /// A pause past the cache TTL makes the next request rewrite its whole prefix anyway: a prune
 /// of older outputs then costs no cache write, so it runs though no event is due; without the
 /// pause, the same prompt runs none. Outputs newer than `cold_protected_tokens` stay whole.
@@ -27,11 +36,7 @@ fn a_cold_cache_prunes_old_outputs_though_no_event_is_due() {
         session.plan().is_none(),
         "a pause within the TTL changes nothing"
     );
-    session.set_idle(
-        Some(config.engine.cold_cache_secs + 1),
-        ProviderFamily::Anthropic,
-        None,
-    );
+    make_cold(&mut session, &config);
     let plan = session.plan().expect("a prune at the cold cache");
     assert_eq!(plan.kind, PlanKind::PruneOnly);
     let before = session.prompt_tokens();
@@ -206,11 +211,7 @@ fn current_reads_stay_at_a_warm_prune_and_go_at_a_cold_one() {
         session.events().iter().all(|e| !e.kind.rewrites_history()),
         "a warm prune leaves current reads whole"
     );
-    session.set_idle(
-        Some(config.engine.cold_cache_secs + 1),
-        ProviderFamily::Anthropic,
-        None,
-    );
+    make_cold(&mut session, &config);
     let plan = session
         .plan()
         .expect("at a cold cache old reads are pruned");
@@ -239,11 +240,7 @@ fn a_cold_prune_keeps_the_newest_turns_whole_however_big() {
     );
     let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
     drive_through(&reads, &mut session);
-    session.set_idle(
-        Some(config.engine.cold_cache_secs + 1),
-        ProviderFamily::Anthropic,
-        None,
-    );
+    make_cold(&mut session, &config);
     assert!(session.events().iter().all(|e| !e.kind.rewrites_history()));
     let plan = session.plan().expect("a prune at the cold cache");
     session.apply(&plan, None).unwrap();
@@ -347,11 +344,7 @@ fn reads_of_other_parts_of_a_file_stay_current() {
     let reasons = |t: &Transcript| -> BTreeMap<String, PruneReason> {
         let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
         drive_through(t, &mut session);
-        session.set_idle(
-            Some(config.engine.cold_cache_secs + 1),
-            ProviderFamily::Anthropic,
-            None,
-        );
+        make_cold(&mut session, &config);
         let plan = session.plan().expect("a prune at the cold cache");
         let prompt = session.prompt();
         plan.edits
@@ -456,11 +449,7 @@ fn a_repeat_of_a_pruned_output_enters_as_itself() {
     let store = MemoryStore::default();
     let mut session = Session::new("s", 200_000, &config, ProviderFamily::Openai);
     drive(&source, &mut session, &store, None, |_| {}).unwrap();
-    session.set_idle(
-        Some(config.engine.cold_cache_secs + 1),
-        ProviderFamily::Anthropic,
-        None,
-    );
+    make_cold(&mut session, &config);
     let plan = session.plan().expect("a prune at the cold cache");
     session.apply(&plan, None).unwrap();
     let (call_id, id) = session
@@ -751,11 +740,7 @@ fn relevance_keeps_what_the_agent_still_works_with() {
         });
         let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
         drive_through(&reads, &mut session);
-        session.set_idle(
-            Some(config.engine.cold_cache_secs + 1),
-            ProviderFamily::Anthropic,
-            None,
-        );
+        make_cold(&mut session, &config);
         session.plan().map_or(0, |plan| {
             plan.edits
                 .iter()
