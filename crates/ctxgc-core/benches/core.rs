@@ -102,3 +102,44 @@ fn trim_json_output(bencher: Bencher) {
         .counter(BytesCount::of_str(&text))
         .bench(|| trim_output(&config, "api", 32_000, black_box(&text)));
 }
+
+/// A coding session of about 100K o200k tokens: 100 turns, each a call reading a file and its
+/// ~4 KB output, the assistant naming identifiers from earlier outputs.
+fn hundred_k_token_session() -> Vec<Message> {
+    use ctxgc_core::transcript::{Block, ToolCall};
+    let mut messages = vec![
+        Message::text(Role::System, "You are a coding agent."),
+        Message::text(Role::User, "Fix the parser's header handling."),
+    ];
+    for turn in 0..100 {
+        messages.push(Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::text(format!("Looking at parse_header_{} next.", turn / 2)),
+                Block::ToolCall(ToolCall {
+                    id: format!("call_{turn}"),
+                    name: "Read".into(),
+                    arguments: format!("{{\"file_path\": \"src/mod_{turn}.rs\"}}"),
+                    implicit: false,
+                }),
+            ],
+            usage: None,
+        });
+        let text = sample_text(4_000).replace("parse_header", &format!("parse_header_{turn}"));
+        messages.push(Message::tool_result(
+            format!("call_{turn}"),
+            Some("Read".into()),
+            text,
+            false,
+        ));
+    }
+    messages
+}
+
+/// What an event reads before deciding which old outputs to keep: every output's uses since it
+/// entered (built once per early prune; a warm request without one never builds it).
+#[divan::bench(sample_count = 20, sample_size = 1)]
+fn relevance_index_100k_tokens(bencher: Bencher) {
+    let messages = hundred_k_token_session();
+    bencher.bench(|| ctxgc_core::engine::relevance::OutputIndex::new(black_box(&messages)));
+}

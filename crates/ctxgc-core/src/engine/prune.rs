@@ -47,11 +47,11 @@ pub struct PruneEdit {
     pub replacement: Replacement,
     /// Tokens before and after (estimates used for the runway rule).
     pub tokens_before: usize,
+    /// See `tokens_before`.
+    pub tokens_after: usize,
     /// For an old output: what the relevance table said of it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub judged: Option<Judgement>,
-    /// See `tokens_before`.
-    pub tokens_after: usize,
 }
 
 /// The new content of a pruned part.
