@@ -66,10 +66,10 @@ pub struct ReplayArgs {
     pub fit_relevance: Option<PathBuf>,
     /// With --fit-relevance: also write each user's left-out table (`DIR/USER.json`, fitted on
     /// the other users), for replays that judge a user with a table that never saw them.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", requires = "fit_relevance")]
     pub relevance_folds: Option<PathBuf>,
     /// The relevance table the `ctxgc` policy decides with, instead of the shipped one.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "fit_relevance")]
     pub relevance: Option<PathBuf>,
     /// Print JSON instead of tables.
     #[arg(long)]
