@@ -751,3 +751,77 @@ fn relevance_keeps_what_the_agent_still_works_with() {
     assert!(pruned_with(0) >= 20, "never used: the old reads go");
     assert_eq!(pruned_with(90), 0, "nine in ten used again: they stay");
 }
+
+/// An event's record says what it did with each output and why, and the reasons the proxy's
+/// dashboard keeps are filed under the ids the hidden originals are stored by.
+#[test]
+fn an_event_records_each_decision_and_its_reason() {
+    use crate::engine::event::{Action, hidden_originals, hidden_reasons};
+    use crate::engine::relevance::Relevance;
+    let reads = build(
+        &(0..40u8)
+            .map(|i| Step::Turn(vec![(1, 6_000, i)]))
+            .collect::<Vec<_>>(),
+    );
+    let mut config = Config::default();
+    config.engine.economic_margin = 0.0;
+    // Reads 20 to 39 turns old are rarely used again; younger ones often.
+    let cells = [
+        ("file-read/20-39/unused/unnamed", [0, 1_000]),
+        ("file-read/*/unused/unnamed", [50, 100]),
+        ("*/*/unused/unnamed", [50, 100]),
+        ("*/*/*/*", [50, 100]),
+    ]
+    .into_iter()
+    .map(|(cell, counts)| (cell.to_owned(), counts))
+    .collect();
+    config.engine.relevance = std::sync::Arc::new(Relevance {
+        source: "test".into(),
+        cells,
+    });
+    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
+    drive_through(&reads, &mut session);
+    make_cold(&mut session, &config);
+    let plan = session.plan().expect("a prune at the cold cache");
+    let before = session.prompt().to_vec();
+    let apply_input = crate::engine::apply::ApplyInput {
+        messages: &before,
+        tokens: &before
+            .iter()
+            .map(|m| TokenCounter::openai().count_message(m))
+            .collect::<Vec<_>>(),
+        metas: &std::collections::BTreeMap::new(),
+    };
+    let edits = crate::engine::apply::apply(&plan, &apply_input, &TokenCounter::openai(), None);
+    let record = session.apply(&plan, None).unwrap();
+    let kept: Vec<_> = record
+        .decisions
+        .iter()
+        .filter(|d| d.action == Action::Kept)
+        .collect();
+    let pruned: Vec<_> = record
+        .decisions
+        .iter()
+        .filter(|d| d.action == Action::Pruned && d.reason == Some(PruneReason::Old))
+        .collect();
+    assert!(
+        !kept.is_empty() && !pruned.is_empty(),
+        "{:?}",
+        record.decisions
+    );
+    for d in kept.iter().chain(&pruned) {
+        let judged = d.judged.as_ref().expect("the table was asked");
+        assert_eq!(judged.features.class, "file-read");
+        let old = judged.features.age == crate::engine::relevance::Age::Under40;
+        assert_eq!(d.action == Action::Pruned, old, "{}", d.describe());
+        assert!(d.describe().contains("such outputs were used again"));
+    }
+    // Every reason is filed under an id whose original the event stores.
+    let stored: Vec<_> = hidden_originals(&edits, &before)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    let reasons = hidden_reasons(&edits, &before);
+    assert_eq!(reasons.len(), pruned.len());
+    assert!(reasons.iter().all(|(id, _)| stored.contains(id)));
+}
