@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use aho_corasick::AhoCorasick;
-use ctxgc_core::engine::relevance::{Features, OutputIndex, Relevance};
+use ctxgc_core::engine::relevance::{Age, Features, OutputIndex, Relevance};
 use ctxgc_core::{Role, Transcript};
 
 use crate::recall::{message_text, probes};
@@ -44,7 +44,7 @@ pub fn examples(t: &Transcript) -> Vec<Example> {
             let Some(features) = index.features(o, at) else {
                 continue;
             };
-            if (features.age as usize) < age_rank(MIN_AGE_TURNS) {
+            if features.age < Age::of(MIN_AGE_TURNS) {
                 continue;
             }
             out.push(Example {
@@ -54,18 +54,6 @@ pub fn examples(t: &Transcript) -> Vec<Example> {
         }
     }
     out
-}
-
-/// The rank of the age bucket `turns` falls in (the [`ctxgc_core::engine::relevance::Age`]
-/// variants in order).
-fn age_rank(turns: usize) -> usize {
-    match turns {
-        0..5 => 0,
-        5..10 => 1,
-        10..20 => 2,
-        20..40 => 3,
-        _ => 4,
-    }
 }
 
 /// For each output (aligned with `outputs`), the last request that used what it showed: each

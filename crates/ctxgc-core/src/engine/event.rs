@@ -224,12 +224,15 @@ impl Decision {
 
 /// Why the event of `edits` hid each original [`hidden_originals`] stores, by the same ids.
 pub fn hidden_reasons(edits: &Edits, messages: &[Message]) -> Vec<(crate::ContentId, Why)> {
-    let decisions = decisions(edits, messages);
+    let why: std::collections::HashMap<String, Why> = decisions(edits, messages)
+        .into_iter()
+        .map(|d| (d.call_id.clone(), d.why()))
+        .collect();
     let mut out = Vec::new();
     for &i in &edits.hidden {
         for r in messages[i].tool_results() {
-            if let Some(d) = decisions.iter().find(|d| d.call_id == r.call_id) {
-                out.push((crate::ContentId::of(r.text().as_bytes()), d.why()));
+            if let Some(w) = why.get(&r.call_id) {
+                out.push((crate::ContentId::of(r.text().as_bytes()), *w));
             }
         }
     }

@@ -64,8 +64,9 @@ pub fn class_of(call: &ToolCall) -> &'static str {
     }
 }
 
-/// An output's age at a decision, in assistant turns since it entered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// An output's age at a decision, in assistant turns since it entered (ordered, youngest
+/// first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum Age {
     /// Under 5 turns.
     #[serde(rename = "0-4")]
@@ -85,7 +86,8 @@ pub enum Age {
 }
 
 impl Age {
-    fn of(turns: usize) -> Age {
+    /// The bucket of an age of `turns`.
+    pub fn of(turns: usize) -> Age {
         match turns {
             0..5 => Age::Under5,
             5..10 => Age::Under10,

@@ -2,6 +2,21 @@
 
 use super::*;
 
+/// A session through `source` with the early prune's rules alone (no economic prune), at a
+/// cold cache, deciding with a relevance table of `cells`.
+fn cold_with_table(source: &Transcript, cells: &[(&str, [u32; 2])]) -> Session {
+    let mut config = Config::default();
+    config.engine.economic_margin = 0.0;
+    config.engine.relevance = std::sync::Arc::new(crate::engine::relevance::Relevance {
+        source: "test".into(),
+        cells: cells.iter().map(|(c, n)| ((*c).to_owned(), *n)).collect(),
+    });
+    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
+    drive_through(source, &mut session);
+    make_cold(&mut session, &config);
+    session
+}
+
 /// A pause past Anthropic's cache TTL: the session's next plan is made at a cold cache.
 fn make_cold(session: &mut Session, config: &Config) {
     session.set_idle(
@@ -717,30 +732,19 @@ fn a_window_fit_never_starts_its_tail_inside_what_an_earlier_event_kept() {
 /// went on to use stay, those of a kind it never used go, with the same transcript and age.
 #[test]
 fn relevance_keeps_what_the_agent_still_works_with() {
-    use crate::engine::relevance::Relevance;
     let reads = build(
         &(0..40u8)
             .map(|i| Step::Turn(vec![(1, 6_000, i)]))
             .collect::<Vec<_>>(),
     );
     let pruned_with = |used: u32| {
-        let mut config = Config::default();
-        config.engine.economic_margin = 0.0;
         let cells = [
             "file-read/*/unused/unnamed",
             "*/*/unused/unnamed",
             "*/*/*/*",
         ]
-        .into_iter()
-        .map(|cell| (cell.to_owned(), [used, 100]))
-        .collect();
-        config.engine.relevance = std::sync::Arc::new(Relevance {
-            source: "test".into(),
-            cells,
-        });
-        let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
-        drive_through(&reads, &mut session);
-        make_cold(&mut session, &config);
+        .map(|cell| (cell, [used, 100]));
+        let session = cold_with_table(&reads, &cells);
         session.plan().map_or(0, |plan| {
             plan.edits
                 .iter()
@@ -757,31 +761,22 @@ fn relevance_keeps_what_the_agent_still_works_with() {
 #[test]
 fn an_event_records_each_decision_and_its_reason() {
     use crate::engine::event::{Action, hidden_originals, hidden_reasons};
-    use crate::engine::relevance::Relevance;
+
     let reads = build(
         &(0..40u8)
             .map(|i| Step::Turn(vec![(1, 6_000, i)]))
             .collect::<Vec<_>>(),
     );
-    let mut config = Config::default();
-    config.engine.economic_margin = 0.0;
     // Reads 20 to 39 turns old are rarely used again; younger ones often.
-    let cells = [
-        ("file-read/20-39/unused/unnamed", [0, 1_000]),
-        ("file-read/*/unused/unnamed", [50, 100]),
-        ("*/*/unused/unnamed", [50, 100]),
-        ("*/*/*/*", [50, 100]),
-    ]
-    .into_iter()
-    .map(|(cell, counts)| (cell.to_owned(), counts))
-    .collect();
-    config.engine.relevance = std::sync::Arc::new(Relevance {
-        source: "test".into(),
-        cells,
-    });
-    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
-    drive_through(&reads, &mut session);
-    make_cold(&mut session, &config);
+    let mut session = cold_with_table(
+        &reads,
+        &[
+            ("file-read/20-39/unused/unnamed", [0, 1_000]),
+            ("file-read/*/unused/unnamed", [50, 100]),
+            ("*/*/unused/unnamed", [50, 100]),
+            ("*/*/*/*", [50, 100]),
+        ],
+    );
     let plan = session.plan().expect("a prune at the cold cache");
     let before = session.prompt().to_vec();
     let apply_input = crate::engine::apply::ApplyInput {
