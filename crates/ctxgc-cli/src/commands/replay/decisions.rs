@@ -1,9 +1,10 @@
 //! `ctxgc replay --explain SESSION`: every decision the engine's events made on the sessions
 //! whose id contains SESSION (each output pruned, kept or summarised, and why), then every
 //! reference the agent went on to use that the policy did not show, with the decision that hid
-//! it.
+//! it. On a client's log only what the client itself showed counts (`none` runs beside every
+//! policy): a reference the client's own compaction dropped was hidden by nobody in front of it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use ctxgc_core::engine::event::{Action, Decision};
 use ctxgc_replay::run::SessionRun;
@@ -15,6 +16,12 @@ pub(super) fn explain(query: &str, runs: &[SessionRun]) -> Vec<String> {
         .iter()
         .filter(|r| r.session.contains(query) && r.policy != "none")
     {
+        let client_missed = client_missed(runs, run);
+        let shown_by_client = |index: usize, string: &str| {
+            !client_missed
+                .get(&index)
+                .is_some_and(|missed| missed.contains(string))
+        };
         let events: Vec<_> = run
             .requests
             .iter()
@@ -23,7 +30,11 @@ pub(super) fn explain(query: &str, runs: &[SessionRun]) -> Vec<String> {
         let misses: Vec<_> = run
             .requests
             .iter()
-            .filter(|r| !r.misses.is_empty())
+            .filter(|r| {
+                r.misses
+                    .iter()
+                    .any(|m| shown_by_client(r.source_index, &m.string))
+            })
             .collect();
         if events.is_empty() && misses.is_empty() {
             continue;
@@ -41,7 +52,11 @@ pub(super) fn explain(query: &str, runs: &[SessionRun]) -> Vec<String> {
             for d in &r.decisions {
                 last.insert(d.call_id.as_str(), (r.source_index, d));
             }
-            for m in &r.misses {
+            for m in r
+                .misses
+                .iter()
+                .filter(|m| shown_by_client(r.source_index, &m.string))
+            {
                 let why = match last.get(m.call_id.as_str()) {
                     // Kept whole as it entered: the string was in what its trim cut.
                     Some((at, d)) if d.action == Action::Kept => format!(
@@ -84,4 +99,92 @@ pub(super) fn explain(query: &str, runs: &[SessionRun]) -> Vec<String> {
         ));
     }
     out
+}
+
+/// What the client itself did not show in each request of `run`'s session (its `none` run on the
+/// client's path), by request: empty off a client's path, where `none` shows everything.
+fn client_missed<'a>(
+    runs: &'a [SessionRun],
+    run: &SessionRun,
+) -> HashMap<usize, BTreeSet<&'a str>> {
+    runs.iter()
+        .find(|r| {
+            r.policy == "none" && r.source == run.source && r.window == run.window && r.client_path
+        })
+        .into_iter()
+        .flat_map(|none| &none.requests)
+        .filter(|r| !r.misses.is_empty())
+        .map(|r| {
+            (
+                r.source_index,
+                r.misses.iter().map(|m| m.string.as_str()).collect(),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use ctxgc_replay::run::{Miss, RequestRecord, SessionRun};
+
+    use super::explain;
+
+    fn run(policy: &str, missed: &[&str]) -> SessionRun {
+        SessionRun {
+            source: 0,
+            session: "client-log".into(),
+            policy: policy.into(),
+            window: 0,
+            limit: 200_000,
+            requests: vec![RequestRecord {
+                source_index: 7,
+                tokens: 0,
+                output: 0,
+                served: BTreeMap::new(),
+                summarizer: false,
+                keepalive: false,
+                event: None,
+                earliest_changed: None,
+                recall: (0, missed.len()),
+                recall_rounds: Vec::new(),
+                recallable: 0,
+                sent_ms: None,
+                long_ttl: false,
+                misses: missed
+                    .iter()
+                    .map(|s| Miss {
+                        string: (*s).into(),
+                        tool: "Read".into(),
+                        turns_ago: 3,
+                        call_id: "toolu_1".into(),
+                    })
+                    .collect(),
+                decisions: Vec::new(),
+            }],
+            client_path: true,
+            on_client_log: true,
+            by_kind: BTreeMap::new(),
+        }
+    }
+
+    /// A reference the client's own compaction dropped was hidden by nobody in front of it: the
+    /// report names only what the client showed and the policy did not.
+    #[test]
+    fn only_what_the_client_showed_is_explained() {
+        let runs = [
+            run("ctxgc", &["dropped_by_client", "hidden_by_ctxgc"]),
+            run("none", &["dropped_by_client"]),
+        ];
+        let report = explain("client-log", &runs).join("\n");
+        assert!(report.contains("\"hidden_by_ctxgc\""), "{report}");
+        assert!(!report.contains("dropped_by_client"), "{report}");
+        let nothing = explain(
+            "client-log",
+            &[run("ctxgc", &["a_string"]), run("none", &["a_string"])],
+        );
+        assert_eq!(nothing.len(), 1, "{nothing:?}");
+        assert!(nothing[0].starts_with("no run of a session"), "{nothing:?}");
+    }
 }
