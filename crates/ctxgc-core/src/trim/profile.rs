@@ -86,11 +86,11 @@ pub struct TrimConfig {
     /// No tool output is ever longer than this, in bytes, whatever its profile.
     pub hard_cap_bytes: usize,
     /// All results of one assistant turn (parallel calls) together get at most this share of
-    /// the window; the largest are trimmed first. 20%: Claude Code reads several files (and
-    /// waits on several sub-agents) in one turn, and at 10% those were cut though the agent
-    /// went on to use them (one user's logs, judged with the relevance table fitted without
-    /// them: 98.6% of what the client kept in view at 0.884x of `none`, 98.8% at 0.886x; no
-    /// other user or transcript moved by more than 0.002x; more than 20% changed nothing).
+    /// the window; the largest are trimmed first. Not more: at a 16K window one turn must add
+    /// less than an event's runway, or events run on consecutive turns (the proxy's lineage
+    /// property test); at 20% Claude Code's parallel reads of files it then used were cut less
+    /// (one user's logs, judged with the relevance table fitted without them: 98.8% of what
+    /// the client kept in view at 0.886x of `none`, against 98.6% at 0.884x).
     pub turn_window_share: f64,
     /// Longest salient or search line shown, in bytes.
     pub line_max_bytes: usize,
@@ -202,7 +202,7 @@ impl Default for TrimConfig {
             min_limit_bytes: 2_048,
             budget_window_cap: 200_000,
             hard_cap_bytes: 128 * 1024,
-            turn_window_share: 0.20,
+            turn_window_share: 0.10,
             line_max_bytes: 240,
             structured_max_bytes: 4 * 1024 * 1024,
             limit_scale: 1.0,
@@ -634,6 +634,7 @@ mod tests {
             ("apply_patch", "tool"),
             ("Task", "never"),
             ("Agent", "never"),
+            ("TaskOutput", "never"),
             ("shell", "terminal"),
             ("mcp__filesystem__read_text_file", "file read"),
             ("mcp__github__search_code", "search"),
