@@ -17,8 +17,9 @@ use crate::prices::ModelPrice;
 use crate::recall::{RecallMemo, probes};
 use ctxgc_core::tool_kind::tool_kind;
 
-/// One request (or summarizer call) as the provider would have seen it.
-#[derive(Debug, Clone, Serialize)]
+/// One request (or summarizer call) as the provider would have seen it. The default is an agent's
+/// request that holds nothing (what tests fill in).
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct RequestRecord {
     /// Index of the assistant message it produced in the source transcript.
     pub source_index: usize,
@@ -88,20 +89,9 @@ impl SessionRun {
                 .enumerate()
                 .map(|(i, (recall, misses))| RequestRecord {
                     source_index: i * 2 + 1,
-                    tokens: 0,
-                    output: 0,
-                    served: BTreeMap::new(),
-                    summarizer: false,
-                    keepalive: false,
-                    event: None,
-                    earliest_changed: None,
                     recall,
-                    recall_rounds: Vec::new(),
-                    recallable: 0,
-                    sent_ms: None,
-                    long_ttl: false,
                     misses,
-                    decisions: Vec::new(),
+                    ..RequestRecord::default()
                 })
                 .collect(),
             client_path,

@@ -140,18 +140,7 @@ mod tests {
             limit: 200_000,
             requests: vec![RequestRecord {
                 source_index: 7,
-                tokens: 0,
-                output: 0,
-                served: BTreeMap::new(),
-                summarizer: false,
-                keepalive: false,
-                event: None,
-                earliest_changed: None,
                 recall: (0, missed.len()),
-                recall_rounds: Vec::new(),
-                recallable: 0,
-                sent_ms: None,
-                long_ttl: false,
                 misses: missed
                     .iter()
                     .map(|s| Miss {
@@ -161,7 +150,7 @@ mod tests {
                         call_id: "toolu_1".into(),
                     })
                     .collect(),
-                decisions: Vec::new(),
+                ..RequestRecord::default()
             }],
             client_path: true,
             on_client_log: true,
