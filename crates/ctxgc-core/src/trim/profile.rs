@@ -279,8 +279,8 @@ pub fn default_profiles() -> Vec<Profile> {
                 "recall_tool_result",
                 "trim_tool_result",
                 // A sub-agent's report is the distilled answer the agent asked for (Claude Code's
-                // `TaskOutput` fetches a background agent's or shell's, which Claude Code itself
-                // cuts at 30,000 characters).
+                // `TaskOutput` fetches a background agent's or shell's; Claude Code bounds it
+                // itself: at most 30,156 characters in the shared logs).
                 "Task",
                 "TaskOutput",
                 "Agent",

@@ -45,8 +45,8 @@ pub struct ReplayArgs {
     /// For each session whose id contains SESSION, each policy's decisions: every output its
     /// events pruned (with the reason: stale, a duplicate, old, the window), kept because the
     /// agent is likely to use it again, or summarised, with what the relevance table said of
-    /// it; then every reference the agent used later that the policy did not show, with the
-    /// decision that hid it (or the insertion trim).
+    /// it; then every reference the agent used later that the client showed and the policy did
+    /// not, with the decision that hid it (or the insertion trim).
     #[arg(long, value_name = "SESSION")]
     pub explain: Option<String>,
     /// For each session whose id contains SESSION: every request's recorded and simulated cache

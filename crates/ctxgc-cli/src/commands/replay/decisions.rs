@@ -88,7 +88,11 @@ pub(super) fn explain(query: &str, runs: &[SessionRun]) -> Vec<String> {
             }
         }
         if !hidden.is_empty() {
-            out.push("  what the agent used later that this policy did not show:".into());
+            out.push(if run.client_path {
+                "  what the agent used later that the client showed and this policy did not:".into()
+            } else {
+                "  what the agent used later that this policy did not show:".into()
+            });
             out.extend(hidden);
         }
         out.push(String::new());
