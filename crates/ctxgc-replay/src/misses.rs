@@ -55,6 +55,30 @@ fn age_bucket(turns: usize) -> &'static str {
         .map_or(AGES[AGES.len() - 1].0, |(name, _)| name)
 }
 
+/// What the client itself did not show in each agent request of `run`'s session (its `none`
+/// run on the client's path at the same window), by request; `None` when there is no such run
+/// (off a client's path `none` shows everything).
+pub fn client_missed<'a>(
+    runs: &'a [SessionRun],
+    run: &SessionRun,
+) -> Option<BTreeMap<usize, BTreeSet<&'a str>>> {
+    let none = runs.iter().find(|r| {
+        r.policy == "none" && r.source == run.source && r.window == run.window && r.client_path
+    })?;
+    Some(
+        none.requests
+            .iter()
+            .filter(|r| r.is_agent())
+            .map(|r| {
+                (
+                    r.source_index,
+                    r.misses.iter().map(|m| m.string.as_str()).collect(),
+                )
+            })
+            .collect(),
+    )
+}
+
 /// The misses of `policy` at `window` on client paths, against `none`'s in the same requests;
 /// `None` when it ran on no client path.
 pub fn client_misses(runs: &[SessionRun], window: u64, policy: &str) -> Option<ClientMisses> {
@@ -70,22 +94,9 @@ pub fn client_misses(runs: &[SessionRun], window: u64, policy: &str) -> Option<C
     let mut examples = Vec::new();
     let mut total = 0;
     for run in mine {
-        let Some(none) = runs.iter().find(|r| {
-            r.policy == "none" && r.source == run.source && r.window == window && r.client_path
-        }) else {
+        let Some(client_missed) = client_missed(runs, run) else {
             continue;
         };
-        let client_missed: BTreeMap<usize, BTreeSet<&str>> = none
-            .requests
-            .iter()
-            .filter(|r| r.is_agent())
-            .map(|r| {
-                (
-                    r.source_index,
-                    r.misses.iter().map(|m| m.string.as_str()).collect(),
-                )
-            })
-            .collect();
         for request in run.requests.iter().filter(|r| r.is_agent()) {
             let theirs = client_missed.get(&request.source_index);
             for miss in &request.misses {

@@ -4,7 +4,7 @@
 //! it. On a client's log only what the client itself showed counts (`none` runs beside every
 //! policy): a reference the client's own compaction dropped was hidden by nobody in front of it.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use ctxgc_core::engine::event::{Action, Decision};
 use ctxgc_replay::run::SessionRun;
@@ -16,7 +16,7 @@ pub(super) fn explain(query: &str, runs: &[SessionRun]) -> Vec<String> {
         .iter()
         .filter(|r| r.session.contains(query) && r.policy != "none")
     {
-        let client_missed = client_missed(runs, run);
+        let client_missed = ctxgc_replay::misses::client_missed(runs, run).unwrap_or_default();
         let shown_by_client = |index: usize, string: &str| {
             !client_missed
                 .get(&index)
@@ -103,28 +103,6 @@ pub(super) fn explain(query: &str, runs: &[SessionRun]) -> Vec<String> {
         ));
     }
     out
-}
-
-/// What the client itself did not show in each request of `run`'s session (its `none` run on the
-/// client's path), by request: empty off a client's path, where `none` shows everything.
-fn client_missed<'a>(
-    runs: &'a [SessionRun],
-    run: &SessionRun,
-) -> HashMap<usize, BTreeSet<&'a str>> {
-    runs.iter()
-        .find(|r| {
-            r.policy == "none" && r.source == run.source && r.window == run.window && r.client_path
-        })
-        .into_iter()
-        .flat_map(|none| &none.requests)
-        .filter(|r| !r.misses.is_empty())
-        .map(|r| {
-            (
-                r.source_index,
-                r.misses.iter().map(|m| m.string.as_str()).collect(),
-            )
-        })
-        .collect()
 }
 
 #[cfg(test)]
