@@ -28,14 +28,20 @@ if [ "$free_mb" -lt $((store_mb * 2 + 64)) ]; then
   exit 1
 fi
 printf '[store]\nmax_mb = %s\n' "$store_mb" > "$out/soak.toml"
-cargo build --release -q -p ctxgc-cli --bin ctxgc -p ctxgc-proxy --example fake_upstream --example soak
+# The proxy in release (CTXGC_RELEASE_BIN, or target/release/ctxgc built here). The load generator
+# and the fake upstream are the dev build `cargo test` already made: they only drive the load, and
+# a release build of them would build the proxy's whole dependency tree again.
+# shellcheck source=lib/release-bin.sh
+source scripts/lib/release-bin.sh
+ctxgc=$(release_ctxgc)
+cargo build -q -p ctxgc-proxy --example fake_upstream --example soak
 # shellcheck source=lib/ports.sh
 source scripts/lib/ports.sh
 up_port=$(port); px_port=$(port)
-target/release/examples/fake_upstream "$up_port" & up=$!
+target/debug/examples/fake_upstream "$up_port" & up=$!
 # A 32K window: the outputs are trimmed and their originals stored, so the trim memo, the
 # committed-originals set and the store all work under the load.
-target/release/ctxgc --config "$out/soak.toml" serve --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
+"$ctxgc" --config "$out/soak.toml" serve --listen "127.0.0.1:$px_port" --openai-upstream "http://127.0.0.1:$up_port" \
   --store "sqlite:$out/store.sqlite" --window 32000 ${SERVE_FLAGS---no-compact} 2>"$out/serve.log" & px=$!
 trap 'kill $up $px 2>/dev/null || true; rm -f "$out"/store.sqlite*' EXIT
 for _ in $(seq 100); do
@@ -43,7 +49,7 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 status=0
-target/release/examples/soak "http://127.0.0.1:$px_port" "$px" "${1:-1000}" "${2:-40}" "${3:-50000}" "${4:-200}" "${5:-8}" "${6:-136}" || status=$?
+target/debug/examples/soak "http://127.0.0.1:$px_port" "$px" "${1:-1000}" "${2:-40}" "${3:-50000}" "${4:-200}" "${5:-8}" "${6:-136}" || status=$?
 # What the proxy did meanwhile (aggregate counts: no session of any tenant is shown).
 # Where the proxy's memory is at the end (anonymous or file-backed) and its threads: a figure
 # that differs between machines says which kind differs.

@@ -2,7 +2,7 @@
 # Builds the ctxgc wheel with maturin and runs the Python tests: the bindings (byte-equal to
 # `ctxgc trim` on every shared tool output, recall in memory/SQLite/Redis, sessions), then each
 # integration in its own virtualenv with its framework pinned from PyPI. Virtualenvs are cached
-# under ~/.cache/ctxgc and reused. Needs target/release/ctxgc (built here) and ../shared.
+# under ~/.cache/ctxgc and reused. Needs ../shared.
 #
 #   bindings/python/ci.sh [--wheel-only]   (--wheel-only: build target/wheels/ctxgc-*.whl and stop)
 #
@@ -44,16 +44,19 @@ rm -rf "$wheels"
 wheel=$(bash "$root/scripts/release/wheel.sh" "$wheels")
 [ $wheel_only = 1 ] && exit 0
 
+# The `ctxgc` command the wheel carries (the dist build of scripts/release/wheel.sh) imports the
+# shared sets the suites read: no second, release-profile build of the workspace.
+"$tools/bin/pip" install -q --force-reinstall --no-deps "$wheel"
+binary=$tools/bin/ctxgc
+
 "$tools/bin/ruff" check python tests bench.py
 "$tools/bin/ruff" format --check python tests bench.py
 
-cargo build --release -q -p ctxgc-cli --manifest-path "$root/Cargo.toml"
-
 canonical=$root/target/python-canonical
 rm -rf "$canonical"
-"$root/target/release/ctxgc" import --out "$canonical" \
+"$binary" import --out "$canonical" \
   "$root/../shared/data/transcripts" "$root/../shared/data/client-logs" > /dev/null
-export CTXGC_BIN=$root/target/release/ctxgc CTXGC_CANONICAL=$canonical CTXGC_CONFIG=
+export CTXGC_BIN=$binary CTXGC_CANONICAL=$canonical CTXGC_CONFIG=
 
 run() { # venv-name test-file
   local entry dir

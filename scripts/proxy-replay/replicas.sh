@@ -26,7 +26,9 @@ out=${OUT:-target/proxy-replicas}
 window=${WINDOW:-32000}
 here=scripts/proxy-replay
 rm -rf "$out" && mkdir -p "$out"
-cargo build --release -q -p ctxgc-cli --bin ctxgc
+# shellcheck source=../lib/release-bin.sh
+source scripts/lib/release-bin.sh
+ctxgc=$(release_ctxgc)
 command -v redis-server >/dev/null || { echo "replicas.sh: redis-server is not installed" >&2; exit 1; }
 
 # shellcheck source=../lib/ports.sh
@@ -43,14 +45,14 @@ wait_port "$up"
 vias=()
 for n in 1 2; do
   p=$(port)
-  target/release/ctxgc serve --listen "127.0.0.1:$p" --openai-upstream "http://127.0.0.1:$up" \
+  "$ctxgc" serve --listen "127.0.0.1:$p" --openai-upstream "http://127.0.0.1:$up" \
     --store "redis://127.0.0.1:$redis/0" --window "$window" --compact --inject-tools \
     2>"$out/replica-$n.log" & pids+=($!)
   wait_port "$p"
   vias+=("http://127.0.0.1:$p/v1")
 done
 via=$(IFS=+; echo "${vias[*]}")
-RAYON_NUM_THREADS=1 target/release/ctxgc replay "${sessions[@]}" --window "$window" --cache openai \
+RAYON_NUM_THREADS=1 "$ctxgc" replay "${sessions[@]}" --window "$window" --cache openai \
   --policy "none,exec:python3 $here/replicas.py policy --via $via --upstream http://127.0.0.1:$up --out $out/seen.jsonl --label replicas" \
   2>"$out/replay.err" >"$out/replay.txt"
 if grep -q "external policy" "$out/replay.err"; then

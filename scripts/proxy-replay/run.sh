@@ -19,7 +19,9 @@ out=${OUT:-target/proxy-replay}
 configs=${CONFIGS:---compact}
 here=scripts/proxy-replay
 rm -rf "$out" && mkdir -p "$out"
-cargo build --release -q -p ctxgc-cli --bin ctxgc
+# shellcheck source=../lib/release-bin.sh
+source scripts/lib/release-bin.sh
+ctxgc=$(release_ctxgc)
 
 # shellcheck source=../lib/ports.sh
 source scripts/lib/ports.sh
@@ -38,7 +40,7 @@ add direct "http://127.0.0.1:$up/v1"
 start_ctxgc() { # label flags...
   local label=$1; shift
   local port; port=$(port)
-  target/release/ctxgc serve --listen "127.0.0.1:$port" --openai-upstream "http://127.0.0.1:$up" \
+  "$ctxgc" serve --listen "127.0.0.1:$port" --openai-upstream "http://127.0.0.1:$up" \
     --store "sqlite:$out/$label.sqlite" "$@" 2>"$out/$label.log" & pids+=($!)
   wait_port "$port"
   add "$label" "http://127.0.0.1:$port/v1"
@@ -66,7 +68,7 @@ if [ "${HEADROOM:-0}" = 1 ]; then
 fi
 
 # One request at a time: the upstream's /last is the body of the request in flight.
-RAYON_NUM_THREADS=1 target/release/ctxgc replay "${sessions[@]}" --window 272000 --cache openai,anthropic \
+RAYON_NUM_THREADS=1 "$ctxgc" replay "${sessions[@]}" --window 272000 --cache openai,anthropic \
   --policy "$policies" 2>"$out/replay.err" | tee "$out/replay.txt"
 # A request a proxy failed was priced as sent unchanged: that is no measurement of the proxy.
 if grep -q "external policy" "$out/replay.err"; then

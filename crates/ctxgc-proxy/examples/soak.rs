@@ -13,7 +13,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fmt::Write as _;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -66,22 +67,50 @@ fn output(session: usize, turn: usize, bytes: usize) -> String {
     text
 }
 
-/// The Chat Completions body a client sends at `turn`: the whole history, as clients resend it.
-fn body(session: usize, turn: usize, bytes: usize) -> Vec<u8> {
-    let mut messages = vec![
-        serde_json::json!({"role": "system", "content": "You are a coding agent. Run commands to fix the build."}),
-        serde_json::json!({"role": "user", "content": format!("Session {session}: make the build pass.")}),
-    ];
-    for t in 0..=turn {
-        let id = format!("call_{session}_{t}");
-        messages.push(serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
-            {"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"command\":\"make -j8 unit-{t}\"}}")}}
-        ]}));
-        messages.push(
-            serde_json::json!({"role": "tool", "tool_call_id": id, "content": output(session, t, bytes)}),
-        );
+/// A session's history as its client resends it: the messages so far, serialized once each
+/// (a session's turns go out in order, one request at a time), so a request costs one new
+/// output's formatting rather than its whole history's. That keeps the load generator cheap in
+/// a dev build, the one `cargo test` already made (scripts/soak.sh).
+#[derive(Default)]
+struct History {
+    /// The serialized messages, comma-separated, without the enclosing array.
+    messages: String,
+    /// The turns serialized so far.
+    turns: usize,
+}
+
+impl History {
+    fn push(&mut self, message: serde_json::Value) {
+        if !self.messages.is_empty() {
+            self.messages.push(',');
+        }
+        self.messages.push_str(&message.to_string());
     }
-    serde_json::to_vec(&serde_json::json!({"model": "gpt-5", "messages": messages})).unwrap()
+
+    /// The Chat Completions body a client sends at `turn`: the whole history, as clients resend
+    /// it (the bytes `serde_json` gives the whole body, keys in the order written).
+    fn body(&mut self, session: usize, turn: usize, bytes: usize) -> Vec<u8> {
+        if self.turns == 0 && self.messages.is_empty() {
+            self.push(serde_json::json!({"role": "system", "content": "You are a coding agent. Run commands to fix the build."}));
+            self.push(serde_json::json!({"role": "user", "content": format!("Session {session}: make the build pass.")}));
+        }
+        while self.turns <= turn {
+            let t = self.turns;
+            let id = format!("call_{session}_{t}");
+            self.push(serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": id, "type": "function", "function": {"name": "bash", "arguments": format!("{{\"command\":\"make -j8 unit-{t}\"}}")}}
+            ]}));
+            self.push(
+                serde_json::json!({"role": "tool", "tool_call_id": id, "content": output(session, t, bytes)}),
+            );
+            self.turns += 1;
+        }
+        let mut body = String::with_capacity(self.messages.len() + 40);
+        body.push_str("{\"model\":\"gpt-5\",\"messages\":[");
+        body.push_str(&self.messages);
+        body.push_str("]}");
+        body.into_bytes()
+    }
 }
 
 #[tokio::main]
@@ -123,6 +152,7 @@ async fn main() {
     let total: usize = rounds.iter().map(Vec::len).sum();
     let failed = Arc::new(AtomicU64::new(0));
     let sent_bytes = Arc::new(AtomicU64::new(0));
+    let histories: Arc<Mutex<HashMap<usize, History>>> = Arc::default();
     let started = Instant::now();
     let mut samples = Vec::new();
     let mut done = 0usize;
@@ -135,16 +165,28 @@ async fn main() {
         for _ in 0..concurrency {
             let (client, url, next, work) =
                 (client.clone(), url.clone(), next.clone(), work.clone());
-            let (failed, sent_bytes) = (failed.clone(), sent_bytes.clone());
+            let (failed, sent_bytes, histories) =
+                (failed.clone(), sent_bytes.clone(), histories.clone());
             workers.push(tokio::spawn(async move {
                 loop {
                     let k = next.fetch_add(1, Ordering::Relaxed) as usize;
                     let Some(&(session, turn)) = work.get(k) else {
                         break;
                     };
-                    let body = tokio::task::spawn_blocking(move || body(session, turn, bytes))
-                        .await
-                        .unwrap();
+                    // Each session is in one slot, so at most one request of it is in flight.
+                    let mut history = histories
+                        .lock()
+                        .unwrap()
+                        .remove(&session)
+                        .unwrap_or_default();
+                    let (body, history) = tokio::task::spawn_blocking(move || {
+                        (history.body(session, turn, bytes), history)
+                    })
+                    .await
+                    .unwrap();
+                    if turn + 1 < turns {
+                        histories.lock().unwrap().insert(session, history);
+                    }
                     sent_bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
                     let sent = client
                         .post(&url)
