@@ -12,10 +12,10 @@
 // A measuring tool, not library code: a failure here should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fmt::Write as _;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 fn arg<T: std::str::FromStr>(n: usize, default: T) -> T {
