@@ -14,7 +14,7 @@ pub mod envelope;
 pub(crate) mod fold;
 pub mod json;
 pub mod lines;
-mod outline;
+pub(crate) mod outline;
 pub mod profile;
 pub(crate) mod salient;
 pub mod search;

@@ -90,6 +90,30 @@ fn is_signature(code: &[u8]) -> bool {
     }
 }
 
+/// The definition lines of a view of a file, as they stand (with the view's line numbers), for
+/// what replaces the view when an event prunes it: the first `max_lines`, each clipped to
+/// `max_line_chars`, and how many more there were. None when the view has none.
+pub(crate) fn definition_lines(
+    text: &str,
+    max_lines: usize,
+    max_line_chars: usize,
+) -> Option<(Vec<String>, usize)> {
+    let mut kept = Vec::new();
+    let mut more = 0;
+    for line in text.lines().filter(|l| is_definition(l.as_bytes())) {
+        if kept.len() == max_lines {
+            more += 1;
+            continue;
+        }
+        let line = line.trim_end();
+        kept.push(match line.char_indices().nth(max_line_chars) {
+            Some((at, _)) => format!("{}…", &line[..at]),
+            None => line.to_owned(),
+        });
+    }
+    (!kept.is_empty()).then_some((kept, more))
+}
+
 /// Whether a line starts with the number a numbered view put before it.
 pub(crate) fn is_numbered(line: &[u8]) -> bool {
     without_line_number(line).len() < line.len()

@@ -402,6 +402,112 @@ fn reads_of_other_parts_of_a_file_stay_current() {
     }
 }
 
+/// A pruned view of a file leaves its definition lines under the abstract, with the view's line
+/// numbers, so the agent still sees what the file defines and where; a pruned command's output
+/// does not (its lines that look like definitions are not a file's outline).
+#[test]
+fn a_pruned_file_read_keeps_its_definition_lines() {
+    let mut config = Config::default();
+    config.engine.cold_protected_turns = 0;
+    config.engine.cold_protected_tokens = 0;
+    config.engine.keep_likely_use = 2.0;
+    // Claude Code's numbered `Read`: a class and 60 methods, each with a 20-line body.
+    let file: String = std::iter::once("     1\u{2192}class Ledger:\n".to_owned())
+        .chain((0..60).flat_map(|m| {
+            let first = 2 + m * 21;
+            std::iter::once(format!(
+                "{first:>6}\u{2192}    def settle_{m}(self, entry):\n"
+            ))
+            .chain((1..=20).map(move |l| {
+                format!(
+                    "{:>6}\u{2192}        total_{m} = entry.amount_{l} * rate\n",
+                    first + l
+                )
+            }))
+        }))
+        .collect();
+    let turn = |id: &str, name: &str, args: serde_json::Value, output: String| {
+        [
+            Message {
+                role: Role::Assistant,
+                content: vec![call(id, name, args)],
+                usage: None,
+            },
+            Message::tool_result(id, Some(name.into()), output, false),
+        ]
+    };
+    let mut messages = vec![
+        Message::text(Role::System, "You are a coding agent."),
+        Message::text(Role::User, "Fix the ledger."),
+    ];
+    let filler = |n: usize| {
+        (0..n)
+            .flat_map(|i| {
+                turn(
+                    &format!("ls_{n}_{i}"),
+                    "Bash",
+                    json!({"command": format!("ls dir_{i}")}),
+                    "a.py\nb.py\n".to_owned(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    messages.extend(filler(3));
+    messages.extend(turn(
+        "read",
+        "Read",
+        json!({"file_path": "/repo/ledger.py"}),
+        file.clone(),
+    ));
+    messages.extend(turn(
+        "run",
+        "Bash",
+        json!({"command": "python -m ledger --dump"}),
+        file.replace('\u{2192}', " "),
+    ));
+    messages.extend(filler(4));
+    let transcript = Transcript {
+        id: "outline".into(),
+        messages,
+        tools: vec![],
+        recording: None,
+        model: None,
+    };
+    let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
+    drive_through(&transcript, &mut session);
+    make_cold(&mut session, &config);
+    let plan = session.plan().expect("a prune at the cold cache");
+    let prompt = session.prompt();
+    let replacement = |id: &str| -> String {
+        plan.edits
+            .iter()
+            .find(|e| prompt[e.index].tool_results().any(|r| r.call_id == id))
+            .map(|e| match &e.replacement {
+                crate::engine::prune::Replacement::Result(text) => text.clone(),
+                other => panic!("{id} was not replaced by a text: {other:?}"),
+            })
+            .unwrap_or_else(|| panic!("{id} was not pruned"))
+    };
+    let read = replacement("read");
+    let (abstract_line, outline) = read
+        .split_once("\nits definitions, as read:\n")
+        .unwrap_or_else(|| panic!("no outline: {read}"));
+    assert!(
+        abstract_line.starts_with("[Read] /repo/ledger.py, 1,261 lines (60,411 chars); id r-"),
+        "{read}"
+    );
+    let lines: Vec<&str> = outline.lines().collect();
+    // The first 40 definitions, as the view numbered them, and how many more there were.
+    assert_eq!(lines[0], "     1\u{2192}class Ledger:");
+    assert_eq!(lines[1], "     2\u{2192}    def settle_0(self, entry):");
+    assert_eq!(lines[39], "   800\u{2192}    def settle_38(self, entry):");
+    assert_eq!(lines[40], "(and 21 more)");
+    assert_eq!(lines.len(), 41);
+    assert!(!read.contains("total_"), "a body line: {read}");
+    let run = replacement("run");
+    assert!(!run.contains("its definitions"), "{run}");
+}
+
 /// In front of a client that keeps its own window (the proxy without `compact`), an event
 /// never summarises: the client shows its whole history until its own compaction, and a
 /// summary would hide all of the middle. Where a compaction would run, the session prunes
