@@ -271,6 +271,32 @@ fn a_cold_prune_keeps_the_newest_turns_whole_however_big() {
     assert!(whole[1..30 - turns].iter().all(|&w| !w), "{whole:?}");
 }
 
+/// One turn: the agent calls `name` with `args` and the tool answers `output`.
+fn turn(id: &str, name: &str, args: serde_json::Value, output: String) -> [Message; 2] {
+    [
+        Message {
+            role: Role::Assistant,
+            content: vec![call(id, name, args)],
+            usage: None,
+        },
+        Message::tool_result(id, Some(name.into()), output, false),
+    ]
+}
+
+/// `n` turns listing folders with the shell tool `shell` (a batch's ids are its own).
+fn listings(shell: &str, n: usize) -> Vec<Message> {
+    (0..n)
+        .flat_map(|i| {
+            turn(
+                &format!("ls_{n}_{i}"),
+                shell,
+                json!({"command": format!("ls dir_{i}")}),
+                "a.py\nb.py\n".to_owned(),
+            )
+        })
+        .collect()
+}
+
 /// Defect guarded: reading a big file in parts (`offset`/`limit`), or grepping it, counted as
 /// reading it again, so every earlier part was pruned as stale while still current. A later
 /// read makes an earlier one stale only when it shows the whole file or the same part; a write
@@ -286,35 +312,13 @@ fn reads_of_other_parts_of_a_file_stay_current() {
             .map(|l| format!("{:>6}\tline_{i}_{l} = compute_{l}(value)\n", i * 1000 + l))
             .collect()
     };
-    let turn = |id: &str, name: &str, args: serde_json::Value, output: String| {
-        [
-            Message {
-                role: Role::Assistant,
-                content: vec![call(id, name, args)],
-                usage: None,
-            },
-            Message::tool_result(id, Some(name.into()), output, false),
-        ]
-    };
     let mut messages = vec![
         Message::text(Role::System, "You are a coding agent."),
         Message::text(Role::User, "Port the module."),
     ];
     let file = "/repo/src/big.py";
-    let filler = |n: usize| {
-        (0..n)
-            .flat_map(|i| {
-                turn(
-                    &format!("ls_{n}_{i}"),
-                    "bash",
-                    json!({"command": format!("ls dir_{i}")}),
-                    "a.py\nb.py\n".to_owned(),
-                )
-            })
-            .collect::<Vec<_>>()
-    };
     // Past the head.
-    messages.extend(filler(3));
+    messages.extend(listings("bash", 3));
     messages.extend(turn(
         "read_1",
         "Read",
@@ -347,7 +351,7 @@ fn reads_of_other_parts_of_a_file_stay_current() {
         part(4),
     ));
     // Before the tail.
-    messages.extend(filler(4));
+    messages.extend(listings("bash", 4));
     let source = Transcript {
         id: "parts".into(),
         messages,
@@ -426,33 +430,11 @@ fn a_pruned_file_read_keeps_its_definition_lines() {
             }))
         }))
         .collect();
-    let turn = |id: &str, name: &str, args: serde_json::Value, output: String| {
-        [
-            Message {
-                role: Role::Assistant,
-                content: vec![call(id, name, args)],
-                usage: None,
-            },
-            Message::tool_result(id, Some(name.into()), output, false),
-        ]
-    };
     let mut messages = vec![
         Message::text(Role::System, "You are a coding agent."),
         Message::text(Role::User, "Fix the ledger."),
     ];
-    let filler = |n: usize| {
-        (0..n)
-            .flat_map(|i| {
-                turn(
-                    &format!("ls_{n}_{i}"),
-                    "Bash",
-                    json!({"command": format!("ls dir_{i}")}),
-                    "a.py\nb.py\n".to_owned(),
-                )
-            })
-            .collect::<Vec<_>>()
-    };
-    messages.extend(filler(3));
+    messages.extend(listings("Bash", 3));
     messages.extend(turn(
         "read",
         "Read",
@@ -465,7 +447,7 @@ fn a_pruned_file_read_keeps_its_definition_lines() {
         json!({"command": "python -m ledger --dump"}),
         file.replace('\u{2192}', " "),
     ));
-    messages.extend(filler(4));
+    messages.extend(listings("Bash", 4));
     let transcript = Transcript {
         id: "outline".into(),
         messages,
