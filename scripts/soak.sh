@@ -29,12 +29,14 @@ if [ "$free_mb" -lt $((store_mb * 2 + 64)) ]; then
 fi
 printf '[store]\nmax_mb = %s\n' "$store_mb" > "$out/soak.toml"
 # The proxy in release (CTXGC_RELEASE_BIN, or target/release/ctxgc built here). The load generator
-# and the fake upstream are the dev build `cargo test` already made: they only drive the load, and
-# a release build of them would build the proxy's whole dependency tree again.
+# and the fake upstream are the dev build `cargo test --workspace` already made: they only drive
+# the load, and a release build of them would build the proxy's whole dependency tree again.
+# `--workspace` resolves the dependencies' features as the tests did, so nothing is rebuilt
+# (with `-p ctxgc-proxy` alone, CI rebuilt them with other features: 73 s).
 # shellcheck source=lib/release-bin.sh
 source scripts/lib/release-bin.sh
 ctxgc=$(release_ctxgc)
-cargo build -q -p ctxgc-proxy --example fake_upstream --example soak
+cargo build -q --workspace --example fake_upstream --example soak
 # shellcheck source=lib/ports.sh
 source scripts/lib/ports.sh
 up_port=$(port); px_port=$(port)
