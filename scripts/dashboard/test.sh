@@ -25,7 +25,10 @@ pw="$cache/npm-playwright-core-1.65.1"
 if ! [ -d "$pw/node_modules/playwright-core" ]; then
   mkdir -p "$pw" && (cd "$pw" && npm install --silent --no-audit --no-fund playwright-core@1.65.1 >/dev/null)
 fi
-(cd "$root" && cargo build -q -p ctxgc-cli --bin ctxgc)
+# With the workspace's examples, the dependencies' features are those `cargo test --workspace`
+# built with (dev-dependencies' included), so its build is reused; `-p ctxgc-cli --bin ctxgc`
+# alone resolves other features and rebuilds them.
+(cd "$root" && cargo build -q --workspace --bin ctxgc --examples)
 # shellcheck source=../lib/ports.sh
 source "$root/scripts/lib/ports.sh"
 up_port=$(port); px_port=$(port)
