@@ -401,6 +401,10 @@ const OUTLINE_MAX_SHARE_DIVISOR: usize = 10;
 /// where (on procrypto's logs, 12 of 110 strings the agent used later from reads events had
 /// pruned stood on such lines, which are about 1% of a read's bytes), and recalls the rest.
 fn with_outline(abstract_text: String, view: &str) -> String {
+    // Codex's shell outputs are JSON envelopes (`{"output": "...", "metadata": ...}`): the file's
+    // lines are inside.
+    let unwrapped = crate::trim::envelope::unwrap(view);
+    let view = unwrapped.as_ref().map_or(view, |u| u.text.as_str());
     let Some((lines, mut more)) =
         outline::definition_lines(view, OUTLINE_MAX_LINES, OUTLINE_LINE_CHARS)
     else {

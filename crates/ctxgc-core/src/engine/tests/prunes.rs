@@ -407,8 +407,9 @@ fn reads_of_other_parts_of_a_file_stay_current() {
 }
 
 /// A pruned view of a file leaves its definition lines under the abstract, with the view's line
-/// numbers, so the agent still sees what the file defines and where; a pruned command's output
-/// does not (its lines that look like definitions are not a file's outline).
+/// numbers, so the agent still sees what the file defines and where (inside a JSON envelope
+/// too); a pruned command's output does not (its lines that look like definitions are not a
+/// file's outline).
 #[test]
 fn a_pruned_file_read_keeps_its_definition_lines() {
     let mut config = Config::default();
@@ -440,6 +441,13 @@ fn a_pruned_file_read_keeps_its_definition_lines() {
         "Read",
         json!({"file_path": "/repo/ledger.py"}),
         file.clone(),
+    ));
+    // The same file through a tool that answers in a JSON envelope.
+    messages.extend(turn(
+        "enveloped",
+        "shell",
+        json!({"command": "cat /repo/ledger_copy.py"}),
+        json!({"output": file, "metadata": {"exit_code": 0}}).to_string(),
     ));
     messages.extend(turn(
         "run",
@@ -486,6 +494,11 @@ fn a_pruned_file_read_keeps_its_definition_lines() {
     assert_eq!(lines[40], "(and 21 more)");
     assert_eq!(lines.len(), 41);
     assert!(!read.contains("total_"), "a body line: {read}");
+    let enveloped = replacement("enveloped");
+    assert!(
+        enveloped.contains("\nits definitions, as read:\n     1\u{2192}class Ledger:\n"),
+        "{enveloped}"
+    );
     let run = replacement("run");
     assert!(!run.contains("its definitions"), "{run}");
 }
