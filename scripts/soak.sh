@@ -33,8 +33,8 @@ printf '[store]\nmax_mb = %s\n' "$store_mb" > "$out/soak.toml"
 # the load, and a release build of them would build the proxy's whole dependency tree again.
 # `--workspace` resolves the dependencies' features as the tests did, so nothing is rebuilt
 # (with `-p ctxgc-proxy` alone, CI rebuilt them with other features: 73 s).
-# shellcheck source=lib/release-bin.sh
-source scripts/lib/release-bin.sh
+# shellcheck source=lib/ctxgc-bin.sh
+source scripts/lib/ctxgc-bin.sh
 ctxgc=$(release_ctxgc)
 cargo build -q --workspace --example fake_upstream --example soak
 # shellcheck source=lib/ports.sh

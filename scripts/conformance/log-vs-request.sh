@@ -23,11 +23,9 @@ for c in "${clients[@]}"; do
   bin=$claude; [ "$c" = codex ] && bin=$codex
   [ -x "$bin" ] || { echo "log-vs-request: $c is not installed (run scripts/conformance/run.sh $c first)" >&2; exit 1; }
 done
-# With the workspace's examples, the dependencies' features are those `cargo test --workspace`
-# built with (dev-dependencies' included), so its build is reused; `-p ctxgc-cli --bin ctxgc`
-# alone resolves other features and rebuilds them.
-(cd "$root" && cargo build -q --workspace --bin ctxgc --examples)
-ctxgc="$root/target/debug/ctxgc"
+# shellcheck source=../lib/ctxgc-bin.sh
+source "$root/scripts/lib/ctxgc-bin.sh"
+ctxgc=$(debug_ctxgc)
 # shellcheck source=../lib/ports.sh
 source "$root/scripts/lib/ports.sh"
 

@@ -57,11 +57,9 @@ if [[ " ${clients[*]} " == *" hermes "* ]]; then
   wheel=$(ls "$root"/target/wheels/ctxgc-*.whl | head -1)
   "$hermes/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$wheel"
 fi
-# With the workspace's examples, the dependencies' features are those `cargo test --workspace`
-# built with (dev-dependencies' included), so its build is reused; `-p ctxgc-cli --bin ctxgc`
-# alone resolves other features and rebuilds them.
-(cd "$root" && cargo build -q --workspace --bin ctxgc --examples)
-ctxgc="$root/target/debug/ctxgc"
+# shellcheck source=../lib/ctxgc-bin.sh
+source "$root/scripts/lib/ctxgc-bin.sh"
+ctxgc=$(debug_ctxgc)
 
 # shellcheck source=../lib/ports.sh
 source "$root/scripts/lib/ports.sh"

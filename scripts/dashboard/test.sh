@@ -25,16 +25,15 @@ pw="$cache/npm-playwright-core-1.65.1"
 if ! [ -d "$pw/node_modules/playwright-core" ]; then
   mkdir -p "$pw" && (cd "$pw" && npm install --silent --no-audit --no-fund playwright-core@1.65.1 >/dev/null)
 fi
-# With the workspace's examples, the dependencies' features are those `cargo test --workspace`
-# built with (dev-dependencies' included), so its build is reused; `-p ctxgc-cli --bin ctxgc`
-# alone resolves other features and rebuilds them.
-(cd "$root" && cargo build -q --workspace --bin ctxgc --examples)
+# shellcheck source=../lib/ctxgc-bin.sh
+source "$root/scripts/lib/ctxgc-bin.sh"
+ctxgc=$(debug_ctxgc)
 # shellcheck source=../lib/ports.sh
 source "$root/scripts/lib/ports.sh"
 up_port=$(port); px_port=$(port)
 python3 "$root/scripts/conformance/upstream.py" "$up_port" "$out/upstream.jsonl" & up=$!
 printf '[proxy]\nadmin_token = "dashboard-admin-token"\n' >"$out/ctxgc.toml"
-"$root/target/debug/ctxgc" serve --config "$out/ctxgc.toml" --listen "127.0.0.1:$px_port" --store memory --compact --window 8000 \
+"$ctxgc" serve --config "$out/ctxgc.toml" --listen "127.0.0.1:$px_port" --store memory --compact --window 8000 \
   --openai-upstream "http://127.0.0.1:$up_port" --anthropic-upstream "http://127.0.0.1:$up_port" 2>"$out/serve.log" & px=$!
 trap 'kill $up $px 2>/dev/null || true' EXIT
 wait_port "$up_port" && wait_port "$px_port"

@@ -26,8 +26,8 @@ out=${OUT:-target/proxy-replicas}
 window=${WINDOW:-32000}
 here=scripts/proxy-replay
 rm -rf "$out" && mkdir -p "$out"
-# shellcheck source=../lib/release-bin.sh
-source scripts/lib/release-bin.sh
+# shellcheck source=../lib/ctxgc-bin.sh
+source scripts/lib/ctxgc-bin.sh
 ctxgc=$(release_ctxgc)
 command -v redis-server >/dev/null || { echo "replicas.sh: redis-server is not installed" >&2; exit 1; }
 

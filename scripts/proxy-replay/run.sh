@@ -19,8 +19,8 @@ out=${OUT:-target/proxy-replay}
 configs=${CONFIGS:---compact}
 here=scripts/proxy-replay
 rm -rf "$out" && mkdir -p "$out"
-# shellcheck source=../lib/release-bin.sh
-source scripts/lib/release-bin.sh
+# shellcheck source=../lib/ctxgc-bin.sh
+source scripts/lib/ctxgc-bin.sh
 ctxgc=$(release_ctxgc)
 
 # shellcheck source=../lib/ports.sh

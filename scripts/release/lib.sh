@@ -39,6 +39,9 @@ targets_known="x86_64 aarch64"
 rust_triple() { echo "$1-unknown-linux-gnu"; }
 npm_platform() { case $1 in x86_64) echo linux-x64 ;; aarch64) echo linux-arm64 ;; esac; }
 
+# binary_path ARCH: where build_binary puts the binary for ARCH.
+binary_path() { echo "$root/target/$(rust_triple "$1")/dist/ctxgc"; }
+
 # build_binary ARCH: target/ARCH-unknown-linux-gnu/dist/ctxgc, linked against glibc $glibc by
 # zig.
 build_binary() {
@@ -48,7 +51,7 @@ build_binary() {
   rustup target list --installed 2>/dev/null | grep -qx "$triple" || rustup target add "$triple" >&2
   (cd "$root" && PATH=$tools:$PATH cargo zigbuild -q --locked --profile dist -p ctxgc-cli \
     --target "$triple.$glibc")
-  echo "$root/target/$triple/dist/ctxgc"
+  binary_path "$arch"
 }
 
 # podman_ready IMAGE FOLDER: podman runs IMAGE with its defaults, or else, where they cannot run a

@@ -90,7 +90,7 @@ impl History {
     /// The Chat Completions body a client sends at `turn`: the whole history, as clients resend
     /// it (the bytes `serde_json` gives the whole body, keys in the order written).
     fn body(&mut self, session: usize, turn: usize, bytes: usize) -> Vec<u8> {
-        if self.turns == 0 && self.messages.is_empty() {
+        if self.messages.is_empty() {
             self.push(serde_json::json!({"role": "system", "content": "You are a coding agent. Run commands to fix the build."}));
             self.push(serde_json::json!({"role": "user", "content": format!("Session {session}: make the build pass.")}));
         }

@@ -405,32 +405,21 @@ fn with_outline(abstract_text: String, view: &str) -> String {
     // lines are inside.
     let unwrapped = crate::trim::envelope::unwrap(view);
     let view = unwrapped.as_ref().map_or(view, |u| u.text.as_str());
-    let Some((lines, mut more)) =
-        outline::definition_lines(view, OUTLINE_MAX_LINES, OUTLINE_LINE_CHARS)
-    else {
+    let Some((lines, more)) = outline::definition_lines(
+        view,
+        OUTLINE_MAX_LINES,
+        OUTLINE_LINE_CHARS,
+        view.len() / OUTLINE_MAX_SHARE_DIVISOR,
+    ) else {
         return abstract_text;
     };
-    let budget = view.len() / OUTLINE_MAX_SHARE_DIVISOR;
-    let mut used = 0;
-    let mut kept = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        if used + line.len() + 1 > budget {
-            more += lines.len() - i;
-            break;
-        }
-        used += line.len() + 1;
-        kept.push(line.as_str());
-    }
-    if kept.is_empty() {
-        return abstract_text;
-    }
     let tail = match more {
         0 => String::new(),
         n => format!("\n(and {n} more)"),
     };
     format!(
         "{abstract_text}\nits definitions, as read:\n{}{tail}",
-        kept.join("\n")
+        lines.join("\n")
     )
 }
 

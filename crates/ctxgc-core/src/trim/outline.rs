@@ -91,25 +91,35 @@ fn is_signature(code: &[u8]) -> bool {
 }
 
 /// The definition lines of a view of a file, as they stand (with the view's line numbers), for
-/// what replaces the view when an event prunes it: the first `max_lines`, each clipped to
-/// `max_line_chars`, and how many more there were. None when the view has none.
+/// what replaces the view when an event prunes it: the first that fit in `max_lines` lines and
+/// `max_bytes` bytes (a line break each), each clipped to `max_line_chars`, and how many more
+/// there were. None when none fits.
 pub(crate) fn definition_lines(
     text: &str,
     max_lines: usize,
     max_line_chars: usize,
+    max_bytes: usize,
 ) -> Option<(Vec<String>, usize)> {
-    let mut kept = Vec::new();
+    let mut kept: Vec<String> = Vec::new();
+    let mut used = 0;
     let mut more = 0;
     for line in text.lines().filter(|l| is_definition(l.as_bytes())) {
-        if kept.len() == max_lines {
+        // Once one did not fit, the rest are only counted: the outline keeps the file's order.
+        if more > 0 || kept.len() == max_lines {
             more += 1;
             continue;
         }
         let line = line.trim_end();
-        kept.push(match line.char_indices().nth(max_line_chars) {
+        let line = match line.char_indices().nth(max_line_chars) {
             Some((at, _)) => format!("{}…", &line[..at]),
             None => line.to_owned(),
-        });
+        };
+        if used + line.len() + 1 > max_bytes {
+            more += 1;
+            continue;
+        }
+        used += line.len() + 1;
+        kept.push(line);
     }
     (!kept.is_empty()).then_some((kept, more))
 }
