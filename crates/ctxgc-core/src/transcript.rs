@@ -8,6 +8,8 @@
 //! Tool results always live in messages of role [`Role::Tool`], one result per message, whatever
 //! the provider's shape (Anthropic puts them in user turns; the formats crate splits and rejoins).
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -72,6 +74,43 @@ impl ToolCall {
     pub fn string_argument(&self, key: &str) -> Option<String> {
         let value: Value = serde_json::from_str(&self.arguments).ok()?;
         value.get(key)?.as_str().map(str::to_owned)
+    }
+
+    /// What the model wrote in its arguments, decoded: each string value of the JSON (nested
+    /// ones too) on a line of its own, in double quotes when it is one line holding none (so it
+    /// still reads as one string), each number on its own line, the keys left out. So
+    /// `{"command": "grep \"Tools\" a.py"}` reads `grep "Tools" a.py`, and an escaped newline
+    /// before `parse_args` starts a line with it, as the model meant. Arguments that are not
+    /// JSON (a freeform tool's input) are their own text.
+    pub fn argument_text(&self) -> Cow<'_, str> {
+        fn values(value: &Value, out: &mut String) {
+            match value {
+                Value::String(s) if s.contains(['"', '\n']) => {
+                    out.push_str(s);
+                    out.push('\n');
+                }
+                Value::String(s) => {
+                    out.push('"');
+                    out.push_str(s);
+                    out.push_str("\"\n");
+                }
+                Value::Array(items) => items.iter().for_each(|v| values(v, out)),
+                Value::Object(map) => map.values().for_each(|v| values(v, out)),
+                Value::Number(n) => {
+                    out.push_str(&n.to_string());
+                    out.push('\n');
+                }
+                Value::Bool(_) | Value::Null => {}
+            }
+        }
+        match serde_json::from_str::<Value>(&self.arguments) {
+            Ok(value) => {
+                let mut out = String::with_capacity(self.arguments.len());
+                values(&value, &mut out);
+                Cow::Owned(out)
+            }
+            Err(_) => Cow::Borrowed(&self.arguments),
+        }
     }
 }
 
@@ -354,6 +393,28 @@ fn block_text_chars(block: &Block) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn argument_text_decodes_what_the_model_wrote() {
+        let call = |arguments: &str| ToolCall {
+            id: "c".into(),
+            name: "bash".into(),
+            arguments: arguments.into(),
+            implicit: false,
+        };
+        // Escaped quotes and newlines read as the model meant them; keys are left out; a value
+        // of one line without quotes stays one quoted string.
+        let grep = call(
+            r#"{"command": ["bash", "-lc", "grep -n \"Tools\" a.py"], "old_string": "x = 1\nparse_args()", "timeout": 30}"#,
+        );
+        assert_eq!(
+            grep.argument_text(),
+            "\"bash\"\n\"-lc\"\ngrep -n \"Tools\" a.py\nx = 1\nparse_args()\n30\n"
+        );
+        // A freeform input is its own text.
+        let patch = call("*** Begin Patch\n*** Update File: a.py");
+        assert_eq!(patch.argument_text(), patch.arguments);
+    }
 
     #[test]
     fn tool_name_resolves_from_the_call() {

@@ -86,10 +86,12 @@ pub fn probes(t: &Transcript) -> BTreeMap<usize, Vec<String>> {
     for (i, m) in t.messages.iter().enumerate() {
         match m.role {
             Role::Assistant => {
+                // The calls' arguments as the model meant them, not as JSON escaped them (else
+                // `\"Tools\"` yields the string `Tools\`).
                 let mine = m.text_content()
                     + "\n"
                     + &m.tool_calls()
-                        .map(|c| c.arguments.as_str())
+                        .map(|c| c.argument_text())
                         .collect::<Vec<_>>()
                         .join("\n");
                 let strings: Vec<String> = salient_strings(&mine)
@@ -193,6 +195,48 @@ mod tests {
         assert_eq!(
             p[&2],
             vec!["src/parser.rs".to_owned(), "parse_header_v2".to_owned()]
+        );
+    }
+
+    #[test]
+    fn probes_read_call_arguments_as_the_model_meant_them() {
+        // A call's arguments are JSON: the string the model quoted is `ToolsPanel`, not
+        // `ToolsPanel\` (cut at the escape), and a name after an escaped newline is `load_cfg`,
+        // not `nload_cfg`.
+        let t = Transcript {
+            id: "t".into(),
+            messages: vec![
+                Message::text(Role::User, "tidy the panel"),
+                Message::tool_result(
+                    "c",
+                    Some("bash".into()),
+                    r#"ui.py:3: title = "ToolsPanel"  # load_cfg() below"#,
+                    false,
+                ),
+                Message {
+                    role: Role::Assistant,
+                    content: vec![Block::ToolCall(ctxgc_core::ToolCall {
+                        id: "c2".into(),
+                        name: "bash".into(),
+                        arguments: r#"{"command":"grep -n \"ToolsPanel\" ui.py\nload_cfg"}"#
+                            .into(),
+                        implicit: false,
+                    })],
+                    usage: None,
+                },
+            ],
+            tools: vec![],
+            recording: None,
+            model: None,
+        };
+        let p = probes(&t);
+        assert_eq!(
+            p[&2],
+            vec![
+                "ToolsPanel".to_owned(),
+                "ui.py".to_owned(),
+                "load_cfg".to_owned()
+            ]
         );
     }
 }

@@ -8,6 +8,7 @@
 //! coarser cells where the finest has too few examples, so each estimate says what it rests on.
 //! No runtime dependency, no state: the same messages give the same estimates.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
@@ -375,14 +376,14 @@ impl OutputIndex {
                 Role::Assistant => {
                     for block in &m.content {
                         let text = match block {
-                            Block::Text { text } => text.as_str(),
+                            Block::Text { text } => Cow::Borrowed(text.as_str()),
                             Block::ToolCall(c) => {
                                 calls.insert(c.id.as_str(), (i, c));
-                                c.arguments.as_str()
+                                c.argument_text()
                             }
                             _ => continue,
                         };
-                        tokens(text, &mut |t| {
+                        tokens(&text, &mut |t| {
                             let at = written.entry(t).or_default();
                             if at.last() != Some(&(i as u32)) {
                                 at.push(i as u32);
@@ -401,10 +402,11 @@ impl OutputIndex {
                 };
                 let mut own: HashSet<u64> = HashSet::new();
                 let mut paths: Vec<u64> = Vec::new();
-                tokens(&call.arguments, &mut |t| {
+                let arguments = call.argument_text();
+                tokens(&arguments, &mut |t| {
                     own.insert(t);
                 });
-                basenames(&call.arguments, &mut |t| paths.push(t));
+                basenames(&arguments, &mut |t| paths.push(t));
                 let text = result.text();
                 let scanned = &text[..floor_boundary(&text, MAX_SCANNED_BYTES)];
                 let mut seen: HashSet<u64> = HashSet::new();
