@@ -279,6 +279,7 @@ impl Config {
         self.engine.warm_prune_gap_turns = engine.warm_prune_gap_turns;
         self.engine.mask_keep_turns = engine.mask_keep_turns;
         self.engine.keep_likely_use = engine.keep_likely_use;
+        self.engine.keep_likely_stale = engine.keep_likely_stale;
         self.trim.limit_scale = preset.limit_scale();
         self.trim.budget_window_cap = preset.budget_window_cap();
         self.proxy.compact |= preset.events_at_a_warm_cache();

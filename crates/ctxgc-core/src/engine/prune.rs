@@ -171,20 +171,25 @@ pub(crate) fn prune_edits(
         // A later write makes a read stale; a later read only when it shows at least as much
         // (the whole file, or the same part again): reading a big file in parts leaves each
         // part current.
-        let superseded = read_path.as_ref().is_some_and(|path| {
-            accesses.iter().any(|(i, a, later)| {
-                *i > call_index
-                    && a.path() == path
-                    && match a {
-                        FileAccess::Write(_) => true,
-                        FileAccess::Read(_) => {
-                            facts::reads_whole_file(later)
-                                || call.is_some_and(|c| c.arguments == later.arguments)
+        let later_access = |by_write: bool| {
+            read_path.as_ref().is_some_and(|path| {
+                accesses.iter().any(|(i, a, later)| {
+                    *i > call_index
+                        && a.path() == path
+                        && match a {
+                            FileAccess::Write(_) => by_write,
+                            FileAccess::Read(_) => {
+                                !by_write
+                                    && (facts::reads_whole_file(later)
+                                        || call.is_some_and(|c| c.arguments == later.arguments))
+                            }
+                            FileAccess::Run(_) => false,
                         }
-                        FileAccess::Run(_) => false,
-                    }
+                })
             })
-        });
+        };
+        let reread = later_access(false);
+        let superseded = reread || later_access(true);
         // A script's run whose script was edited later printed what an older version did (as
         // a read of a file edited later, even among the recent outputs).
         let script_edited =
@@ -219,6 +224,23 @@ pub(crate) fn prune_edits(
                 ),
             )
         } else if superseded {
+            // Edited since but not read again: the agent may still work from the lines the
+            // edit left alone, which the table says as it says of any old output.
+            if !reread && keep_likely && policy.keep_likely_stale <= 1.0 {
+                let uses = uses.get_or_insert_with(|| OutputIndex::new(messages));
+                judged = uses
+                    .features(index, messages.len())
+                    .map(|features| Judgement {
+                        estimate: policy.relevance.estimate(&features),
+                        features,
+                    });
+                if let Some(j) =
+                    judged.take_if(|j| j.estimate.likelihood >= policy.keep_likely_stale)
+                {
+                    kept.push(KeptOutput { index, judged: j });
+                    continue;
+                }
+            }
             let abstract_text = abstract_line(tool, call, &meta, policy.recall_way.as_ref());
             (
                 PruneReason::Superseded,

@@ -406,6 +406,84 @@ fn reads_of_other_parts_of_a_file_stay_current() {
     }
 }
 
+/// A read of a file edited since (not read again) is asked of the table at an early prune, as
+/// any old output is: an edit changes a few lines and the agent goes on working from the rest.
+/// Rated likely to be used again, it stays whole (and the event says why); rated unlikely, it
+/// goes as stale. A later read of the whole file supersedes it whatever the table says: the
+/// newer read shows it.
+#[test]
+fn a_read_edited_since_stays_while_the_agent_works_from_it() {
+    let file = "/repo/src/ledger.py";
+    let body: String = (0..300)
+        .map(|l| format!("{:>6}\u{2192}entry_{l} = settle_{l}(ledger)\n", l + 1))
+        .collect();
+    let source = |later: (&str, serde_json::Value)| {
+        let mut messages = vec![
+            Message::text(Role::System, "You are a coding agent."),
+            Message::text(Role::User, "Fix the ledger."),
+        ];
+        messages.extend(listings("bash", 3));
+        // An old build log the prune takes in any case: there is a prune to look at.
+        let log: String = (0..400).map(|l| format!("compiling unit {l}\n")).collect();
+        messages.extend(turn("make", "bash", json!({"command": "make"}), log));
+        messages.extend(turn("read_1", "Read", json!({"file_path": file}), body.clone()));
+        messages.extend(turn("later", later.0, later.1, "ok".to_owned()));
+        messages.extend(listings("bash", 4));
+        Transcript {
+            id: "edited".into(),
+            messages,
+            tools: vec![],
+            recording: None,
+            model: None,
+        }
+    };
+    let edit = (
+        "Edit",
+        json!({"file_path": file, "old_string": "entry_3 = ", "new_string": "entry_3: int = "}),
+    );
+    let reread = ("Read", json!({"file_path": file}));
+    // What the prune at a cold cache does with the read: its reason, or None if it kept it.
+    let fate = |t: &Transcript, likely: u32| -> (Option<PruneReason>, bool) {
+        let mut config = Config::default();
+        config.engine.economic_margin = 0.0;
+        config.engine.cold_protected_turns = 0;
+        config.engine.cold_protected_tokens = 0;
+        config.engine.keep_likely_use = 2.0;
+        config.engine.keep_likely_stale = 0.1;
+        config.engine.relevance = std::sync::Arc::new(crate::engine::relevance::Relevance {
+            source: "test".into(),
+            cells: [("*/*/*/*".to_owned(), [likely, 100])].into(),
+        });
+        let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
+        drive_through(t, &mut session);
+        make_cold(&mut session, &config);
+        let plan = session.plan().expect("a prune at the cold cache");
+        let prompt = session.prompt();
+        let reason = plan
+            .edits
+            .iter()
+            .find(|e| prompt[e.index].tool_results().any(|r| r.call_id == "read_1"))
+            .map(|e| e.reason);
+        let kept = plan.kept.iter().any(|k| {
+            prompt[k.index]
+                .tool_results()
+                .any(|r| r.call_id == "read_1")
+        });
+        (reason, kept)
+    };
+    assert_eq!(fate(&source(edit.clone()), 90), (None, true), "likely: stays");
+    assert_eq!(
+        fate(&source(edit), 2),
+        (Some(PruneReason::Superseded), false),
+        "unlikely: goes as stale"
+    );
+    assert_eq!(
+        fate(&source(reread), 90),
+        (Some(PruneReason::Superseded), false),
+        "read whole again: the newer read shows it"
+    );
+}
+
 /// A pruned view of a file leaves its definition lines under the abstract, with the view's line
 /// numbers, so the agent still sees what the file defines and where (inside a JSON envelope
 /// too); a pruned command's output does not (its lines that look like definitions are not a
