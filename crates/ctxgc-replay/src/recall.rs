@@ -39,6 +39,9 @@ fn patterns() -> &'static [Regex] {
     })
 }
 
+/// The first patterns, those of quoted strings.
+const QUOTED_PATTERNS: usize = 3;
+
 fn code_like(word: &str) -> bool {
     word.contains('_')
         || word.chars().any(|c| c.is_ascii_digit())
@@ -51,6 +54,13 @@ pub fn salient_strings(text: &str) -> Vec<String> {
     for (i, re) in patterns().iter().enumerate() {
         for cap in re.captures_iter(text) {
             let s = cap.get(1).map_or("", |m| m.as_str());
+            // A quote escaped in the writer's own language (a shell's `"{\"id\": \"ab12\"}"`)
+            // ends the string before its backslash: the string is `ab12`, not `ab12\`.
+            let s = if i < QUOTED_PATTERNS {
+                s.strip_suffix('\\').unwrap_or(s)
+            } else {
+                s
+            };
             let last = i == patterns().len() - 1;
             if s.len() < 4 || (last && !code_like(s)) || out.iter().any(|o| o == s) {
                 continue;
@@ -168,6 +178,10 @@ mod tests {
             assert!(s.iter().any(|x| x == want), "{want} missing from {s:?}");
         }
         assert!(!s.iter().any(|x| x == "should" || x == "result"), "{s:?}");
+        // Quotes escaped inside a shell command delimit the strings they quote.
+        let s = salient_strings(r#"curl -d "{\"voice\": \"T720Rsq\"}" api"#);
+        assert!(s.iter().any(|x| x == "T720Rsq"), "{s:?}");
+        assert!(!s.iter().any(|x| x.ends_with('\\')), "{s:?}");
     }
 
     #[test]
