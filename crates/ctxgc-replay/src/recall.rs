@@ -232,8 +232,7 @@ mod tests {
                     content: vec![Block::ToolCall(ctxgc_core::ToolCall {
                         id: "c2".into(),
                         name: "bash".into(),
-                        arguments: r#"{"command":"grep -n \"ToolsPanel\" ui.py\nload_cfg"}"#
-                            .into(),
+                        arguments: r#"{"command":"grep -n \"ToolsPanel\" ui.py\nload_cfg"}"#.into(),
                         implicit: false,
                     })],
                     usage: None,

@@ -449,6 +449,35 @@ fn plan_due(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         return Some(prune(edits));
     }
     let target = threshold.saturating_sub(policy.runway(input.window, growth));
+    // The outputs the agent is likely to use again stay when pruning the rest still buys the
+    // runway: only where it does not would keeping them make the event compact, hiding more.
+    // An event that is only due soon (a cold cache near the threshold) runs now because the
+    // rewrite is free, not because the prompt must shrink: it keeps them whatever it buys (the
+    // event comes when due, if the prompt gets there; a session whose reads grew the prompt
+    // fast lost reads 2 turns old to a runway it never used).
+    if policy.keep_likely_use <= 1.0 || policy.keep_likely_stale <= 1.0 {
+        let mut likely_kept = Vec::new();
+        let lighter = prune_edits(
+            input,
+            policy,
+            counter,
+            (head_end, tail_start),
+            protected,
+            (false, true),
+            &mut likely_kept,
+        );
+        let reclaimed_lighter = reclaimed_by(&lighter);
+        let buys_runway = reclaimed_lighter >= policy.min_reclaim(input.window)
+            && total - reclaimed_lighter <= target;
+        if buys_runway || !due {
+            let worth_it = buys_runway || reclaimed_lighter >= policy.cold_min_reclaim_tokens;
+            return worth_it.then(|| Plan {
+                estimated_after: total - reclaimed_lighter,
+                kept: likely_kept,
+                ..prune(lighter)
+            });
+        }
+    }
     let worth_pruning = reclaimed >= policy.min_reclaim(input.window);
     // Prune alone when that buys the runway; compact otherwise (what the client pins stays,
     // not reclaimed); when there is nothing to compact, pruning alone is still better than

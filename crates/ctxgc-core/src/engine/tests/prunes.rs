@@ -426,7 +426,12 @@ fn a_read_edited_since_stays_while_the_agent_works_from_it() {
         // An old build log the prune takes in any case: there is a prune to look at.
         let log: String = (0..400).map(|l| format!("compiling unit {l}\n")).collect();
         messages.extend(turn("make", "bash", json!({"command": "make"}), log));
-        messages.extend(turn("read_1", "Read", json!({"file_path": file}), body.clone()));
+        messages.extend(turn(
+            "read_1",
+            "Read",
+            json!({"file_path": file}),
+            body.clone(),
+        ));
         messages.extend(turn("later", later.0, later.1, "ok".to_owned()));
         messages.extend(listings("bash", 4));
         Transcript {
@@ -462,7 +467,11 @@ fn a_read_edited_since_stays_while_the_agent_works_from_it() {
         let reason = plan
             .edits
             .iter()
-            .find(|e| prompt[e.index].tool_results().any(|r| r.call_id == "read_1"))
+            .find(|e| {
+                prompt[e.index]
+                    .tool_results()
+                    .any(|r| r.call_id == "read_1")
+            })
             .map(|e| e.reason);
         let kept = plan.kept.iter().any(|k| {
             prompt[k.index]
@@ -471,7 +480,11 @@ fn a_read_edited_since_stays_while_the_agent_works_from_it() {
         });
         (reason, kept)
     };
-    assert_eq!(fate(&source(edit.clone()), 90), (None, true), "likely: stays");
+    assert_eq!(
+        fate(&source(edit.clone()), 90),
+        (None, true),
+        "likely: stays"
+    );
     assert_eq!(
         fate(&source(edit), 2),
         (Some(PruneReason::Superseded), false),
@@ -916,23 +929,57 @@ fn relevance_keeps_what_the_agent_still_works_with() {
             .map(|i| Step::Turn(vec![(1, 6_000, i)]))
             .collect::<Vec<_>>(),
     );
-    let pruned_with = |used: u32| {
-        let cells = [
-            "file-read/*/unused/unnamed",
-            "*/*/unused/unnamed",
-            "*/*/*/*",
-        ]
-        .map(|cell| (cell, [used, 100]));
-        let session = cold_with_table(&reads, &cells);
-        session.plan().map_or(0, |plan| {
-            plan.edits
-                .iter()
-                .filter(|e| e.reason == PruneReason::Old)
-                .count()
-        })
-    };
+    let pruned_with = |used: u32| old_pruned(&cold_with_reads_used(&reads, used));
     assert!(pruned_with(0) >= 20, "never used: the old reads go");
     assert_eq!(pruned_with(90), 0, "nine in ten used again: they stay");
+}
+
+/// A cold session through `reads` whose table says the agent used `used` in 100 such reads
+/// again.
+fn cold_with_reads_used(reads: &Transcript, used: u32) -> Session {
+    let cells = [
+        "file-read/*/unused/unnamed",
+        "*/*/unused/unnamed",
+        "*/*/*/*",
+    ]
+    .map(|cell| (cell, [used, 100]));
+    cold_with_table(reads, &cells)
+}
+
+/// How many outputs the session's next plan prunes as old.
+fn old_pruned(session: &Session) -> usize {
+    session.plan().map_or(0, |plan| {
+        plan.edits
+            .iter()
+            .filter(|e| e.reason == PruneReason::Old)
+            .count()
+    })
+}
+
+/// An event that is only due soon (a cold cache, the prompt within its runway of the threshold
+/// but not at it) runs because the rewrite is free, not because the prompt must shrink: the
+/// outputs the table rates likely to be used again stay, whatever pruning the rest buys, and
+/// those it rates unlikely go as before.
+#[test]
+fn an_event_only_due_soon_keeps_what_the_agent_still_works_with() {
+    // 52 reads of about 3K tokens each (as trimmed): past the threshold (180K at 200K) within
+    // the runway of 8 turns of such growth, not at it.
+    let reads = build(
+        &(0..52u8)
+            .map(|i| Step::Turn(vec![(1, 30_000, i)]))
+            .collect::<Vec<_>>(),
+    );
+    let old_pruned_with = |used: u32| {
+        let session = cold_with_reads_used(&reads, used);
+        let total = session.prompt_tokens();
+        assert!(
+            (150_000..180_000).contains(&total),
+            "due soon, not due: {total}"
+        );
+        old_pruned(&session)
+    };
+    assert!(old_pruned_with(0) >= 20, "never used: the old reads go");
+    assert_eq!(old_pruned_with(90), 0, "nine in ten used again: they stay");
 }
 
 /// An event's record says what it did with each output and why, and the reasons the proxy's
