@@ -133,14 +133,15 @@ pub struct Policy {
     pub mask_keep_turns: usize,
     /// An old output an event would prune (to its abstract) stays whole when the relevance
     /// table gives it at least this likelihood of being used again ([`Self::relevance`]: what
-    /// the agent did with it so far, its kind and age). Above 1: every old output goes, as the
-    /// age rule alone says. `safe`: 0.05, chosen with each user judged by a table fitted
+    /// the agent did with it so far, its kind and age): at an early prune, at an event only due
+    /// soon, and at a due event when pruning the rest still buys its runway. Above 1: every old
+    /// output goes, as the age rule alone says. `safe`: 0.05, chosen with each user judged by a table fitted
     /// without them (docs/replay.md, "What the agent will use again"): on the shared client
     /// logs it raised the worst user's share of what the client kept from 68.5% to 95.0%.
     pub keep_likely_use: f64,
     /// A file read that a later write of the file made stale (not a later read of it) stays
-    /// whole, at an early prune, when the relevance table gives it at least this likelihood of
-    /// being used again: an edit changes a few lines, and the agent goes on working from the
+    /// whole, where a prune keeps what the agent is likely to use (as for `keep_likely_use`),
+    /// when the relevance table gives it at least this likelihood of being used again: an edit changes a few lines, and the agent goes on working from the
     /// rest. Above 1: every stale read goes. `safe`: 0.1, chosen with each client user judged by
     /// a table fitted without them (docs/replay.md): the median user's share of what the
     /// client kept rose from 98.7% to 99.3%.

@@ -227,13 +227,7 @@ pub(crate) fn prune_edits(
             // Edited since but not read again: the agent may still work from the lines the
             // edit left alone, which the table says as it says of any old output.
             if !reread && keep_likely && policy.keep_likely_stale <= 1.0 {
-                let uses = uses.get_or_insert_with(|| OutputIndex::new(messages));
-                judged = uses
-                    .features(index, messages.len())
-                    .map(|features| Judgement {
-                        estimate: policy.relevance.estimate(&features),
-                        features,
-                    });
+                judged = judge(&mut uses, messages, index, policy);
                 if let Some(j) =
                     judged.take_if(|j| j.estimate.likelihood >= policy.keep_likely_stale)
                 {
@@ -265,17 +259,12 @@ pub(crate) fn prune_edits(
             // A prune at a warm cache leaves file reads that are still current: the agent
             // edits from them (on the GPT-5-mini sessions, pruning them too cost 3 points of
             // recall). At a cold cache they go like other old outputs, unless the agent is
-            // likely to use them again (still working with them, by the learned table): in
-            // an early prune only, which runs because it pays, not because the prompt must
-            // shrink (a threshold event keeping them would compact instead, hiding more).
+            // likely to use them again (still working with them, by the learned table), when
+            // the caller asks: a prune that runs because it pays, or one that buys its runway
+            // all the same (an event that must shrink the prompt and keeps them would compact
+            // instead, hiding more).
             if keep_likely && policy.keep_likely_use <= 1.0 {
-                let uses = uses.get_or_insert_with(|| OutputIndex::new(messages));
-                judged = uses
-                    .features(index, messages.len())
-                    .map(|features| Judgement {
-                        estimate: policy.relevance.estimate(&features),
-                        features,
-                    });
+                judged = judge(&mut uses, messages, index, policy);
                 if let Some(j) = judged.take_if(|j| j.estimate.likelihood >= policy.keep_likely_use)
                 {
                     kept.push(KeptOutput { index, judged: j });
@@ -307,6 +296,22 @@ pub(crate) fn prune_edits(
     }
     keep_what_is_pointed_to(messages, &mut edits);
     edits
+}
+
+/// What the relevance table says of the output in message `index` (the index of what the agent
+/// did with each output is built once per prune, on the first output that asks).
+fn judge(
+    uses: &mut Option<OutputIndex>,
+    messages: &[Message],
+    index: usize,
+    policy: &Policy,
+) -> Option<Judgement> {
+    let uses = uses.get_or_insert_with(|| OutputIndex::new(messages));
+    uses.features(index, messages.len())
+        .map(|features| Judgement {
+            estimate: policy.relevance.estimate(&features),
+            features,
+        })
 }
 
 /// A result that a result still in view points to (a re-read or a re-run entered as "[lines
