@@ -184,27 +184,31 @@ mod tests {
         assert!(!s.iter().any(|x| x.ends_with('\\')), "{s:?}");
     }
 
-    #[test]
-    fn probes_count_only_what_came_from_tools() {
-        let t = Transcript {
+    /// A session: the user's `task`, one tool `output`, then the agent's `reply`.
+    fn after_output(task: &str, output: &str, reply: Message) -> Transcript {
+        Transcript {
             id: "t".into(),
             messages: vec![
-                Message::text(Role::User, "fix parse_header please"),
-                Message::tool_result(
-                    "c",
-                    Some("bash".into()),
-                    "src/parser.rs:12: fn parse_header_v2()",
-                    false,
-                ),
-                Message::text(
-                    Role::Assistant,
-                    "parse_header calls parse_header_v2 in src/parser.rs",
-                ),
+                Message::text(Role::User, task),
+                Message::tool_result("c", Some("bash".into()), output, false),
+                reply,
             ],
             tools: vec![],
             recording: None,
             model: None,
-        };
+        }
+    }
+
+    #[test]
+    fn probes_count_only_what_came_from_tools() {
+        let t = after_output(
+            "fix parse_header please",
+            "src/parser.rs:12: fn parse_header_v2()",
+            Message::text(
+                Role::Assistant,
+                "parse_header calls parse_header_v2 in src/parser.rs",
+            ),
+        );
         let p = probes(&t);
         assert_eq!(
             p[&2],
@@ -217,31 +221,20 @@ mod tests {
         // A call's arguments are JSON: the string the model quoted is `ToolsPanel`, not
         // `ToolsPanel\` (cut at the escape), and a name after an escaped newline is `load_cfg`,
         // not `nload_cfg`.
-        let t = Transcript {
-            id: "t".into(),
-            messages: vec![
-                Message::text(Role::User, "tidy the panel"),
-                Message::tool_result(
-                    "c",
-                    Some("bash".into()),
-                    r#"ui.py:3: title = "ToolsPanel"  # load_cfg() below"#,
-                    false,
-                ),
-                Message {
-                    role: Role::Assistant,
-                    content: vec![Block::ToolCall(ctxgc_core::ToolCall {
-                        id: "c2".into(),
-                        name: "bash".into(),
-                        arguments: r#"{"command":"grep -n \"ToolsPanel\" ui.py\nload_cfg"}"#.into(),
-                        implicit: false,
-                    })],
-                    usage: None,
-                },
-            ],
-            tools: vec![],
-            recording: None,
-            model: None,
-        };
+        let t = after_output(
+            "tidy the panel",
+            r#"ui.py:3: title = "ToolsPanel"  # load_cfg() below"#,
+            Message {
+                role: Role::Assistant,
+                content: vec![Block::ToolCall(ctxgc_core::ToolCall {
+                    id: "c2".into(),
+                    name: "bash".into(),
+                    arguments: r#"{"command":"grep -n \"ToolsPanel\" ui.py\nload_cfg"}"#.into(),
+                    implicit: false,
+                })],
+                usage: None,
+            },
+        );
         let p = probes(&t);
         assert_eq!(
             p[&2],
