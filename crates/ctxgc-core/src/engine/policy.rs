@@ -135,16 +135,18 @@ pub struct Policy {
     /// table gives it at least this likelihood of being used again ([`Self::relevance`]: what
     /// the agent did with it so far, its kind and age): at an early prune, at an event only due
     /// soon, and at a due event when pruning the rest still buys its runway. Above 1: every old
-    /// output goes, as the age rule alone says. `safe`: 0.05, chosen with each user judged by a table fitted
-    /// without them (docs/replay.md, "What the agent will use again"): on the shared client
-    /// logs it raised the worst user's share of what the client kept from 68.5% to 95.0%.
+    /// output goes, as the age rule alone says. `safe`: 0.03, chosen with each user judged by
+    /// a table fitted without them (docs/replay.md, "What the agent will use again"): on the
+    /// shared client logs 0.05 raised the worst user's share of what the client kept from 68.5%
+    /// to 95.0% (94.5% by the count of 2026-11-29), 0.03 to 98.0%.
     pub keep_likely_use: f64,
     /// A file read that a later write of the file made stale (not a later read of it) stays
     /// whole, where a prune keeps what the agent is likely to use (as for `keep_likely_use`),
-    /// when the relevance table gives it at least this likelihood of being used again: an edit changes a few lines, and the agent goes on working from the
-    /// rest. Above 1: every stale read goes. `safe`: 0.1, chosen with each client user judged by
-    /// a table fitted without them (docs/replay.md): the median user's share of what the
-    /// client kept rose from 98.7% to 99.3%.
+    /// when the relevance table gives it at least this likelihood of being used again: an edit
+    /// changes a few lines, and the agent goes on working from the rest. Above 1: every stale
+    /// read goes. `safe`: 0.1, chosen with each client user judged by a table fitted without
+    /// them (docs/replay.md): the median user's share of what the client kept rose from 98.7%
+    /// to 99.3%.
     pub keep_likely_stale: f64,
     /// The learned table behind `keep_likely_use` (the shipped one unless the lab fits its own,
     /// `ctxgc replay --relevance FILE`).
@@ -287,7 +289,7 @@ impl Default for Policy {
             warm_prune_min_share: 0.5,
             warm_prune_gap_turns: 16,
             mask_keep_turns: 0,
-            keep_likely_use: 0.05,
+            keep_likely_use: 0.03,
             keep_likely_stale: 0.1,
             relevance: crate::engine::relevance::Relevance::shipped(),
         }
