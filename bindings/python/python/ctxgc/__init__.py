@@ -71,7 +71,8 @@ class Decision(TypedDict, total=False):
     """What an event did with one tool output, and why (``Event["decisions"]``).
 
     ``action`` is ``pruned`` (with its ``reason``: ``superseded``, ``duplicate``, ``old``,
-    ``window``...), ``kept`` (an old output the agent is likely to use again) or
+    ``window``...), ``kept`` (an output the agent is likely to use again, with the ``reason``
+    that would have pruned it: ``old``, or ``superseded`` for a read of a file edited since) or
     ``summarised``; ``judged`` is what the relevance table said of an old output: its
     ``features`` (kind, age, whether the agent used it) and ``estimate`` (``likelihood``,
     the ``cell`` it came from and its ``support``).

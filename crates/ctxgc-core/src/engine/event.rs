@@ -83,7 +83,8 @@ pub struct Decision {
     pub tool: String,
     /// What the event did.
     pub action: Action,
-    /// Why a prune replaced it.
+    /// Why a prune replaced it; for an output kept, what would have pruned it (its age, or its
+    /// file edited since).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<crate::engine::prune::PruneReason>,
     /// What the relevance table said of it, when it was asked.
@@ -108,6 +109,9 @@ impl Decision {
     pub fn describe(&self) -> String {
         use crate::engine::prune::PruneReason;
         let what = match (self.action, self.reason) {
+            (Action::Kept, Some(PruneReason::Superseded)) => {
+                "kept whole though its file was edited since: likely to be used again".to_owned()
+            }
             (Action::Kept, _) => "kept whole: likely to be used again".to_owned(),
             (Action::Summarised, _) => {
                 "summarised: in the middle of a compaction (recallable by its id)".to_owned()
@@ -185,7 +189,7 @@ pub fn decisions(edits: &Edits, messages: &[Message]) -> Vec<Decision> {
                 call_id,
                 tool,
                 action: Action::Kept,
-                reason: None,
+                reason: Some(kept.instead_of),
                 judged: Some(kept.judged.clone()),
             });
         }
@@ -199,7 +203,8 @@ pub fn decisions(edits: &Edits, messages: &[Message]) -> Vec<Decision> {
 pub struct Why {
     /// What the event did.
     pub action: Action,
-    /// Why a prune replaced it.
+    /// Why a prune replaced it; for an output kept, what would have pruned it (its age, or its
+    /// file edited since).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<crate::engine::prune::PruneReason>,
     /// The table's likelihood of a later use, when it was asked.

@@ -71,11 +71,14 @@ pub enum Replacement {
     },
 }
 
-/// An old output an early prune kept because the agent is likely to use it again.
+/// An output a prune kept because the agent is likely to use it again.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct KeptOutput {
     /// The message.
     pub index: usize,
+    /// What would have pruned it: its age ([`PruneReason::Old`]), or its file edited since
+    /// ([`PruneReason::Superseded`]).
+    pub instead_of: PruneReason,
     /// Why.
     pub judged: Judgement,
 }
@@ -231,7 +234,11 @@ pub(crate) fn prune_edits(
                 if let Some(j) =
                     judged.take_if(|j| j.estimate.likelihood >= policy.keep_likely_stale)
                 {
-                    kept.push(KeptOutput { index, judged: j });
+                    kept.push(KeptOutput {
+                        index,
+                        instead_of: PruneReason::Superseded,
+                        judged: j,
+                    });
                     continue;
                 }
             }
@@ -267,7 +274,11 @@ pub(crate) fn prune_edits(
                 judged = judge(&mut uses, messages, index, policy);
                 if let Some(j) = judged.take_if(|j| j.estimate.likelihood >= policy.keep_likely_use)
                 {
-                    kept.push(KeptOutput { index, judged: j });
+                    kept.push(KeptOutput {
+                        index,
+                        instead_of: PruneReason::Old,
+                        judged: j,
+                    });
                     continue;
                 }
             }

@@ -447,8 +447,8 @@ fn a_read_edited_since_stays_while_the_agent_works_from_it() {
         json!({"file_path": file, "old_string": "entry_3 = ", "new_string": "entry_3: int = "}),
     );
     let reread = ("Read", json!({"file_path": file}));
-    // What the prune at a cold cache does with the read: its reason, or None if it kept it.
-    let fate = |t: &Transcript, likely: u32| -> (Option<PruneReason>, bool) {
+    // What the prune at a cold cache did with the read, in the words `--explain` prints.
+    let fate = |t: &Transcript, likely: u32| -> String {
         let mut config = Config::default();
         config.engine.economic_margin = 0.0;
         config.engine.cold_protected_turns = 0;
@@ -463,38 +463,30 @@ fn a_read_edited_since_stays_while_the_agent_works_from_it() {
         drive_through(t, &mut session);
         make_cold(&mut session, &config);
         let plan = session.plan().expect("a prune at the cold cache");
-        let prompt = session.prompt();
-        let reason = plan
-            .edits
+        let record = session.apply(&plan, None).expect("the prune applies");
+        record
+            .decisions
             .iter()
-            .find(|e| {
-                prompt[e.index]
-                    .tool_results()
-                    .any(|r| r.call_id == "read_1")
-            })
-            .map(|e| e.reason);
-        let kept = plan.kept.iter().any(|k| {
-            prompt[k.index]
-                .tool_results()
-                .any(|r| r.call_id == "read_1")
-        });
-        (reason, kept)
+            .find(|d| d.call_id == "read_1")
+            .map(|d| d.describe())
+            .unwrap_or_default()
     };
-    assert_eq!(
-        fate(&source(edit.clone()), 90),
-        (None, true),
-        "likely: stays"
+    let likely = fate(&source(edit.clone()), 90);
+    assert!(
+        likely.starts_with("kept whole though its file was edited since: likely to be used again"),
+        "likely: stays, and says why: {likely}"
     );
-    assert_eq!(
-        fate(&source(edit), 2),
-        (Some(PruneReason::Superseded), false),
-        "unlikely: goes as stale"
-    );
-    assert_eq!(
-        fate(&source(reread), 90),
-        (Some(PruneReason::Superseded), false),
-        "read whole again: the newer read shows it"
-    );
+    for (what, t, used) in [
+        ("unlikely: goes as stale", source(edit), 2),
+        (
+            "read whole again: the newer read shows it",
+            source(reread),
+            90,
+        ),
+    ] {
+        let fate = fate(&t, used);
+        assert!(fate.starts_with("pruned: stale"), "{what}: {fate}");
+    }
 }
 
 /// A pruned view of a file leaves its definition lines under the abstract, with the view's line
