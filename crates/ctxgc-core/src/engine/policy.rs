@@ -230,7 +230,7 @@ impl Preset {
                 mask_keep_turns: 10,
                 keep_likely_use: LEAN_KEEP_LIKELY_USE,
                 // Stale reads go: `lean` masks old outputs anyway, and keeping them bought it
-                // 0.7 points of the Claude Code client's share for 0.004x.
+                // 0.4 points of the Claude Code client's share for 0.004x.
                 keep_likely_stale: 2.0,
                 ..Policy::default()
             },
