@@ -415,21 +415,25 @@ fn plan_due(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
     } else {
         (policy.protected_tool_tokens(input.window), false)
     };
-    let mut kept = Vec::new();
-    let edits = prune_edits(
-        input,
-        policy,
-        counter,
-        (head_end, tail_start),
-        protected,
-        (keep_current_reads, early),
-        &mut kept,
-    );
-    let reclaimed = reclaimed_by(&edits);
-    let prune = |edits| Plan {
+    // The prune's edits, and the outputs it kept as likely to be used again when it asks the
+    // relevance table (`keep_likely`).
+    let prune_with = |keep_likely: bool| {
+        let mut kept = Vec::new();
+        let edits = prune_edits(
+            input,
+            policy,
+            counter,
+            (head_end, tail_start),
+            protected,
+            (keep_current_reads, keep_likely),
+            &mut kept,
+        );
+        (edits, kept)
+    };
+    let prune = |(edits, kept): (Vec<PruneEdit>, Vec<KeptOutput>)| Plan {
         kind: PlanKind::PruneOnly,
         tokens_before: total,
-        estimated_after: total - reclaimed,
+        estimated_after: total - reclaimed_by(&edits),
         head_end,
         tail_start,
         edits,
@@ -439,6 +443,8 @@ fn plan_due(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         kept,
     };
     if early {
+        let (edits, kept) = prune_with(true);
+        let reclaimed = reclaimed_by(&edits);
         if reclaimed < policy.cold_min_reclaim_tokens {
             return None;
         }
@@ -446,7 +452,7 @@ fn plan_due(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
         if !input.cache_cold && !warm_prune_pays(input, policy, reclaimed, first, turns) {
             return None;
         }
-        return Some(prune(edits));
+        return Some(prune((edits, kept)));
     }
     let target = threshold.saturating_sub(policy.runway(input.window, growth));
     // The outputs the agent is likely to use again stay when pruning the rest still buys the
@@ -456,28 +462,17 @@ fn plan_due(input: &PlanInput<'_>, policy: &Policy, counter: &TokenCounter) -> O
     // event comes when due, if the prompt gets there; a session whose reads grew the prompt
     // fast lost reads 2 turns old to a runway it never used).
     if policy.keep_likely_use <= 1.0 || policy.keep_likely_stale <= 1.0 {
-        let mut likely_kept = Vec::new();
-        let lighter = prune_edits(
-            input,
-            policy,
-            counter,
-            (head_end, tail_start),
-            protected,
-            (false, true),
-            &mut likely_kept,
-        );
-        let reclaimed_lighter = reclaimed_by(&lighter);
-        let buys_runway = reclaimed_lighter >= policy.min_reclaim(input.window)
-            && total - reclaimed_lighter <= target;
+        let lighter = prune_with(true);
+        let reclaimed = reclaimed_by(&lighter.0);
+        let buys_runway =
+            reclaimed >= policy.min_reclaim(input.window) && total - reclaimed <= target;
         if buys_runway || !due {
-            let worth_it = buys_runway || reclaimed_lighter >= policy.cold_min_reclaim_tokens;
-            return worth_it.then(|| Plan {
-                estimated_after: total - reclaimed_lighter,
-                kept: likely_kept,
-                ..prune(lighter)
-            });
+            let worth_it = buys_runway || reclaimed >= policy.cold_min_reclaim_tokens;
+            return worth_it.then(|| prune(lighter));
         }
     }
+    let edits = prune_with(false);
+    let reclaimed = reclaimed_by(&edits.0);
     let worth_pruning = reclaimed >= policy.min_reclaim(input.window);
     // Prune alone when that buys the runway; compact otherwise (what the client pins stays,
     // not reclaimed); when there is nothing to compact, pruning alone is still better than

@@ -174,25 +174,25 @@ pub(crate) fn prune_edits(
         // A later write makes a read stale; a later read only when it shows at least as much
         // (the whole file, or the same part again): reading a big file in parts leaves each
         // part current.
-        let later_access = |by_write: bool| {
-            read_path.as_ref().is_some_and(|path| {
-                accesses.iter().any(|(i, a, later)| {
-                    *i > call_index
-                        && a.path() == path
-                        && match a {
-                            FileAccess::Write(_) => by_write,
-                            FileAccess::Read(_) => {
-                                !by_write
-                                    && (facts::reads_whole_file(later)
-                                        || call.is_some_and(|c| c.arguments == later.arguments))
-                            }
-                            FileAccess::Run(_) => false,
-                        }
-                })
-            })
-        };
-        let reread = later_access(false);
-        let superseded = reread || later_access(true);
+        let (reread, rewritten) = read_path.as_ref().map_or((false, false), |path| {
+            accesses
+                .iter()
+                .filter(|(i, a, _)| *i > call_index && a.path() == path)
+                .fold(
+                    (false, false),
+                    |(reread, rewritten), (_, a, later)| match a {
+                        FileAccess::Write(_) => (reread, true),
+                        FileAccess::Read(_) => (
+                            reread
+                                || facts::reads_whole_file(later)
+                                || call.is_some_and(|c| c.arguments == later.arguments),
+                            rewritten,
+                        ),
+                        FileAccess::Run(_) => (reread, rewritten),
+                    },
+                )
+        });
+        let superseded = reread || rewritten;
         // A script's run whose script was edited later printed what an older version did (as
         // a read of a file edited later, even among the recent outputs).
         let script_edited =
