@@ -5,7 +5,15 @@ use super::*;
 /// A session through `source` with the early prune's rules alone (no economic prune), at a
 /// cold cache, deciding with a relevance table of `cells`.
 fn cold_with_table(source: &Transcript, cells: &[(&str, [u32; 2])]) -> Session {
-    let mut config = Config::default();
+    cold_with_table_and(source, cells, Config::default())
+}
+
+/// [`cold_with_table`] on top of `config`.
+fn cold_with_table_and(
+    source: &Transcript,
+    cells: &[(&str, [u32; 2])],
+    mut config: Config,
+) -> Session {
     config.engine.economic_margin = 0.0;
     config.engine.relevance = std::sync::Arc::new(crate::engine::relevance::Relevance {
         source: "test".into(),
@@ -450,18 +458,11 @@ fn a_read_edited_since_stays_while_the_agent_works_from_it() {
     // What the prune at a cold cache did with the read, in the words `--explain` prints.
     let fate = |t: &Transcript, likely: u32| -> String {
         let mut config = Config::default();
-        config.engine.economic_margin = 0.0;
         config.engine.cold_protected_turns = 0;
         config.engine.cold_protected_tokens = 0;
         config.engine.keep_likely_use = 2.0;
         config.engine.keep_likely_stale = 0.1;
-        config.engine.relevance = std::sync::Arc::new(crate::engine::relevance::Relevance {
-            source: "test".into(),
-            cells: [("*/*/*/*".to_owned(), [likely, 100])].into(),
-        });
-        let mut session = Session::new("s", 200_000, &config, ProviderFamily::Anthropic);
-        drive_through(t, &mut session);
-        make_cold(&mut session, &config);
+        let mut session = cold_with_table_and(t, &[("*/*/*/*", [likely, 100])], config);
         let plan = session.plan().expect("a prune at the cold cache");
         let record = session.apply(&plan, None).expect("the prune applies");
         record
