@@ -83,15 +83,51 @@ const CLIENT_CUT_AT_START: [&str; 3] = [
     "...output truncated...",
 ];
 const CLIENT_CUT_INSIDE: &str = "<elided_chars>";
+/// Codex's marks where it cut the middle of a command's output, between a number and this:
+/// `…4677 tokens truncated…` (its token budget) and `[... omitted 678 of 934 lines ...]` (the
+/// line budget of the versions of late 2025). Each comes with a `Total output lines: N` line,
+/// which Codex writes only when it cut, but which a program may print too.
+const CODEX_CUT_INSIDE: [(&str, &str); 2] = [
+    ("\u{2026}", " tokens truncated\u{2026}"),
+    ("[... omitted ", " lines ...]"),
+];
 
-/// Whether the client already cut this output itself (its mark in the first lines, or
-/// mini-swe-agent's elision anywhere).
+/// Whether the client already cut this output itself (its mark in the first lines, or one of
+/// the marks a client leaves in the middle).
 pub fn client_cut(text: &str) -> bool {
     let start = &text.as_bytes()[..text.len().min(1_024)];
     CLIENT_CUT_AT_START
         .iter()
         .any(|m| memchr::memmem::find(start, m.as_bytes()).is_some())
         || memchr::memmem::find(text.as_bytes(), CLIENT_CUT_INSIDE.as_bytes()).is_some()
+        || codex_cut_inside(text)
+}
+
+/// Whether `text` holds one of [`CODEX_CUT_INSIDE`]'s marks: the opening, digits (and, for the
+/// lines, ` of ` and more digits), then the closing, on one line.
+fn codex_cut_inside(text: &str) -> bool {
+    if memchr::memmem::find(
+        &text.as_bytes()[..text.len().min(1_024)],
+        b"Total output lines: ",
+    )
+    .is_none()
+    {
+        return false;
+    }
+    CODEX_CUT_INSIDE.iter().any(|(open, close)| {
+        memchr::memmem::find_iter(text.as_bytes(), close.as_bytes()).any(|end| {
+            let before = &text[..end];
+            let Some(at) = before.rfind(open) else {
+                return false;
+            };
+            let count = &before[at + open.len()..];
+            !count.is_empty()
+                && count.len() <= 32
+                && count
+                    .split(" of ")
+                    .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+    })
 }
 
 /// Trims all outputs of one assistant turn: each gets its profile's limit, and when together

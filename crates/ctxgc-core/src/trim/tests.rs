@@ -639,6 +639,31 @@ fn an_output_the_client_already_cut_is_not_cut_again_below_what_it_kept() {
         "{}",
         small.text.len()
     );
+    // Codex's later forms: a header, then the middle cut by tokens or by lines (inside its
+    // JSON envelope, as rollouts of late 2025 hold it).
+    let by_tokens = format!(
+        "Exit code: 0\nWall time: 0.2 seconds\nTotal output lines: 1792\nOutput:\n{}\u{2026}4677 tokens truncated\u{2026}{}",
+        &lines[..6_000],
+        &lines[lines.len() - 6_000..]
+    );
+    let by_lines = serde_json::json!({
+        "output": format!("Total output lines: 934\n\n{}\n[... omitted 678 of 934 lines ...]\n\n{}", &lines[..6_000], &lines[lines.len() - 6_000..]),
+        "metadata": {"exit_code": 0, "duration_seconds": 1.0}
+    })
+    .to_string();
+    for cut in [&by_tokens, &by_lines] {
+        assert!(client_cut(cut), "{}", &cut[..80]);
+        let kept = trim_output(&config, "shell_command", 200_000, cut);
+        assert_eq!(&kept.text, cut, "kept as Codex cut it");
+    }
+    // A program that prints a line count, or a file that quotes the marks, is no client's cut.
+    assert!(!client_cut(&format!("Total output lines: 1200\n{lines}")));
+    assert!(!client_cut(&format!(
+        "{lines}\n// Codex writes \u{2026}12 tokens truncated\u{2026} where it cut\n"
+    )));
+    assert!(!client_cut(&format!(
+        "Total output lines: 3\n[... omitted a few lines ...]\n{lines}"
+    )));
     // mini-swe-agent's elision and Gemini CLI's mark count too; off with a zero share.
     assert!(client_cut(
         "<output_head>a</output_head><elided_chars>9 characters elided</elided_chars>"
