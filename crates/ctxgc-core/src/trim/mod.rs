@@ -103,6 +103,29 @@ pub fn client_cut(text: &str) -> bool {
         || codex_cut_inside(text)
 }
 
+/// Whether `text` is a client's echo of an edit the agent made: Claude Code's `Edit` and
+/// `Write` ("The file PATH has been updated. Here's the result of running `cat -n` on a
+/// snippet of the edited file:") and the text editor tool's ("The file PATH has been edited.
+/// Here's the result of running `cat -n` on a snippet of PATH:"), on its first line.
+pub fn edit_echo(text: &str) -> bool {
+    const SNIPPET: &str = " Here's the result of running `cat -n` on a snippet of ";
+    // The first line (a newline is ASCII, so the cut is a char boundary); a path is not 4 KB.
+    let Some(end) = memchr::memchr(b'\n', &text.as_bytes()[..text.len().min(4_096)]) else {
+        return false;
+    };
+    let first = &text[..end];
+    let Some(rest) = first.strip_prefix("The file ") else {
+        return false;
+    };
+    first.ends_with(':')
+        && [" has been updated.", " has been edited."]
+            .iter()
+            .any(|done| {
+                rest.find(done)
+                    .is_some_and(|at| rest[at + done.len()..].starts_with(SNIPPET))
+            })
+}
+
 /// Whether `text` holds one of [`CODEX_CUT_INSIDE`]'s marks: the opening, digits (and, for the
 /// lines, ` of ` and more digits), then the closing, on one line.
 fn codex_cut_inside(text: &str) -> bool {

@@ -108,6 +108,16 @@ pub struct TrimConfig {
     /// was shown that much, and cutting it again hides what the client chose to show. 0: such
     /// outputs are trimmed like any other.
     pub client_cut_window_share: f64,
+    /// An echo of the agent's own edit (Claude Code's `Edit` and `Write` of an existing file:
+    /// "The file … has been updated. Here's the result of running `cat -n` on a snippet of the
+    /// edited file:"; the text editor tool's "has been edited"), shows back lines the agent
+    /// just wrote: it keeps at most this many bytes, its head and tail with the recall id. 0:
+    /// trimmed like any other output. On the shared Claude Code logs, each user judged by a
+    /// relevance table fitted without them: 4 KB / 2 KB / 1 KB / 512 bytes took procrypto from
+    /// 0.907x of `none` at 99.5% of what the client kept to 0.904x / 0.901x / 0.897x at 99.5%
+    /// and 0.885x at 99.4%, Smartagent from 0.856x to 0.852x / 0.848x / 0.843x / 0.838x at
+    /// 100%: 1 KB is the least that costs no user what the client kept.
+    pub edit_echo_max_bytes: usize,
     /// Profiles, first match wins; a profile matching `*` should come last. In a file, each
     /// `[[trim.profiles]]` entry changes only what it names: one with a built-in profile's
     /// `name` overrides that profile's fields it gives, a new name adds a profile (its
@@ -208,6 +218,7 @@ impl Default for TrimConfig {
             limit_scale: 1.0,
             kept_share_floor_bytes: 12_288,
             client_cut_window_share: 0.10,
+            edit_echo_max_bytes: 1_024,
             profiles: default_profiles(),
         }
     }
@@ -515,10 +526,14 @@ impl TrimConfig {
     }
 
     /// The limit in bytes for the output `text` under `profile` at `window`: [`Self::limit_for`],
-    /// and, for an output the client already cut, at least what the client kept, up to
-    /// `client_cut_window_share` of the window.
+    /// at most `edit_echo_max_bytes` for an echo of the agent's own edit, and, for an output
+    /// the client already cut, at least what the client kept, up to `client_cut_window_share`
+    /// of the window.
     pub fn limit_for_output(&self, profile: &Profile, window: u64, text: &str) -> usize {
         let limit = self.limit_for(profile, window, text.len());
+        if profile.mode != Mode::Never && self.edit_echo_max_bytes > 0 && super::edit_echo(text) {
+            return limit.min(self.edit_echo_max_bytes);
+        }
         if profile.mode == Mode::Never || !super::client_cut(text) {
             return limit;
         }

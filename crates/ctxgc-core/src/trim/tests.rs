@@ -713,3 +713,49 @@ fn markers_name_the_recall_way() {
         None
     );
 }
+
+/// An echo of the agent's own edit keeps its head and tail up to `edit_echo_max_bytes`: the
+/// agent just wrote those lines. The same lines as a file read, or an edit's error, are not
+/// echoes; 0 turns the cap off.
+#[test]
+fn an_echo_of_the_agents_own_edit_keeps_its_head_and_tail() {
+    let snippet: String = (1..=120)
+        .map(|i| format!("{i:>6}\u{2192}    let value_{i} = compute_{i}(input, &config)?;\n"))
+        .collect();
+    let echo = format!(
+        "The file /src/app/main.rs has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n{snippet}"
+    );
+    let config = TrimConfig::default();
+    assert!(edit_echo(&echo));
+    let kept = trim_output(&config, "Edit", 200_000, &echo);
+    assert!(kept.trimmed, "an echo of 6 KB is cut");
+    assert!(kept.text.len() < 1_024 + 400, "{}", kept.text.len());
+    assert!(
+        kept.text
+            .starts_with("The file /src/app/main.rs has been updated.")
+    );
+    assert!(kept.text.contains("value_120"), "its tail stays");
+    // The text editor tool's form, and Claude Code's `Write` of an existing file, are echoes too.
+    let edited = format!(
+        "The file /repo/a.py has been edited. Here's the result of running `cat -n` on a snippet of /repo/a.py:\n{snippet}"
+    );
+    assert!(edit_echo(&edited));
+    // A read of the same lines, an edit's error and a new file are not.
+    assert!(!edit_echo(&snippet));
+    assert_eq!(
+        trim_output(&config, "Read", 200_000, &snippet).text,
+        snippet
+    );
+    assert!(!edit_echo(
+        "<tool_use_error>String to replace not found in file.\nString: fn main()</tool_use_error>"
+    ));
+    assert!(!edit_echo("File created successfully at: /src/app/new.rs"));
+    assert!(!edit_echo(&format!(
+        "The file has been updated. Here's the result of running `cat -n` on a snippet of the edited file\n{snippet}"
+    )));
+    let off = TrimConfig {
+        edit_echo_max_bytes: 0,
+        ..TrimConfig::default()
+    };
+    assert_eq!(trim_output(&off, "Edit", 200_000, &echo).text, echo);
+}
