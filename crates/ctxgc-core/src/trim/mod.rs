@@ -107,7 +107,7 @@ pub fn client_cut(text: &str) -> bool {
 /// `Write` ("The file PATH has been updated. Here's the result of running `cat -n` on a
 /// snippet of the edited file:") and the text editor tool's ("The file PATH has been edited.
 /// Here's the result of running `cat -n` on a snippet of PATH:"), on its first line.
-pub fn edit_echo(text: &str) -> bool {
+pub(crate) fn edit_echo(text: &str) -> bool {
     const SNIPPET: &str = " Here's the result of running `cat -n` on a snippet of ";
     // The first line (a newline is ASCII, so the cut is a char boundary); a path is not 4 KB.
     let Some(end) = memchr::memchr(b'\n', &text.as_bytes()[..text.len().min(4_096)]) else {
@@ -127,28 +127,29 @@ pub fn edit_echo(text: &str) -> bool {
 }
 
 /// Whether `text` holds one of [`CODEX_CUT_INSIDE`]'s marks: the opening, digits (and, for the
-/// lines, ` of ` and more digits), then the closing, on one line.
+/// lines, ` of ` and more digits), then the closing. Each closing is checked against the few
+/// bytes before it only, so an output full of closings costs no more than one pass.
 fn codex_cut_inside(text: &str) -> bool {
-    if memchr::memmem::find(
-        &text.as_bytes()[..text.len().min(1_024)],
-        b"Total output lines: ",
-    )
-    .is_none()
-    {
+    const MAX_COUNT_BYTES: usize = 32;
+    let bytes = text.as_bytes();
+    if memchr::memmem::find(&bytes[..bytes.len().min(1_024)], b"Total output lines: ").is_none() {
         return false;
     }
     CODEX_CUT_INSIDE.iter().any(|(open, close)| {
-        memchr::memmem::find_iter(text.as_bytes(), close.as_bytes()).any(|end| {
-            let before = &text[..end];
-            let Some(at) = before.rfind(open) else {
+        memchr::memmem::find_iter(bytes, close.as_bytes()).any(|end| {
+            let from = end.saturating_sub(MAX_COUNT_BYTES + open.len());
+            let Some(at) = memchr::memmem::rfind(&bytes[from..end], open.as_bytes()) else {
                 return false;
             };
-            let count = &before[at + open.len()..];
-            !count.is_empty()
-                && count.len() <= 32
-                && count
-                    .split(" of ")
-                    .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            let number = |w: &[u8]| !w.is_empty() && w.iter().all(u8::is_ascii_digit);
+            let words: Vec<&[u8]> = bytes[from + at + open.len()..end]
+                .split(|&b| b == b' ')
+                .collect();
+            match words[..] {
+                [n] => number(n),
+                [n, of, m] => number(n) && of == b"of" && number(m),
+                _ => false,
+            }
         })
     })
 }

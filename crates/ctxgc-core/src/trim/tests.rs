@@ -664,6 +664,14 @@ fn an_output_the_client_already_cut_is_not_cut_again_below_what_it_kept() {
     assert!(!client_cut(&format!(
         "Total output lines: 3\n[... omitted a few lines ...]\n{lines}"
     )));
+    assert!(!client_cut(&format!(
+        "Total output lines: 3\n[... omitted 3 of lines ...]\n{lines}"
+    )));
+    // An output of nothing but closings is read in one pass (a quadratic scan took minutes).
+    let closings = format!("Total output lines: 9\n{}", " lines ...]".repeat(200_000));
+    let started = std::time::Instant::now();
+    assert!(!client_cut(&closings));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
     // mini-swe-agent's elision and Gemini CLI's mark count too; off with a zero share.
     assert!(client_cut(
         "<output_head>a</output_head><elided_chars>9 characters elided</elided_chars>"
