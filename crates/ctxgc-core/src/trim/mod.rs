@@ -10,6 +10,7 @@
 //!
 //! The marker names the content id of the original, so it can be recalled whole later.
 
+mod client_marks;
 pub mod envelope;
 pub(crate) mod fold;
 pub mod json;
@@ -23,6 +24,8 @@ pub mod terminal;
 use serde_json::Value;
 
 use crate::content_id::ContentId;
+pub use client_marks::client_cut;
+pub(crate) use client_marks::edit_echo;
 pub use lines::{LineBudget, LineTrimmer, TrimStats, marker_line};
 pub use profile::{ConfigError, Mode, Profile, TrimConfig};
 pub use salient::SalientLines;
@@ -73,85 +76,6 @@ pub fn trim_output(config: &TrimConfig, tool: &str, window: u64, text: &str) -> 
         config.limit_for_output(profile, window, text),
         text,
     )
-}
-
-/// The marks clients leave where they cut an output before sending it: Codex, Gemini CLI,
-/// opencode (at the start) and mini-swe-agent (where the middle was).
-const CLIENT_CUT_AT_START: [&str; 3] = [
-    "Warning: truncated output (original token count:",
-    "Output too large. Showing first ",
-    "...output truncated...",
-];
-const CLIENT_CUT_INSIDE: &str = "<elided_chars>";
-/// Codex's marks where it cut the middle of a command's output, between a number and this:
-/// `…4677 tokens truncated…` (its token budget) and `[... omitted 678 of 934 lines ...]` (the
-/// line budget of the versions of late 2025). Each comes with a `Total output lines: N` line,
-/// which Codex writes only when it cut, but which a program may print too.
-const CODEX_CUT_INSIDE: [(&str, &str); 2] = [
-    ("\u{2026}", " tokens truncated\u{2026}"),
-    ("[... omitted ", " lines ...]"),
-];
-
-/// Whether the client already cut this output itself (its mark in the first lines, or one of
-/// the marks a client leaves in the middle).
-pub fn client_cut(text: &str) -> bool {
-    let start = &text.as_bytes()[..text.len().min(1_024)];
-    CLIENT_CUT_AT_START
-        .iter()
-        .any(|m| memchr::memmem::find(start, m.as_bytes()).is_some())
-        || memchr::memmem::find(text.as_bytes(), CLIENT_CUT_INSIDE.as_bytes()).is_some()
-        || codex_cut_inside(text)
-}
-
-/// Whether `text` is a client's echo of an edit the agent made: Claude Code's `Edit` and
-/// `Write` ("The file PATH has been updated. Here's the result of running `cat -n` on a
-/// snippet of the edited file:") and the text editor tool's ("The file PATH has been edited.
-/// Here's the result of running `cat -n` on a snippet of PATH:"), on its first line.
-pub(crate) fn edit_echo(text: &str) -> bool {
-    const SNIPPET: &str = " Here's the result of running `cat -n` on a snippet of ";
-    // The first line (a newline is ASCII, so the cut is a char boundary); a path is not 4 KB.
-    let Some(end) = memchr::memchr(b'\n', &text.as_bytes()[..text.len().min(4_096)]) else {
-        return false;
-    };
-    let first = &text[..end];
-    let Some(rest) = first.strip_prefix("The file ") else {
-        return false;
-    };
-    first.ends_with(':')
-        && [" has been updated.", " has been edited."]
-            .iter()
-            .any(|done| {
-                rest.find(done)
-                    .is_some_and(|at| rest[at + done.len()..].starts_with(SNIPPET))
-            })
-}
-
-/// Whether `text` holds one of [`CODEX_CUT_INSIDE`]'s marks: the opening, digits (and, for the
-/// lines, ` of ` and more digits), then the closing. Each closing is checked against the few
-/// bytes before it only, so an output full of closings costs no more than one pass.
-fn codex_cut_inside(text: &str) -> bool {
-    const MAX_COUNT_BYTES: usize = 32;
-    let bytes = text.as_bytes();
-    if memchr::memmem::find(&bytes[..bytes.len().min(1_024)], b"Total output lines: ").is_none() {
-        return false;
-    }
-    CODEX_CUT_INSIDE.iter().any(|(open, close)| {
-        memchr::memmem::find_iter(bytes, close.as_bytes()).any(|end| {
-            let from = end.saturating_sub(MAX_COUNT_BYTES + open.len());
-            let Some(at) = memchr::memmem::rfind(&bytes[from..end], open.as_bytes()) else {
-                return false;
-            };
-            let number = |w: &[u8]| !w.is_empty() && w.iter().all(u8::is_ascii_digit);
-            let words: Vec<&[u8]> = bytes[from + at + open.len()..end]
-                .split(|&b| b == b' ')
-                .collect();
-            match words[..] {
-                [n] => number(n),
-                [n, of, m] => number(n) && of == b"of" && number(m),
-                _ => false,
-            }
-        })
-    })
 }
 
 /// Trims all outputs of one assistant turn: each gets its profile's limit, and when together
