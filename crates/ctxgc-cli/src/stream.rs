@@ -27,13 +27,17 @@ pub struct StreamSpec<'a> {
     pub tail_lines: Option<u64>,
 }
 
+/// The longest valid UTF-8 start of `bytes`.
+fn valid_start(bytes: &[u8]) -> &str {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default(),
+    }
+}
+
 impl StreamSpec<'_> {
     fn line_budget(&self, prefix: &[u8]) -> LineBudget {
-        let scanned = &prefix[..prefix.len().min(trim::BUDGET_SCAN_BYTES)];
-        let head = match std::str::from_utf8(scanned) {
-            Ok(text) => text,
-            Err(e) => std::str::from_utf8(&scanned[..e.valid_up_to()]).unwrap_or_default(),
-        };
+        let head = valid_start(&prefix[..prefix.len().min(trim::BUDGET_SCAN_BYTES)]);
         let mut budget = trim::line_budget_for(self.config, self.profile, self.limit, head);
         if self.head_lines.is_some() || self.tail_lines.is_some() {
             let head = self.head_lines.unwrap_or(0);
@@ -96,10 +100,22 @@ pub fn trim_stream(
         changed: false,
     };
     let mut prefix: Vec<u8> = Vec::new();
+    let mut eof = false;
+    // An echo of the agent's own edit is known by its first line and keeps less, as the library
+    // judges it.
+    let mut limit = spec.limit;
+    if spec.wants_budget_scan() && spec.config.caps_edit_echoes(spec.profile) {
+        while !eof && prefix.len() < trim::EDIT_ECHO_SCAN_BYTES && !prefix.contains(&b'\n') {
+            eof = !source.next_chunk(&mut |shown| prefix.extend_from_slice(shown))?;
+        }
+        if spec.config.is_edit_echo(spec.profile, valid_start(&prefix)) {
+            limit = limit.min(spec.config.edit_echo_max_bytes);
+        }
+    }
+    let spec = &StreamSpec { limit, ..*spec };
 
     // Decide the shape from the first bytes; buffer structured output while it stays small.
     let structured_max = spec.config.structured_max_bytes.max(spec.limit);
-    let mut eof = false;
     let mut structured = spec.wants_structure();
     // Judged each time the start has doubled: reads of a few bytes each (a loaded pipe) cost
     // no more than one of the whole start, and buffering more never changes the output.
@@ -120,8 +136,14 @@ pub fn trim_stream(
         && eof
         && let Ok(text) = std::str::from_utf8(&prefix)
     {
-        // Already rendered: the library's render finds nothing more to do.
-        let trimmed = trim::trim_with_limit(spec.config, spec.profile, spec.limit, text);
+        // Already rendered: the library's render finds nothing more to do. Whole, an echo is
+        // also known inside an envelope.
+        let limit = if spec.config.is_edit_echo(spec.profile, text) {
+            spec.limit.min(spec.config.edit_echo_max_bytes)
+        } else {
+            spec.limit
+        };
+        let trimmed = trim::trim_with_limit(spec.config, spec.profile, limit, text);
         output.write_all(trimmed.text.as_bytes())?;
         report.bytes_in = source.raw_bytes;
         report.bytes_out = trimmed.text.len() as u64;
@@ -258,6 +280,60 @@ mod tests {
             head_lines: None,
             tail_lines: None,
         }
+    }
+
+    /// An echo of the agent's own edit keeps what the library keeps of it, read a few bytes at
+    /// a time (its first line spans reads) or whole, and in an envelope.
+    #[test]
+    fn streaming_caps_an_echo_of_the_agents_own_edit_as_the_library_does() {
+        /// A reader that hands out at most 7 bytes a read.
+        struct Trickle<'a>(&'a [u8]);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                let n = self.0.len().min(buf.len()).min(7);
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let config = TrimConfig::default();
+        let snippet: String = (1..=150)
+            .map(|i| format!("{i:>6}\u{2192}    let value_{i} = compute_{i}(input)?;\n"))
+            .collect();
+        let echo = format!(
+            "The file /src/main.rs has been updated. Here's the result of running `cat -n` on a \
+             snippet of the edited file:\n{snippet}"
+        );
+        let envelope = serde_json::json!({"output": echo, "exit_code": 0}).to_string();
+        for (tool, text) in [("Edit", &echo), ("Write", &echo), ("terminal", &envelope)] {
+            let profile = config.profile_for(tool);
+            let s = spec(&config, tool, config.soft_limit(profile, 200_000));
+            let expected = trim::trim_output(&config, tool, 200_000, text);
+            assert!(expected.trimmed && expected.text.len() < 1_600, "{tool}");
+            let mut out = Vec::new();
+            trim_stream(&s, Trickle(text.as_bytes()), &mut out, None).unwrap();
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                expected.text,
+                "{tool}, trickled"
+            );
+            let mut out = Vec::new();
+            trim_stream(&s, text.as_bytes(), &mut out, None).unwrap();
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                expected.text,
+                "{tool}, whole"
+            );
+        }
+        // The same lines as a read stream through whole.
+        let s = spec(
+            &config,
+            "Read",
+            config.soft_limit(config.profile_for("Read"), 200_000),
+        );
+        let mut out = Vec::new();
+        trim_stream(&s, snippet.as_bytes(), &mut out, None).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), snippet);
     }
 
     #[test]

@@ -30,14 +30,27 @@ pub fn client_cut(text: &str) -> bool {
         || codex_cut_inside(text)
 }
 
-/// Whether `text` is a client's echo of an edit the agent made: Claude Code's `Edit` and
-/// `Write` ("The file PATH has been updated. Here's the result of running `cat -n` on a
-/// snippet of the edited file:") and the text editor tool's ("The file PATH has been edited.
-/// Here's the result of running `cat -n` on a snippet of PATH:"), on its first line.
+/// Bytes of an output's start that say whether it echoes an edit ([`edit_echo`]): its first
+/// line ends within them (a path is not 4 KB).
+pub const EDIT_ECHO_SCAN_BYTES: usize = 4 * 1024;
+
+/// Whether `text` (an output, or its start up to [`EDIT_ECHO_SCAN_BYTES`]) is a client's echo of
+/// an edit the agent made: Claude Code's `Edit` and `Write` ("The file PATH has been updated.
+/// Here's the result of running `cat -n` on a snippet of the edited file:") and the text editor
+/// tool's ("The file PATH has been edited. Here's the result of running `cat -n` on a snippet of
+/// PATH:"), on its first line; inside an envelope (`{"output": ...}`), on the first line of its
+/// text, as the trimmer reads it.
 pub(crate) fn edit_echo(text: &str) -> bool {
     const SNIPPET: &str = " Here's the result of running `cat -n` on a snippet of ";
-    // The first line (a newline is ASCII, so the cut is a char boundary); a path is not 4 KB.
-    let Some(end) = memchr::memchr(b'\n', &text.as_bytes()[..text.len().min(4_096)]) else {
+    let start = &text.as_bytes()[..text.len().min(EDIT_ECHO_SCAN_BYTES)];
+    if memchr::memmem::find(start, SNIPPET.as_bytes()).is_none() {
+        return false;
+    }
+    if text.trim_start().starts_with('{') {
+        return super::envelope::unwrap(text).is_some_and(|u| edit_echo(&u.text));
+    }
+    // The first line (a newline is ASCII, so the cut is a char boundary).
+    let Some(end) = memchr::memchr(b'\n', start) else {
         return false;
     };
     let first = &text[..end];

@@ -24,8 +24,8 @@ pub mod terminal;
 use serde_json::Value;
 
 use crate::content_id::ContentId;
-pub use client_marks::client_cut;
 pub(crate) use client_marks::edit_echo;
+pub use client_marks::{EDIT_ECHO_SCAN_BYTES, client_cut};
 pub use lines::{LineBudget, LineTrimmer, TrimStats, marker_line};
 pub use profile::{ConfigError, Mode, Profile, TrimConfig};
 pub use salient::SalientLines;

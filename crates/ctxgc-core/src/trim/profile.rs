@@ -531,7 +531,7 @@ impl TrimConfig {
     /// of the window.
     pub fn limit_for_output(&self, profile: &Profile, window: u64, text: &str) -> usize {
         let limit = self.limit_for(profile, window, text.len());
-        if profile.mode != Mode::Never && self.edit_echo_max_bytes > 0 && super::edit_echo(text) {
+        if self.is_edit_echo(profile, text) {
             return limit.min(self.edit_echo_max_bytes);
         }
         if profile.mode == Mode::Never || !super::client_cut(text) {
@@ -542,6 +542,18 @@ impl TrimConfig {
         limit
             .max(text.len().min(cap as usize))
             .min(self.hard_cap_bytes)
+    }
+
+    /// Whether echoes of the agent's own edits are capped under `profile`
+    /// (`edit_echo_max_bytes`).
+    pub fn caps_edit_echoes(&self, profile: &Profile) -> bool {
+        profile.mode != Mode::Never && self.edit_echo_max_bytes > 0
+    }
+
+    /// Whether `text` (an output, or its first [`super::EDIT_ECHO_SCAN_BYTES`]) is an echo of the
+    /// agent's own edit that `edit_echo_max_bytes` caps under `profile`.
+    pub fn is_edit_echo(&self, profile: &Profile, text: &str) -> bool {
+        self.caps_edit_echoes(profile) && super::edit_echo(text)
     }
 
     /// The limit in bytes for an output of `size` bytes under `profile` at `window`: the
