@@ -105,12 +105,18 @@ pub fn trim_stream(
     // judges it.
     let mut limit = spec.limit;
     if spec.wants_budget_scan() && spec.config.caps_edit_echoes(spec.profile) {
-        while !eof && prefix.len() < trim::EDIT_ECHO_SCAN_BYTES && !prefix.contains(&b'\n') {
+        // Each read's bytes are searched for the newline once.
+        let mut searched = 0;
+        while !eof
+            && prefix.len() < trim::EDIT_ECHO_SCAN_BYTES
+            && !prefix[searched..].contains(&b'\n')
+        {
+            searched = prefix.len();
             eof = !source.next_chunk(&mut |shown| prefix.extend_from_slice(shown))?;
         }
-        if spec.config.is_edit_echo(spec.profile, valid_start(&prefix)) {
-            limit = limit.min(spec.config.edit_echo_max_bytes);
-        }
+        limit = spec
+            .config
+            .edit_echo_limit(spec.profile, limit, valid_start(&prefix));
     }
     let spec = &StreamSpec { limit, ..*spec };
 
@@ -138,11 +144,7 @@ pub fn trim_stream(
     {
         // Already rendered: the library's render finds nothing more to do. Whole, an echo is
         // also known inside an envelope.
-        let limit = if spec.config.is_edit_echo(spec.profile, text) {
-            spec.limit.min(spec.config.edit_echo_max_bytes)
-        } else {
-            spec.limit
-        };
+        let limit = spec.config.edit_echo_limit(spec.profile, spec.limit, text);
         let trimmed = trim::trim_with_limit(spec.config, spec.profile, limit, text);
         output.write_all(trimmed.text.as_bytes())?;
         report.bytes_in = source.raw_bytes;
@@ -286,16 +288,6 @@ mod tests {
     /// a time (its first line spans reads) or whole, and in an envelope.
     #[test]
     fn streaming_caps_an_echo_of_the_agents_own_edit_as_the_library_does() {
-        /// A reader that hands out at most 7 bytes a read.
-        struct Trickle<'a>(&'a [u8]);
-        impl Read for Trickle<'_> {
-            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-                let n = self.0.len().min(buf.len()).min(7);
-                buf[..n].copy_from_slice(&self.0[..n]);
-                self.0 = &self.0[n..];
-                Ok(n)
-            }
-        }
         let config = TrimConfig::default();
         let snippet: String = (1..=150)
             .map(|i| format!("{i:>6}\u{2192}    let value_{i} = compute_{i}(input)?;\n"))
@@ -311,7 +303,11 @@ mod tests {
             let expected = trim::trim_output(&config, tool, 200_000, text);
             assert!(expected.trimmed && expected.text.len() < 1_600, "{tool}");
             let mut out = Vec::new();
-            trim_stream(&s, Trickle(text.as_bytes()), &mut out, None).unwrap();
+            let input = Trickle {
+                bytes: text.as_bytes(),
+                step: 7,
+            };
+            trim_stream(&s, input, &mut out, None).unwrap();
             assert_eq!(
                 String::from_utf8(out).unwrap(),
                 expected.text,

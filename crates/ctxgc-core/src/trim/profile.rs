@@ -556,6 +556,16 @@ impl TrimConfig {
         self.caps_edit_echoes(profile) && super::edit_echo(text)
     }
 
+    /// `limit`, capped at `edit_echo_max_bytes` when `text` (an output, or its first
+    /// [`super::EDIT_ECHO_SCAN_BYTES`]) is an echo of the agent's own edit.
+    pub fn edit_echo_limit(&self, profile: &Profile, limit: usize, text: &str) -> usize {
+        if self.is_edit_echo(profile, text) {
+            limit.min(self.edit_echo_max_bytes)
+        } else {
+            limit
+        }
+    }
+
     /// The limit in bytes for an output of `size` bytes under `profile` at `window`: the
     /// profile's soft limit, and at most [`Profile::kept_share_max`] of the output.
     pub fn limit_for(&self, profile: &Profile, window: u64, size: usize) -> usize {
