@@ -651,7 +651,19 @@ fn an_output_the_client_already_cut_is_not_cut_again_below_what_it_kept() {
         "metadata": {"exit_code": 0, "duration_seconds": 1.0}
     })
     .to_string();
-    for cut in [&by_tokens, &by_lines] {
+    // Its versions of September to November 2025 wrote the line and byte marks without the
+    // header, on a line of their own.
+    let headerless = serde_json::json!({
+        "output": format!("{}\n[... omitted 130 of 386 lines ...]\n\n{}", &lines[..6_000], &lines[lines.len() - 4_000..]),
+        "metadata": {"exit_code": 0, "duration_seconds": 0.2}
+    })
+    .to_string();
+    let by_bytes = format!(
+        "{}\n[... output truncated to fit 10240 bytes ...]\n\n{}",
+        &lines[..6_000],
+        &lines[lines.len() - 4_000..]
+    );
+    for cut in [&by_tokens, &by_lines, &headerless, &by_bytes] {
         assert!(client_cut(cut), "{}", &cut[..80]);
         let kept = trim_output(&config, "shell_command", 200_000, cut);
         assert_eq!(&kept.text, cut, "kept as Codex cut it");
@@ -663,6 +675,12 @@ fn an_output_the_client_already_cut_is_not_cut_again_below_what_it_kept() {
     )));
     assert!(!client_cut(&format!(
         "Total output lines: 3\n[... omitted a few lines ...]\n{lines}"
+    )));
+    assert!(!client_cut(&format!(
+        "{lines}\n// Codex writes [... omitted 3 of 10 lines ...] where it cut\n"
+    )));
+    assert!(!client_cut(&format!(
+        "{lines}\n[... omitted some of 10 lines ...]\n{lines}"
     )));
     assert!(!client_cut(&format!(
         "Total output lines: 3\n[... omitted 3 of lines ...]\n{lines}"
