@@ -4,10 +4,15 @@
 //!
 //! This needs no event: the pointer is a pure function of the visible history and the new
 //! output, and only the new message is affected, so cached prefixes stay valid.
+//!
+//! An output inside a JSON envelope whose bulk is one text field (Codex's `{"output": "...",
+//! "metadata": {...}}` of autumn 2025, Hermes's) is read as that field's lines: escaped, the
+//! whole envelope is one line, and a re-read file in it repeated nothing.
 
 use std::collections::{HashMap, VecDeque};
 
 use crate::content_id::ContentId;
+use crate::trim::envelope::OneField;
 
 /// A run shorter than this many lines is left as is. Re-views of overlapping ranges repeat in
 /// short runs between edited lines: 4 lines and 200 bytes (a pointer line is about 90) saved
@@ -60,10 +65,14 @@ pub fn pointed_ids(entered: &str) -> impl Iterator<Item = ContentId> + '_ {
     })
 }
 
-/// The lines of an entered result that are pointers (`[... (id ID)]`).
+/// The lines of an entered result that are pointers (`[... (id ID)]`), in an envelope's field
+/// too, where a line break is the escape `\n` and the field's first and last lines end at a
+/// quote (a pointer holds nothing JSON escapes, and no quote).
 fn pointer_lines(entered: &str) -> impl Iterator<Item = &str> {
     entered
         .lines()
+        .flat_map(|line| line.split('"'))
+        .flat_map(|part| part.split("\\n"))
         .filter(|line| line.starts_with('[') && line.ends_with(")]"))
 }
 
@@ -106,6 +115,9 @@ struct WindowEntry {
     bytes: usize,
     /// Every line of the text (empty until indexed).
     spans: Vec<LineSpan>,
+    /// The text of its field, when it entered as an envelope of one ([`OneField`]): what its
+    /// spans are in (read once it is indexed).
+    field: Option<String>,
     /// An event replaced it (by an abstract or a summary): no pointer may name it.
     hidden: bool,
 }
@@ -157,6 +169,7 @@ impl RepeatIndex {
             id,
             bytes: entered.len(),
             spans: Vec::new(),
+            field: None,
             hidden: false,
         });
         self.window_bytes += entered.len();
@@ -200,8 +213,9 @@ impl RepeatIndex {
         }
     }
 
-    fn index(&mut self, seq: u64, text: &str) {
-        let spans = spans_of(text);
+    fn index(&mut self, seq: u64, entered: &str) {
+        let field = OneField::of(entered).map(|f| f.text);
+        let spans = spans_of(field.as_deref().unwrap_or(entered));
         let lines = self.lines.get_or_insert_with(HashMap::new);
         for (j, span) in spans.iter().enumerate().filter(|(_, s)| s.hash != 0) {
             let at = lines.entry(span.hash).or_default();
@@ -212,10 +226,12 @@ impl RepeatIndex {
         }
         let k = (seq - self.front_seq) as usize;
         self.window[k].spans = spans;
+        self.window[k].field = field;
     }
 
     /// The new output with repeated parts replaced by pointers, or `None` when nothing
-    /// repeats. `text_of(position)` gives the text each recorded result entered as.
+    /// repeats. `text_of(position)` gives the text each recorded result entered as. In an
+    /// envelope of one text field, the field's lines are compared and replaced.
     pub fn point_to_repeats<'t>(
         &mut self,
         new: &str,
@@ -237,6 +253,18 @@ impl RepeatIndex {
                 self.index(self.front_seq + k as u64, text);
             }
         }
+        match OneField::of(new) {
+            Some(envelope) => {
+                let pointed = self.point_lines(&envelope.text, text_of)?;
+                Some(envelope.with_text(pointed))
+            }
+            None => self.point_lines(new, text_of),
+        }
+    }
+
+    /// `new`'s lines with runs that an earlier result's lines repeat replaced by pointers, or
+    /// `None` when none does.
+    fn point_lines<'t>(&self, new: &str, text_of: &dyn Fn(usize) -> &'t str) -> Option<String> {
         let index = self.lines.as_ref()?;
         let lines: Vec<&str> = new.lines().collect();
         let hashes: Vec<u64> = lines
@@ -262,7 +290,10 @@ impl RepeatIndex {
                 if entry.hidden {
                     continue;
                 }
-                let old = text_of(entry.position);
+                let old = entry
+                    .field
+                    .as_deref()
+                    .unwrap_or_else(|| text_of(entry.position));
                 let j = j as usize;
                 let len = (0..)
                     .take_while(|k| {
@@ -414,5 +445,63 @@ mod tests {
             point_to_repeats(&unrelated, ContentId::of(unrelated.as_bytes()), &earlier),
             None
         );
+    }
+
+    /// Codex's envelope of autumn 2025: escaped, the output is one line, and a re-read of the
+    /// same file in it repeated nothing. Its field's lines are compared instead, the pointers
+    /// go into the field, and the envelope stays JSON with its other fields as they were; the
+    /// ids the pointers name are found there too (each must answer a recall).
+    #[test]
+    fn a_re_read_inside_codex_s_envelope_points_to_the_earlier_read() {
+        let envelope = |output: &str| {
+            serde_json::json!({"output": output, "metadata": {"exit_code": 0, "duration_seconds": 0.1}})
+                .to_string()
+        };
+        let old = envelope(&file(200, "a"));
+        let mut lines: Vec<String> = file(200, "a").lines().map(str::to_owned).collect();
+        lines[99] = "    let value_100 = FIXED;".into();
+        let new = envelope(&(lines.join("\n") + "\n"));
+        let id = ContentId::of(old.as_bytes());
+        let earlier = [Earlier {
+            call_id: "call_7",
+            id,
+            text: &old,
+        }];
+        let out = point_to_repeats(&new, ContentId::of(new.as_bytes()), &earlier).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(
+            value["output"],
+            format!(
+                "[lines 1-99 same as the result of call_7 (id {id})]\n    let value_100 = FIXED;\n[lines 101-200 same as the result of call_7 (id {id})]\n"
+            )
+        );
+        assert_eq!(value["metadata"]["exit_code"], 0);
+        assert!(out.starts_with("{\"output\":"), "{out}");
+        assert_eq!(pointed_ids(&out).collect::<Vec<_>>(), vec![id, id]);
+        assert_eq!(
+            pointed_call_ids(&out).collect::<Vec<_>>(),
+            vec!["call_7", "call_7"]
+        );
+        // An earlier read outside an envelope counts as well, and an envelope of two big
+        // fields is no envelope of one.
+        let plain = file(200, "a");
+        let plain_id = ContentId::of(plain.as_bytes());
+        let from_plain = point_to_repeats(
+            &new,
+            ContentId::of(new.as_bytes()),
+            &[Earlier {
+                call_id: "call_2",
+                id: plain_id,
+                text: &plain,
+            }],
+        )
+        .unwrap();
+        assert!(
+            from_plain.contains("same as the result of call_2"),
+            "{from_plain}"
+        );
+        let two =
+            serde_json::json!({"stdout": file(200, "a"), "stderr": file(200, "b")}).to_string();
+        assert!(OneField::of(&two).is_none());
     }
 }

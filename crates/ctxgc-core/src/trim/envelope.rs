@@ -197,6 +197,53 @@ pub fn unwrap(text: &str) -> Option<Unwrapped> {
     })
 }
 
+/// An envelope whose bulk is one text field, such as Codex's `{"output": "...", "metadata":
+/// {...}}`: the field's text, with what it takes to put another text in its place.
+#[derive(Debug, Clone)]
+pub(crate) struct OneField {
+    head: String,
+    tail: String,
+    value: Value,
+    pointer: String,
+    pretty: bool,
+    /// The field's text.
+    pub text: String,
+}
+
+impl OneField {
+    /// `text` as such an envelope (in a client's frame or not), or `None` when it is not one.
+    pub(crate) fn of(text: &str) -> Option<OneField> {
+        if text.len() > MAX_ENVELOPE_BYTES {
+            return None;
+        }
+        let (head, json, tail) = framed(text)?;
+        let value: Value = serde_json::from_str(json).ok()?;
+        let (pointer, _) = largest_text_fields(&value).into_iter().next()?;
+        let field = value.pointer(&pointer)?.as_str()?;
+        let escaped = serde_json::to_string(field).ok()?.len();
+        if (escaped as f64) < BULK_SHARE * json.len() as f64 {
+            return None;
+        }
+        Some(OneField {
+            head: head.to_owned(),
+            tail: tail.to_owned(),
+            text: field.to_owned(),
+            pretty: json.trim().contains('\n'),
+            value,
+            pointer,
+        })
+    }
+
+    /// The envelope with `text` in the field's place, its other fields and frame as they were.
+    pub(crate) fn with_text(mut self, text: String) -> String {
+        if let Some(slot) = self.value.pointer_mut(&self.pointer) {
+            *slot = Value::String(text);
+        }
+        let json = json::render(&self.value, self.pretty);
+        format!("{}{json}{}", self.head, self.tail)
+    }
+}
+
 /// The [`MAX_FIELDS`] longest strings in `value` (JSON pointer, length), longest first.
 fn largest_text_fields(value: &Value) -> Vec<(String, usize)> {
     let mut fields = Vec::new();

@@ -526,12 +526,13 @@ fn a_pruned_file_read_keeps_its_definition_lines() {
         json!({"file_path": "/repo/ledger.py"}),
         file.clone(),
     ));
-    // The same file through a tool that answers in a JSON envelope.
+    // Another such file through a tool that answers in a JSON envelope (the same one would
+    // enter as a pointer to the read).
     messages.extend(turn(
         "enveloped",
         "shell",
         json!({"command": "cat /repo/ledger_copy.py"}),
-        json!({"output": file, "metadata": {"exit_code": 0}}).to_string(),
+        json!({"output": file.replace("settle_", "post_").replace("total_", "sum_"), "metadata": {"exit_code": 0}}).to_string(),
     ));
     messages.extend(turn(
         "run",
