@@ -128,16 +128,55 @@ struct WindowEntry {
 struct LineSpan {
     start: u32,
     end: u32,
-    hash: u64,
+    hashes: LineHashes,
 }
 
-/// A line of a numbered view of a file (Claude Code's `Read`: `   120→text`) as its number and
-/// its text.
+/// The keys a line is looked up by: the whole line, and what it says ([`unnumbered`]; the same
+/// key unless the line is numbered). Each is 0 for a line too short to look up. A numbered line
+/// is never that short: runs start at a view's blank lines and braces too (judged by the whole
+/// line, they cost 1.3 points of `none` less on procrypto's logs than judged by their text).
+/// Both keys, so that rows which differ only in their numbers (a table's, every blank line of a
+/// view) do not crowd out the exact repeat among a key's [`MAX_CANDIDATES`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LineHashes {
+    line: u64,
+    text: u64,
+}
+
+impl LineHashes {
+    fn of(line: &str) -> LineHashes {
+        if line.trim().len() < 4 {
+            return LineHashes { line: 0, text: 0 };
+        }
+        let hash = |s: &str| xxhash_rust::xxh3::xxh3_64(s.as_bytes()) | 1;
+        let whole = hash(line);
+        let text = unnumbered(line);
+        LineHashes {
+            line: whole,
+            text: if text.len() == line.len() {
+                whole
+            } else {
+                hash(text)
+            },
+        }
+    }
+
+    /// Its distinct keys, 0 left out.
+    fn keys(self) -> impl Iterator<Item = u64> {
+        let text = (self.text != self.line).then_some(self.text);
+        std::iter::once(self.line).chain(text).filter(|&k| k != 0)
+    }
+}
+
+/// A line of a numbered view of a file (Claude Code's `Read`: `   120→text`; `nl -ba` and
+/// `cat -n`: `   120<TAB>text`) as its number and its text.
 fn numbered(line: &str) -> Option<(&str, &str)> {
     let digits = line.trim_start_matches(' ');
     let rest = digits.trim_start_matches(|c: char| c.is_ascii_digit());
     let number = &digits[..digits.len() - rest.len()];
-    let text = rest.strip_prefix('\u{2192}')?;
+    let text = rest
+        .strip_prefix('\u{2192}')
+        .or_else(|| rest.strip_prefix('\t'))?;
     (!number.is_empty()).then_some((number, text))
 }
 
@@ -149,16 +188,16 @@ fn unnumbered(line: &str) -> &str {
     numbered(line).map_or(line, |(_, text)| text)
 }
 
-/// The hash a line is looked up by, of what it says ([`unnumbered`]); 0 for a line too short
-/// to look up. A numbered line is never that short: runs start at a view's blank lines and
-/// braces too (judged by the whole line, they cost 1.3 points of `none` less on procrypto's
-/// logs than judged by their text).
-fn line_hash(line: &str) -> u64 {
-    let text = unnumbered(line);
-    if line.trim().len() < 4 {
-        0
-    } else {
-        xxhash_rust::xxh3::xxh3_64(text.as_bytes()) | 1
+/// Whether `line`, `k` lines after `first` in a run, is numbered as a view numbers it: `k` more
+/// when `first` is numbered, not at all when it is not. A table whose first column is a number
+/// (`17<TAB>a`, `99<TAB>b`) is no view: its numbers are data, and a pointer naming only the
+/// first and the last would lose the others.
+fn counts_on(first: &str, line: &str, k: usize) -> bool {
+    let number = |l: &str| numbered(l).and_then(|(n, _)| n.parse::<u64>().ok());
+    match (number(first), number(line)) {
+        (Some(a), Some(b)) => a.checked_add(k as u64) == Some(b),
+        (None, None) => true,
+        _ => false,
     }
 }
 
@@ -175,8 +214,7 @@ fn spans_of(text: &str) -> Vec<LineSpan> {
             LineSpan {
                 start: start as u32,
                 end: (start + line.len()) as u32,
-                // Short lines are never looked up: a zero hash marks them.
-                hash: line_hash(line),
+                hashes: LineHashes::of(line),
             }
         })
         .collect()
@@ -234,13 +272,13 @@ impl RepeatIndex {
             return;
         };
         // Occurrences are kept in sequence order, so the oldest result's are at the front.
-        for span in entry.spans.iter().filter(|s| s.hash != 0) {
-            if let Some(at) = lines.get_mut(&span.hash) {
+        for key in entry.spans.iter().flat_map(|s| s.hashes.keys()) {
+            if let Some(at) = lines.get_mut(&key) {
                 while at.front().is_some_and(|&(s, _)| s == seq) {
                     at.pop_front();
                 }
                 if at.is_empty() {
-                    lines.remove(&span.hash);
+                    lines.remove(&key);
                 }
             }
         }
@@ -250,12 +288,14 @@ impl RepeatIndex {
         let field = OneField::of(entered).map(|f| f.text);
         let spans = spans_of(field.as_deref().unwrap_or(entered));
         let lines = self.lines.get_or_insert_with(HashMap::new);
-        for (j, span) in spans.iter().enumerate().filter(|(_, s)| s.hash != 0) {
-            let at = lines.entry(span.hash).or_default();
-            if at.len() == MAX_CANDIDATES {
-                at.pop_front();
+        for (j, span) in spans.iter().enumerate() {
+            for key in span.hashes.keys() {
+                let at = lines.entry(key).or_default();
+                if at.len() == MAX_CANDIDATES {
+                    at.pop_front();
+                }
+                at.push_back((seq, j as u32));
             }
-            at.push_back((seq, j as u32));
         }
         let k = (seq - self.front_seq) as usize;
         self.window[k].spans = spans;
@@ -300,15 +340,20 @@ impl RepeatIndex {
     fn point_lines<'t>(&self, new: &str, text_of: &dyn Fn(usize) -> &'t str) -> Option<String> {
         let index = self.lines.as_ref()?;
         let lines: Vec<&str> = new.lines().collect();
-        let hashes: Vec<u64> = lines.iter().map(|line| line_hash(line)).collect();
+        let hashes: Vec<LineHashes> = lines.iter().map(|line| LineHashes::of(line)).collect();
         let mut out = String::with_capacity(new.len() / 2);
         let mut changed = false;
         let mut i = 0;
         while i < lines.len() {
-            let mut best: Option<(usize, usize, usize)> = None; // (window entry, start, len)
-            let candidates = (hashes[i] != 0).then(|| index.get(&hashes[i])).flatten();
-            // Newest first: a tie goes to the result the model saw last.
-            for &(seq, j) in candidates.into_iter().flatten().rev() {
+            // (window entry, start, len, whether its lines repeat exactly)
+            let mut best: Option<(usize, usize, usize, bool)> = None;
+            // The exact repeats first, then the renumbered ones; newest first in each: a tie
+            // goes to the exact repeat, then to the result the model saw last.
+            let candidates = hashes[i]
+                .keys()
+                .filter_map(|key| index.get(&key))
+                .flat_map(|at| at.iter().rev());
+            for &(seq, j) in candidates {
                 let e = (seq - self.front_seq) as usize;
                 let entry = &self.window[e];
                 if entry.hidden {
@@ -319,25 +364,35 @@ impl RepeatIndex {
                     .as_deref()
                     .unwrap_or_else(|| text_of(entry.position));
                 let j = j as usize;
+                let old_line = |k: usize| {
+                    let s = entry.spans[k];
+                    &old[s.start as usize..s.end as usize]
+                };
+                // A run repeats its lines exactly, or is a view's lines renumbered (each side
+                // numbered on from its first line).
+                let exact = lines[i] == old_line(j);
                 let len = (0..)
-                    .take_while(|k| {
+                    .take_while(|&k| {
                         i + k < lines.len()
                             && j + k < entry.spans.len()
-                            && (hashes[i + k] == 0 || hashes[i + k] == entry.spans[j + k].hash)
-                            && unnumbered(lines[i + k])
-                                == unnumbered(
-                                    &old[entry.spans[j + k].start as usize
-                                        ..entry.spans[j + k].end as usize],
-                                )
+                            && (hashes[i + k].text == 0
+                                || hashes[i + k].text == entry.spans[j + k].hashes.text)
+                            && if exact {
+                                lines[i + k] == old_line(j + k)
+                            } else {
+                                unnumbered(lines[i + k]) == unnumbered(old_line(j + k))
+                                    && counts_on(lines[i], lines[i + k], k)
+                                    && counts_on(old_line(j), old_line(j + k), k)
+                            }
                     })
                     .count();
-                if best.is_none_or(|(_, _, l)| len > l) {
-                    best = Some((e, j, len));
+                if best.is_none_or(|(_, _, l, _)| len > l) {
+                    best = Some((e, j, len, exact));
                 }
             }
             let pointer =
-                best.filter(|&(_, _, len)| len >= MIN_RUN_LINES)
-                    .and_then(|(e, j, len)| {
+                best.filter(|&(_, _, len, _)| len >= MIN_RUN_LINES)
+                    .and_then(|(e, j, len, exact)| {
                         let run_bytes =
                             lines[i..i + len].iter().map(|l| l.len() + 1).sum::<usize>();
                         if run_bytes < MIN_RUN_BYTES {
@@ -352,13 +407,13 @@ impl RepeatIndex {
                             let s = source.spans[k];
                             &old[s.start as usize..s.end as usize]
                         };
-                        // A numbered view's lines are named by their numbers where those are
-                        // not their places in the output (a view from an offset): lines
-                        // renumbered since (a file re-read after an edit above them) then say
-                        // each side's numbers, so that the model knows each line's number now.
+                        // Lines renumbered since (a file re-read after an edit above them) say
+                        // each side's numbers where those are not their places in the output
+                        // (a view from an offset), so that the model knows each line's number
+                        // now; lines repeated exactly show theirs where they were.
                         let numbered = |first: &str, last: &str, place: usize| {
                             numbers_of(first, last)
-                                .filter(|(a, _)| *a != place.to_string())
+                                .filter(|(a, _)| !exact && *a != place.to_string())
                                 .map_or(String::new(), |(a, b)| format!(", numbered {a}-{b},"))
                         };
                         let now = numbered(lines[i], lines[i + len - 1], i + 1);
@@ -562,8 +617,8 @@ mod tests {
         assert!(OneField::of(&two).is_none());
     }
 
-    /// Claude Code's `Read` of a file after an edit added two lines near its top: its
-    /// unchanged lines repeat under new numbers. They point to the earlier view, which names
+    /// Claude Code's `Read` (and `nl -ba`) of a file after an edit added two lines near its
+    /// top: its unchanged lines repeat under new numbers. They point to the earlier view, which names
     /// them by the same places (a view from line 1); views from an offset say each side's
     /// numbers, since a line's number is then not its place in the output.
     #[test]
@@ -613,8 +668,62 @@ mod tests {
             "{out}"
         );
         assert_eq!(pointed_call_ids(&out).last(), Some("toolu_02"));
+        // `nl -ba`'s views (Codex's, mini-swe-agent's) the same way.
+        let tabbed = |lines: &[String], from: usize| -> String {
+            lines
+                .iter()
+                .enumerate()
+                .map(|(k, l)| format!("{:>6}\t{l}\n", from + k))
+                .collect()
+        };
+        let old = tabbed(&body, 1180);
+        let new = tabbed(&edited, 1180);
+        let id = ContentId::of(old.as_bytes());
+        let earlier = [Earlier {
+            call_id: "call_3",
+            id,
+            text: &old,
+        }];
+        let out = point_to_repeats(&new, ContentId::of(new.as_bytes()), &earlier).unwrap();
+        assert!(
+            out.ends_with(&format!(
+                "[lines 5-122, numbered 1184-1301, same as lines 3-120, numbered 1182-1299, of the result of call_3 (id {id})]\n"
+            )),
+            "{out}"
+        );
+        // A table whose first column is a number is no view: rows with other numbers are no
+        // repeat (a pointer naming the first and last would lose the rest), the same rows are.
+        let table = |ids: &[u32]| -> String {
+            ids.iter()
+                .map(|n| format!("{n}\tcustomer record with a long enough name and balance\n"))
+                .collect()
+        };
+        let ids = |step: u32, from: u32| {
+            (0..30)
+                .map(|k| (k * step + from) % 1000)
+                .collect::<Vec<_>>()
+        };
+        let old = table(&ids(37, 5));
+        let id = ContentId::of(old.as_bytes());
+        let earlier = [Earlier {
+            call_id: "call_4",
+            id,
+            text: &old,
+        }];
+        let other = table(&ids(53, 17));
+        assert_eq!(
+            point_to_repeats(&other, ContentId::of(other.as_bytes()), &earlier),
+            None
+        );
+        let again = format!("header\n{old}");
+        let out = point_to_repeats(&again, ContentId::of(again.as_bytes()), &earlier).unwrap();
+        assert!(
+            out.contains("[lines 2-31 same as lines 1-30 of the result of call_4"),
+            "{out}"
+        );
         // The same text unnumbered is no view: its lines are compared as they are.
         assert_eq!(numbered("   12 apples"), None);
+        assert_eq!(numbered("12\tapples"), Some(("12", "apples")));
         assert_eq!(numbered("\u{2192} arrow"), None);
         assert_eq!(numbered("    12\u{2192}x"), Some(("12", "x")));
     }
