@@ -23,10 +23,8 @@ use crate::trim::envelope::OneField;
 pub const MIN_RUN_LINES: usize = 3;
 /// A run shorter than this many bytes is left as is (see [`MIN_RUN_LINES`]).
 pub const MIN_RUN_BYTES: usize = 200;
-/// New outputs smaller than this are not worth checking. Three runs' worth: 600 bytes saved
-/// 0.1-0.2% of `none` more than 1,200 for each Claude Code user and 0.1% on GPT-5-mini, nothing
-/// for the Codex users.
-const MIN_OUTPUT_BYTES: usize = 600;
+/// New outputs smaller than this are not worth checking.
+const MIN_OUTPUT_BYTES: usize = 1_200;
 /// Earlier results searched for runs, newest first, up to this many bytes: the search costs
 /// what it reads, and a request whose memo was evicted re-enters every turn.
 const MAX_EARLIER_BYTES: usize = 256 * 1024;
