@@ -484,6 +484,27 @@ mod tests {
             .collect()
     }
 
+    /// [`file`] of 200 lines with its 100th edited.
+    fn edited_at_100() -> String {
+        let mut lines: Vec<String> = file(200, "a").lines().map(str::to_owned).collect();
+        lines[99] = "    let value_100 = FIXED;".into();
+        lines.join("\n") + "\n"
+    }
+
+    /// `new` with its repeats of `old` (the result of `call_id`) pointed, and `old`'s id.
+    fn point_once(old: &str, new: &str, call_id: &str) -> (Option<String>, ContentId) {
+        let id = ContentId::of(old.as_bytes());
+        let earlier = [Earlier {
+            call_id,
+            id,
+            text: old,
+        }];
+        (
+            point_to_repeats(new, ContentId::of(new.as_bytes()), &earlier),
+            id,
+        )
+    }
+
     #[test]
     fn identical_output_becomes_a_pointer() {
         let old = file(50, "a");
@@ -516,19 +537,9 @@ mod tests {
 
     #[test]
     fn a_re_read_with_an_edit_points_to_the_unchanged_runs() {
-        let old = file(200, "a");
-        let mut new_lines: Vec<String> = old.lines().map(str::to_owned).collect();
-        new_lines[99] = "    let value_100 = FIXED;".into();
-        let new = new_lines.join("\n") + "\n";
-        let id = ContentId::of(old.as_bytes());
-        let earlier = [Earlier {
-            call_id: "call_7",
-            id,
-            text: &old,
-        }];
-        let out = point_to_repeats(&new, ContentId::of(new.as_bytes()), &earlier).unwrap();
+        let (out, id) = point_once(&file(200, "a"), &edited_at_100(), "call_7");
         assert_eq!(
-            out,
+            out.unwrap(),
             format!(
                 "[lines 1-99 same as the result of call_7 (id {id})]\n    let value_100 = FIXED;\n[lines 101-200 same as the result of call_7 (id {id})]\n"
             )
@@ -569,17 +580,9 @@ mod tests {
             serde_json::json!({"output": output, "metadata": {"exit_code": 0, "duration_seconds": 0.1}})
                 .to_string()
         };
-        let old = envelope(&file(200, "a"));
-        let mut lines: Vec<String> = file(200, "a").lines().map(str::to_owned).collect();
-        lines[99] = "    let value_100 = FIXED;".into();
-        let new = envelope(&(lines.join("\n") + "\n"));
-        let id = ContentId::of(old.as_bytes());
-        let earlier = [Earlier {
-            call_id: "call_7",
-            id,
-            text: &old,
-        }];
-        let out = point_to_repeats(&new, ContentId::of(new.as_bytes()), &earlier).unwrap();
+        let new = envelope(&edited_at_100());
+        let (out, id) = point_once(&envelope(&file(200, "a")), &new, "call_7");
+        let out = out.unwrap();
         let value: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(
             value["output"],
@@ -623,100 +626,65 @@ mod tests {
     /// numbers, since a line's number is then not its place in the output.
     #[test]
     fn a_re_read_after_an_edit_above_points_to_the_renumbered_lines() {
-        let view = |lines: &[String], from: usize| -> String {
+        // A view of `lines` numbered from `from`, the number ending in `mark`.
+        let view = |lines: &[String], from: usize, mark: char| -> String {
             lines
                 .iter()
                 .enumerate()
-                .map(|(k, l)| format!("{:>6}\u{2192}{l}\n", from + k))
+                .map(|(k, l)| format!("{:>6}{mark}{l}\n", from + k))
                 .collect()
         };
         let body: Vec<String> = file(120, "a").lines().map(str::to_owned).collect();
-        let old = view(&body, 1);
         let mut edited = body.clone();
         edited.splice(
             2..2,
             ["    # added one".to_owned(), "    # added two".to_owned()],
         );
-        let new = view(&edited, 1);
-        let id = ContentId::of(old.as_bytes());
-        let earlier = [Earlier {
-            call_id: "toolu_01",
-            id,
-            text: &old,
-        }];
-        let out = point_to_repeats(&new, ContentId::of(new.as_bytes()), &earlier).unwrap();
+        let (out, id) = point_once(
+            &view(&body, 1, '\u{2192}'),
+            &view(&edited, 1, '\u{2192}'),
+            "toolu_01",
+        );
+        let out = out.unwrap();
         assert!(
             out.ends_with(&format!(
                 "     4\u{2192}    # added two\n[lines 5-122 same as lines 3-120 of the result of toolu_01 (id {id})]\n"
             )),
             "{out}"
         );
-        // From an offset: lines 500 to 619 of a file, then 500 to 621 after the edit.
-        let old = view(&body, 500);
-        let new = view(&edited, 500);
-        let id = ContentId::of(old.as_bytes());
-        let earlier = [Earlier {
-            call_id: "toolu_02",
-            id,
-            text: &old,
-        }];
-        let out = point_to_repeats(&new, ContentId::of(new.as_bytes()), &earlier).unwrap();
-        assert!(
-            out.ends_with(&format!(
-                "[lines 5-122, numbered 504-621, same as lines 3-120, numbered 502-619, of the result of toolu_02 (id {id})]\n"
-            )),
-            "{out}"
-        );
-        assert_eq!(pointed_call_ids(&out).last(), Some("toolu_02"));
+        // From an offset: lines 500 to 619 of a file, then 500 to 621 after the edit; and
         // `nl -ba`'s views (Codex's, mini-swe-agent's) the same way.
-        let tabbed = |lines: &[String], from: usize| -> String {
-            lines
-                .iter()
-                .enumerate()
-                .map(|(k, l)| format!("{:>6}\t{l}\n", from + k))
-                .collect()
-        };
-        let old = tabbed(&body, 1180);
-        let new = tabbed(&edited, 1180);
-        let id = ContentId::of(old.as_bytes());
-        let earlier = [Earlier {
-            call_id: "call_3",
-            id,
-            text: &old,
-        }];
-        let out = point_to_repeats(&new, ContentId::of(new.as_bytes()), &earlier).unwrap();
-        assert!(
-            out.ends_with(&format!(
-                "[lines 5-122, numbered 1184-1301, same as lines 3-120, numbered 1182-1299, of the result of call_3 (id {id})]\n"
-            )),
-            "{out}"
-        );
+        for (mark, from, call_id) in [('\u{2192}', 500, "toolu_02"), ('\t', 1180, "call_3")] {
+            let (out, id) = point_once(
+                &view(&body, from, mark),
+                &view(&edited, from, mark),
+                call_id,
+            );
+            let out = out.unwrap();
+            assert!(
+                out.ends_with(&format!(
+                    "[lines 5-122, numbered {}-{}, same as lines 3-120, numbered {}-{}, of the result of {call_id} (id {id})]\n",
+                    from + 4,
+                    from + 121,
+                    from + 2,
+                    from + 119
+                )),
+                "{out}"
+            );
+            assert_eq!(pointed_call_ids(&out).last(), Some(call_id));
+        }
         // A table whose first column is a number is no view: rows with other numbers are no
         // repeat (a pointer naming the first and last would lose the rest), the same rows are.
-        let table = |ids: &[u32]| -> String {
+        let table = |ids: Vec<u32>| -> String {
             ids.iter()
                 .map(|n| format!("{n}\tcustomer record with a long enough name and balance\n"))
                 .collect()
         };
-        let ids = |step: u32, from: u32| {
-            (0..30)
-                .map(|k| (k * step + from) % 1000)
-                .collect::<Vec<_>>()
-        };
-        let old = table(&ids(37, 5));
-        let id = ContentId::of(old.as_bytes());
-        let earlier = [Earlier {
-            call_id: "call_4",
-            id,
-            text: &old,
-        }];
-        let other = table(&ids(53, 17));
-        assert_eq!(
-            point_to_repeats(&other, ContentId::of(other.as_bytes()), &earlier),
-            None
-        );
-        let again = format!("header\n{old}");
-        let out = point_to_repeats(&again, ContentId::of(again.as_bytes()), &earlier).unwrap();
+        let ids = |step: u32, from: u32| (0..30).map(|k| (k * step + from) % 1000).collect();
+        let old = table(ids(37, 5));
+        assert_eq!(point_once(&old, &table(ids(53, 17)), "call_4").0, None);
+        let (out, _) = point_once(&old, &format!("header\n{old}"), "call_4");
+        let out = out.unwrap();
         assert!(
             out.contains("[lines 2-31 same as lines 1-30 of the result of call_4"),
             "{out}"
