@@ -44,6 +44,7 @@ start_ctxgc() { # label flags...
     --store "sqlite:$out/$label.sqlite" "$@" 2>"$out/$label.log" & pids+=($!)
   wait_port "$port"
   add "$label" "http://127.0.0.1:$port/v1"
+  echo "$label $port" >>"$out/ports.txt"
 }
 start_ctxgc ctxgc
 IFS=';' read -ra extra <<<"$configs"
@@ -77,19 +78,69 @@ if grep -q "external policy" "$out/replay.err"; then
 fi
 
 python3 - "$out" <<'PY'
-import json, pathlib, statistics, sys
+import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
-rows = {}
+runs = {}
 for f in sorted(out.glob("*.jsonl")):
     stats = [json.loads(l) for l in f.read_text().splitlines() if l.strip()]
     if stats:
-        ms = sorted(s["ms"] for s in stats)
-        rows[f.stem] = (len(stats), sum(s["stable"] for s in stats) / len(stats), ms[len(ms) // 2], ms[int(len(ms) * 0.99)])
-base = rows.get("direct", (0, 0, 0.0, 0.0))
+        runs[f.stem] = stats
+
+
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2] if values else float("nan")
+
+
+def p99(values):
+    values = sorted(values)
+    return values[int(len(values) * 0.99)] if values else float("nan")
+
+
+direct = runs.get("direct", [])
+base = median(s["ms"] for s in direct) if direct else 0.0
 print("\nThrough each proxy: requests whose messages extend the previous request's, and time spent")
 print("between the client and the upstream (the direct row is the harness's own overhead):")
-print(f"| path | requests | prefix-stable | p50 ms | p99 ms | added p50 ms |")
+print("| path | requests | prefix-stable | p50 ms | p99 ms | added p50 ms |")
 print("|---|---|---|---|---|---|")
-for name, (n, stable, p50, p99) in rows.items():
-    print(f"| {name} | {n} | {stable:.1%} | {p50:.2f} | {p99:.2f} | {p50 - base[2]:.2f} |")
+for name, stats in runs.items():
+    ms = [s["ms"] for s in stats]
+    stable = sum(s["stable"] for s in stats) / len(stats)
+    print(f"| {name} | {len(stats)} | {stable:.1%} | {median(ms):.2f} | {p99(ms):.2f} | {median(ms) - base:.2f} |")
+
+# The time a proxy adds grows with the body it parses: each request's added time is its time
+# through the proxy less the same request's time sent directly (the replay sends the same
+# requests in the same order down every path), grouped by the size of the body the agent sent.
+# About 4 bytes of body make a token.
+bands = [(0, 100_000, "under 100 KB"), (100_000, 300_000, "100-300 KB"),
+         (300_000, 600_000, "300-600 KB (about 100K tokens)"), (600_000, 1 << 62, "600 KB and more")]
+if direct and all("bytes" in s for s in direct):
+    print("\nAdded time by the size of the request's body (each request against the same request sent directly):")
+    print("| path | " + " | ".join(label for _, _, label in bands) + " |")
+    print("|---|" + "---|" * len(bands))
+    for name, stats in runs.items():
+        if name == "direct" or len(stats) != len(direct):
+            continue
+        cells = []
+        for lo, hi, _ in bands:
+            added = [s["ms"] - d["ms"] for s, d in zip(stats, direct) if lo <= d["bytes"] < hi]
+            cells.append(f"{len(added)} req, p50 {median(added):.2f} ms" if added else "-")
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+# Where each ctxgc proxy's time went, stage by stage (its /metrics: ctxgc_stage_seconds).
+import re, urllib.request
+ports = [line.split() for line in (out / "ports.txt").read_text().splitlines() if line.strip()]
+stages = ["parse", "queue", "agent_tools", "rewrite", "events", "commit"]
+print("\nMean time of each stage of the pipeline, per request (`ctxgc_stage_seconds` on each proxy's /metrics):")
+print("| path | " + " | ".join(stages) + " |")
+print("|---|" + "---|" * len(stages))
+for label, port in ports:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    cells = []
+    for stage in stages:
+        total = re.search(rf'^ctxgc_stage_seconds_sum{{stage="{stage}"}} (\S+)$', text, re.M)
+        count = re.search(rf'^ctxgc_stage_seconds_count{{stage="{stage}"}} (\S+)$', text, re.M)
+        n = float(count.group(1)) if count else 0
+        cells.append(f"{float(total.group(1)) / n * 1000:.2f} ms" if n else "-")
+    print(f"| {label} | " + " | ".join(cells) + " |")
 PY

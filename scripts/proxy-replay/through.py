@@ -125,8 +125,11 @@ def policy(via, upstream_url, stats_path, model):
     for line in sys.stdin:
         request = json.loads(line)
         session, messages = request["session"], as_sent(request["messages"])
+        body = {"model": model, "messages": messages}
+        # The body's size, measured outside the timed span: the added time grows with it.
+        size = len(json.dumps(body).encode())
         sent = time.time()
-        status, data = post(via, "/chat/completions", {"model": model, "messages": messages})
+        status, data = post(via, "/chat/completions", body)
         back = time.time()
         if status != 200:
             print(f"through: {via} answered {status}: {data[:300]!r}", file=sys.stderr)
@@ -140,7 +143,7 @@ def policy(via, upstream_url, stats_path, model):
         before = previous.get(session)
         stable = before is None or forwarded[: len(before)] == before
         previous[session] = forwarded
-        stats.write(json.dumps({"session": session, "stable": stable, "ms": ms}) + "\n")
+        stats.write(json.dumps({"session": session, "stable": stable, "ms": ms, "bytes": size}) + "\n")
         stats.flush()
         sys.stdout.write(json.dumps(forwarded) + "\n")
         sys.stdout.flush()

@@ -532,7 +532,7 @@ impl TrimConfig {
     pub fn limit_for_output(&self, profile: &Profile, window: u64, text: &str) -> usize {
         let limit = self.limit_for(profile, window, text.len());
         if self.is_edit_echo(profile, text) {
-            return limit.min(self.edit_echo_max_bytes);
+            return self.edit_echo_limit(profile, limit, text);
         }
         if profile.mode == Mode::Never || !super::client_cut(text) {
             return limit;

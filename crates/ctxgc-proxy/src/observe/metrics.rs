@@ -63,8 +63,45 @@ const KEEPALIVE_OUTCOMES: [&str; 2] = ["sent", "failed"];
 const EVENT_KINDS: [&str; 2] = ["prune", "compaction"];
 
 /// Upper bounds of the latency buckets, in seconds.
-const BUCKETS: [f64; 12] = [
+const BUCKETS: Bounds = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+];
+
+/// Upper bounds of the pipeline stages' buckets, in seconds: a stage takes tens of
+/// microseconds to a few milliseconds, which the upstream's buckets would put in one.
+const STAGE_BUCKETS: Bounds = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 5.0,
+];
+
+/// A histogram's bucket bounds.
+type Bounds = [f64; 12];
+
+/// The stages of a request's pipeline on the request path, in order, as labels
+/// (`ctxgc_stage_seconds{stage}`): where the time a proxy adds goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    /// The body parsed (resumed after the session's previous body where it continues one).
+    Parse,
+    /// Waiting for a rewrite worker.
+    Queue,
+    /// The agent's tools and state injected.
+    AgentTools,
+    /// Insertion: the lineage in force read, repeats pointed to and outputs trimmed, the body
+    /// spliced.
+    Rewrite,
+    /// The engine's lineage: the prompt counted, an event planned and run when due.
+    Events,
+    /// The originals committed to the store before anything naming them is forwarded.
+    Commit,
+}
+
+const STAGES: [(Stage, &str); 6] = [
+    (Stage::Parse, "parse"),
+    (Stage::Queue, "queue"),
+    (Stage::AgentTools, "agent_tools"),
+    (Stage::Rewrite, "rewrite"),
+    (Stage::Events, "events"),
+    (Stage::Commit, "commit"),
 ];
 
 /// A latency histogram (cumulative on rendering).
@@ -76,9 +113,9 @@ struct Histogram {
 }
 
 impl Histogram {
-    fn observe(&self, took: Duration) {
+    fn observe(&self, bounds: &Bounds, took: Duration) {
         let secs = took.as_secs_f64();
-        if let Some(k) = BUCKETS.iter().position(|&b| secs <= b) {
+        if let Some(k) = bounds.iter().position(|&b| secs <= b) {
             self.buckets[k].fetch_add(1, Ordering::Relaxed);
         }
         self.count.fetch_add(1, Ordering::Relaxed);
@@ -88,15 +125,30 @@ impl Histogram {
 
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        self.render_series(out, name, &BUCKETS, "");
+    }
+
+    /// The series of one histogram of a family, whose labels (`label="value",`, or none) come
+    /// before `le`.
+    fn render_series(&self, out: &mut String, name: &str, bounds: &Bounds, labels: &str) {
         let mut cumulative = 0;
-        for (bound, bucket) in BUCKETS.iter().zip(&self.buckets) {
+        for (bound, bucket) in bounds.iter().zip(&self.buckets) {
             cumulative += bucket.load(Ordering::Relaxed);
-            let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {cumulative}");
+            let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{bound}\"}} {cumulative}");
         }
         let count = self.count.load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let _ = writeln!(out, "{name}_bucket{{{labels}le=\"+Inf\"}} {count}");
         let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "{name}_sum {sum}\n{name}_count {count}");
+        let plain = labels.trim_end_matches(',');
+        let labels = if plain.is_empty() {
+            String::new()
+        } else {
+            format!("{{{plain}}}")
+        };
+        let _ = writeln!(
+            out,
+            "{name}_sum{labels} {sum}\n{name}_count{labels} {count}"
+        );
     }
 }
 
@@ -126,6 +178,7 @@ pub(crate) struct Metrics {
     window_fits: [AtomicU64; 2],
     upstream: Histogram,
     store: Histogram,
+    stages: [Histogram; STAGES.len()],
 }
 
 /// The counters at one moment.
@@ -263,12 +316,27 @@ impl Metrics {
 
     /// An upstream answered its headers after `took`.
     pub(crate) fn upstream_latency(&self, took: Duration) {
-        self.upstream.observe(took);
+        self.upstream.observe(&BUCKETS, took);
     }
 
     /// A store operation took `took`.
     pub(crate) fn store_latency(&self, took: Duration) {
-        self.store.observe(took);
+        self.store.observe(&BUCKETS, took);
+    }
+
+    /// A request's `stage` took `took`.
+    pub(crate) fn stage(&self, stage: Stage, took: Duration) {
+        if let Some(k) = STAGES.iter().position(|(s, _)| *s == stage) {
+            self.stages[k].observe(&STAGE_BUCKETS, took);
+        }
+    }
+
+    /// Runs `work` as a request's `stage`, timed.
+    pub(crate) fn timed<T>(&self, stage: Stage, work: impl FnOnce() -> T) -> T {
+        let started = std::time::Instant::now();
+        let done = work();
+        self.stage(stage, started.elapsed());
+        done
     }
 
     /// The counters now.
@@ -498,6 +566,21 @@ impl Metrics {
             "ctxgc_store_seconds",
             "Time of one store operation on the request path.",
         );
+        let name = "ctxgc_stage_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Time of each stage of a request's pipeline before it goes upstream: \
+             parse, queue (for a rewrite worker), agent_tools, rewrite (insertion), events (the \
+             lineage), commit (originals to the store).\n# TYPE {name} histogram"
+        );
+        for ((_, label), histogram) in STAGES.iter().zip(&self.stages) {
+            histogram.render_series(
+                &mut out,
+                name,
+                &STAGE_BUCKETS,
+                &format!("stage=\"{label}\","),
+            );
+        }
         out
     }
 }
@@ -514,6 +597,9 @@ mod tests {
         m.upstream_latency(Duration::from_secs(100));
         m.forwarded(Api::Gemini, Forwarded::FailOpen, 0, 0, Some("store"));
         m.forwarded(Api::Messages, Forwarded::Rewritten, 4_000, 1, None);
+        m.stage(Stage::Rewrite, Duration::from_micros(300));
+        m.stage(Stage::Rewrite, Duration::from_millis(2));
+        assert_eq!(m.timed(Stage::Parse, || 7), 7);
         let text = m.render(
             &Gauges {
                 rewrites_in_flight: 1,
@@ -533,6 +619,20 @@ mod tests {
         );
         assert!(text.contains("ctxgc_upstream_seconds_bucket{le=\"0.025\"} 2\n"));
         assert!(text.contains("ctxgc_upstream_seconds_bucket{le=\"+Inf\"} 3\n"));
+        assert!(
+            text.contains("ctxgc_upstream_seconds_sum 100.0205\n"),
+            "{text}"
+        );
+        // Stages are finer: 300 us is past 0.00025 and within 0.0005.
+        assert!(text.contains("ctxgc_stage_seconds_bucket{stage=\"rewrite\",le=\"0.00025\"} 0\n"));
+        assert!(text.contains("ctxgc_stage_seconds_bucket{stage=\"rewrite\",le=\"0.0005\"} 1\n"));
+        assert!(text.contains("ctxgc_stage_seconds_bucket{stage=\"rewrite\",le=\"+Inf\"} 2\n"));
+        assert!(
+            text.contains("ctxgc_stage_seconds_sum{stage=\"rewrite\"} 0.0023\n"),
+            "{text}"
+        );
+        assert!(text.contains("ctxgc_stage_seconds_count{stage=\"parse\"} 1\n"));
+        assert!(text.contains("ctxgc_stage_seconds_count{stage=\"events\"} 0\n"));
         assert!(text.contains("ctxgc_requests_total{api=\"gemini\",outcome=\"fail_open\"} 1\n"));
         assert!(text.contains("ctxgc_fail_open_total{cause=\"store\"} 1\n"));
         assert!(text.contains("ctxgc_trimmed_tokens_total 1000\n"));

@@ -79,6 +79,8 @@ pub(crate) struct PrepareJob {
     pub(crate) slot: Slot,
     /// The request's span, entered while the job runs.
     pub(crate) span: tracing::Span,
+    /// When the request asked for a rewrite slot: its wait for a worker is a stage of its own.
+    pub(crate) queued_at: std::time::Instant,
     /// Where the answer goes.
     pub(crate) done: tokio::sync::oneshot::Sender<Result<Prepared, ProxyError>>,
 }

@@ -28,7 +28,7 @@ use crate::admission::body::{Admitted, admit};
 use crate::intake::identity;
 use crate::intake::parse::{self, Sender, Unparsed};
 use crate::lifetime::keepalive;
-use crate::observe::metrics::Forwarded;
+use crate::observe::metrics::{Forwarded, Stage};
 use crate::route::prepare::{Caller, Purpose};
 use crate::state::AppState;
 
@@ -60,7 +60,10 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         alone: reserved.alone(),
         weight,
     };
-    let (request, layout) = match parse::parse(&s.recent_bodies, api, &bytes, sender).await {
+    let started = std::time::Instant::now();
+    let parsed = parse::parse(&s.recent_bodies, api, &bytes, sender).await;
+    s.metrics.stage(Stage::Parse, started.elapsed());
+    let (request, layout) = match parsed {
         Ok(parsed) => parsed,
         Err(e) => match parse::unparsed(api, parts.uri.path(), e) {
             Unparsed::AsSent { why } => {

@@ -9,7 +9,7 @@ use ctxgc_formats::ApiRequest;
 use crate::agent::tools as agent;
 use crate::error::ProxyError;
 use crate::lifetime::fields as lifetime;
-use crate::observe::metrics::Forwarded;
+use crate::observe::metrics::{Forwarded, Stage};
 use crate::observe::sessions::Forwarding;
 pub(crate) use crate::rewrite::jobs::{Caller, Prepared, Purpose};
 use crate::rewrite::jobs::{Job, PrepareJob};
@@ -52,6 +52,7 @@ pub(crate) fn prepare(
     let mut event = None;
     let mut kept_if_cold = None;
     let mut injected = None;
+    let started = std::time::Instant::now();
     if settings.inject_tools {
         let agent_state = state.timed(|store| agent::load(store, session))?;
         let end = agent::ClientEnd::of(request);
@@ -63,6 +64,8 @@ pub(crate) fn prepare(
             injected = (purpose == Purpose::Request).then_some(end);
         }
     }
+    state.metrics.stage(Stage::AgentTools, started.elapsed());
+    let started = std::time::Instant::now();
     // The lineage in force: what its events hid is never pointed to by a new repeat. Read
     // once here; advancing it reads it again only when another request changed it meanwhile.
     let mut lineage_now = match &settings.engine {
@@ -91,6 +94,8 @@ pub(crate) fn prepare(
             after: state.settings.limits.rewrite_deadline,
         })?
     };
+    state.metrics.stage(Stage::Rewrite, started.elapsed());
+    let started = std::time::Instant::now();
     // The engine's events across requests.
     let wire = request.api.wire();
     // The client changed the fixed part of the conversation: this request writes every message.
@@ -270,7 +275,12 @@ pub(crate) fn prepare(
         });
         out.body = Some(spliced.unwrap_or_else(|| request.to_bytes()));
     }
-    let fresh = commit_originals(state, session, &out.originals)?
+    state.metrics.stage(Stage::Events, started.elapsed());
+    let fresh = state
+        .metrics
+        .timed(Stage::Commit, || {
+            commit_originals(state, session, &out.originals)
+        })?
         .into_iter()
         .map(|(id, bytes)| crate::observe::sessions::FreshOriginal {
             id,
@@ -427,6 +437,7 @@ pub(crate) async fn run(
     (tenant, session): (&str, &ctxgc_core::store::SessionId),
     (purpose, caller): (Purpose, Caller),
 ) -> Result<Prepared, ProxyError> {
+    let queued_at = std::time::Instant::now();
     let Some(slot) = s
         .gate
         .enter(tenant, raw.len(), crate::state::REWRITE_QUEUE_DEADLINE)
@@ -438,6 +449,7 @@ pub(crate) async fn run(
     };
     let (done, prepared) = tokio::sync::oneshot::channel();
     let job = PrepareJob {
+        queued_at,
         request,
         raw: raw.clone(),
         session: session.clone(),
@@ -467,8 +479,10 @@ pub(crate) fn answer(s: &AppState, job: PrepareJob) {
         caller,
         slot,
         span,
+        queued_at,
         done,
     } = job;
+    s.metrics.stage(Stage::Queue, queued_at.elapsed());
     let _entered = span.enter();
     let prepared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         prepare(s, &mut request, &raw, &session, purpose, caller)

@@ -88,6 +88,28 @@ async fn metrics_parse_as_prometheus_text_and_agree_with_the_stats() {
         }
         other => panic!("not a histogram: {other:?}"),
     }
+    // Each request went through every stage of the pipeline once, and each stage's series is
+    // its own histogram (the label before `le`).
+    for stage in [
+        "parse",
+        "queue",
+        "agent_tools",
+        "rewrite",
+        "events",
+        "commit",
+    ] {
+        let series = scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == "ctxgc_stage_seconds" && s.labels.get("stage") == Some(stage))
+            .unwrap_or_else(|| panic!("no ctxgc_stage_seconds for {stage}:\n{text}"));
+        match &series.value {
+            prometheus_parse::Value::Histogram(buckets) => {
+                assert_eq!(buckets.last().unwrap().count, 2.0, "{stage}: {buckets:?}");
+            }
+            other => panic!("{stage}: not a histogram: {other:?}"),
+        }
+    }
     // No label names a tenant or a session, and no key appears.
     for s in &scrape.samples {
         for k in s.labels.keys() {
