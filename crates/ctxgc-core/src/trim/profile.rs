@@ -532,7 +532,7 @@ impl TrimConfig {
     pub fn limit_for_output(&self, profile: &Profile, window: u64, text: &str) -> usize {
         let limit = self.limit_for(profile, window, text.len());
         if self.is_edit_echo(profile, text) {
-            return self.edit_echo_limit(profile, limit, text);
+            return self.echo_capped(limit);
         }
         if profile.mode == Mode::Never || !super::client_cut(text) {
             return limit;
@@ -560,10 +560,15 @@ impl TrimConfig {
     /// [`super::EDIT_ECHO_SCAN_BYTES`]) is an echo of the agent's own edit.
     pub fn edit_echo_limit(&self, profile: &Profile, limit: usize, text: &str) -> usize {
         if self.is_edit_echo(profile, text) {
-            limit.min(self.edit_echo_max_bytes)
+            self.echo_capped(limit)
         } else {
             limit
         }
+    }
+
+    /// `limit` for an echo of the agent's own edit.
+    fn echo_capped(&self, limit: usize) -> usize {
+        limit.min(self.edit_echo_max_bytes)
     }
 
     /// The limit in bytes for an output of `size` bytes under `profile` at `window`: the
