@@ -178,12 +178,31 @@ pub fn fingerprint(item: &Value) -> u64 {
                 items.iter().for_each(|v| feed(h, v));
                 h.update(b"]");
             }
-            other => h.update(other.to_string().as_bytes()),
+            // The value's JSON text, as `to_string` writes it (stored lineages hold hashes of
+            // it), streamed into the hash: a history's tool outputs were each copied and
+            // escaped into a new string on every request that checked its lineage.
+            other => {
+                let _ = serde_json::to_writer(HashWriter(h), other);
+            }
         }
     }
     let mut h = xxhash_rust::xxh3::Xxh3::new();
     feed(&mut h, item);
     h.digest()
+}
+
+/// Feeds what is written into a hash.
+struct HashWriter<'a>(&'a mut xxhash_rust::xxh3::Xxh3);
+
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Adds the tool definitions to a request that carries tools and does not have them yet.
@@ -447,6 +466,45 @@ mod tests {
         };
         let out = run(&unknown, &later, &mut store, &mut state);
         assert!(out.starts_with("error: no original"), "{out}");
+    }
+
+    #[test]
+    fn a_fingerprint_hashes_each_value_s_json_text_as_stored_lineages_did() {
+        // The hash lineages in the store hold: each scalar's `to_string`, copied first.
+        fn stored(item: &Value) -> u64 {
+            fn feed(h: &mut xxhash_rust::xxh3::Xxh3, v: &Value) {
+                match v {
+                    Value::Object(map) => {
+                        h.update(b"{");
+                        for (k, v) in map.iter().filter(|(k, _)| k.as_str() != "cache_control") {
+                            h.update(k.as_bytes());
+                            h.update(b":");
+                            feed(h, v);
+                        }
+                        h.update(b"}");
+                    }
+                    Value::Array(items) => {
+                        h.update(b"[");
+                        items.iter().for_each(|v| feed(h, v));
+                        h.update(b"]");
+                    }
+                    other => h.update(other.to_string().as_bytes()),
+                }
+            }
+            let mut h = xxhash_rust::xxh3::Xxh3::new();
+            feed(&mut h, item);
+            h.digest()
+        }
+        let output = "{\"output\": \"line 1\\nline \\\"2\\\"\", \"exit\": 0}\n\ttab é 😀 \u{1}";
+        for item in [
+            json!({"role": "tool", "tool_call_id": "call_1", "content": output}),
+            json!({"role": "user", "content": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]}),
+            json!([1, -2, 3.5, 1e300, true, false, null, "", {"a": []}]),
+            json!("just a string"),
+            json!(12345678901234567u64),
+        ] {
+            assert_eq!(fingerprint(&item), stored(&item), "{item}");
+        }
     }
 
     #[test]
