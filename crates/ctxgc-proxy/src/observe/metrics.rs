@@ -62,19 +62,31 @@ const KEEPALIVE_OUTCOMES: [&str; 2] = ["sent", "failed"];
 /// Event kinds, as labels.
 const EVENT_KINDS: [&str; 2] = ["prune", "compaction"];
 
-/// Upper bounds of the latency buckets, in seconds.
-const BUCKETS: Bounds = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
-];
+/// The upper bounds of a histogram's buckets, in seconds: a histogram's type says which.
+trait Bounds: Default {
+    const BOUNDS: [f64; 12];
+}
 
-/// Upper bounds of the pipeline stages' buckets, in seconds: a stage takes tens of
-/// microseconds to a few milliseconds, which the upstream's buckets would put in one.
-const STAGE_BUCKETS: Bounds = [
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 5.0,
-];
+/// Latencies of the upstream and the store.
+#[derive(Default)]
+struct Coarse;
 
-/// A histogram's bucket bounds.
-type Bounds = [f64; 12];
+impl Bounds for Coarse {
+    const BOUNDS: [f64; 12] = [
+        0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+    ];
+}
+
+/// The pipeline's stages: a stage takes tens of microseconds to a few milliseconds, which the
+/// coarse buckets would put in one.
+#[derive(Default)]
+struct Fine;
+
+impl Bounds for Fine {
+    const BOUNDS: [f64; 12] = [
+        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 5.0,
+    ];
+}
 
 /// The stages of a request's pipeline on the request path, in order, as labels
 /// (`ctxgc_stage_seconds{stage}`): where the time a proxy adds goes.
@@ -104,18 +116,19 @@ const STAGES: [(Stage, &str); 6] = [
     (Stage::Commit, "commit"),
 ];
 
-/// A latency histogram (cumulative on rendering).
+/// A latency histogram with the buckets of `B` (cumulative on rendering).
 #[derive(Default)]
-struct Histogram {
-    buckets: [AtomicU64; BUCKETS.len()],
+struct Histogram<B: Bounds> {
+    buckets: [AtomicU64; 12],
     count: AtomicU64,
     sum_micros: AtomicU64,
+    bounds: std::marker::PhantomData<B>,
 }
 
-impl Histogram {
-    fn observe(&self, bounds: &Bounds, took: Duration) {
+impl<B: Bounds> Histogram<B> {
+    fn observe(&self, took: Duration) {
         let secs = took.as_secs_f64();
-        if let Some(k) = bounds.iter().position(|&b| secs <= b) {
+        if let Some(k) = B::BOUNDS.iter().position(|&b| secs <= b) {
             self.buckets[k].fetch_add(1, Ordering::Relaxed);
         }
         self.count.fetch_add(1, Ordering::Relaxed);
@@ -125,14 +138,14 @@ impl Histogram {
 
     fn render(&self, out: &mut String, name: &str, help: &str) {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        self.render_series(out, name, &BUCKETS, "");
+        self.render_series(out, name, "");
     }
 
     /// The series of one histogram of a family, whose labels (`label="value",`, or none) come
     /// before `le`.
-    fn render_series(&self, out: &mut String, name: &str, bounds: &Bounds, labels: &str) {
+    fn render_series(&self, out: &mut String, name: &str, labels: &str) {
         let mut cumulative = 0;
-        for (bound, bucket) in bounds.iter().zip(&self.buckets) {
+        for (bound, bucket) in B::BOUNDS.iter().zip(&self.buckets) {
             cumulative += bucket.load(Ordering::Relaxed);
             let _ = writeln!(out, "{name}_bucket{{{labels}le=\"{bound}\"}} {cumulative}");
         }
@@ -176,9 +189,9 @@ pub(crate) struct Metrics {
     summarizer_failures: AtomicU64,
     /// Events run because a prompt did not fit the window: made to fit, or not even then.
     window_fits: [AtomicU64; 2],
-    upstream: Histogram,
-    store: Histogram,
-    stages: [Histogram; STAGES.len()],
+    upstream: Histogram<Coarse>,
+    store: Histogram<Coarse>,
+    stages: [Histogram<Fine>; STAGES.len()],
 }
 
 /// The counters at one moment.
@@ -316,18 +329,18 @@ impl Metrics {
 
     /// An upstream answered its headers after `took`.
     pub(crate) fn upstream_latency(&self, took: Duration) {
-        self.upstream.observe(&BUCKETS, took);
+        self.upstream.observe(took);
     }
 
     /// A store operation took `took`.
     pub(crate) fn store_latency(&self, took: Duration) {
-        self.store.observe(&BUCKETS, took);
+        self.store.observe(took);
     }
 
     /// A request's `stage` took `took`.
     pub(crate) fn stage(&self, stage: Stage, took: Duration) {
         if let Some(k) = STAGES.iter().position(|(s, _)| *s == stage) {
-            self.stages[k].observe(&STAGE_BUCKETS, took);
+            self.stages[k].observe(took);
         }
     }
 
@@ -574,12 +587,7 @@ impl Metrics {
              lineage), commit (originals to the store).\n# TYPE {name} histogram"
         );
         for ((_, label), histogram) in STAGES.iter().zip(&self.stages) {
-            histogram.render_series(
-                &mut out,
-                name,
-                &STAGE_BUCKETS,
-                &format!("stage=\"{label}\","),
-            );
+            histogram.render_series(&mut out, name, &format!("stage=\"{label}\","));
         }
         out
     }
