@@ -105,8 +105,8 @@ type Span = (usize, usize, usize);
 fn find(raw: &[u8], targets: &[&str]) -> Option<(usize, usize, Vec<Span>)> {
     let mut spans: Vec<Span> = Vec::with_capacity(targets.len());
     // Sorted, so that each value on the way asks whether it is a target, or holds one, in
-    // log time: a request of a thousand items with hundreds of trimmed outputs asked every
-    // target of every item (a third of the rewrite's time at 100K tokens).
+    // log time: each item of a long session compared every target (100 targets in a 395 KB
+    // body: 644 -> 499 us, `cargo bench -p ctxgc-proxy --bench rewrite`).
     let mut sorted: Vec<(&str, usize)> = targets.iter().copied().zip(0..).collect();
     sorted.sort_unstable();
     let mut scanner = Scanner {
