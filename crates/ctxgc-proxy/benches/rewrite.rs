@@ -1,5 +1,5 @@
 //! The request path's insertion rewrite at 100K tokens, the size the proxy's latency target is
-//! set at: a Codex-shaped Chat Completions body of about 430 KB (800 items, every command's
+//! set at: a Codex-shaped Chat Completions body of 395 KB (800 items, every command's
 //! output in Codex's JSON envelope, one in 80 long enough to trim), with the memo of trimmed
 //! turns warm, as on every request after a session's first. Run with
 //! `cargo bench -p ctxgc-proxy --bench rewrite`.
