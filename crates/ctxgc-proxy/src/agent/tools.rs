@@ -162,32 +162,41 @@ fn items_key(api: Api) -> &'static str {
 /// Fingerprint of a client item, blind to `cache_control` (clients move their breakpoints from
 /// request to request).
 pub fn fingerprint(item: &Value) -> u64 {
-    fn feed(h: &mut xxhash_rust::xxh3::Xxh3, v: &Value) {
+    // Each scalar's JSON text, as `to_string` writes it (stored lineages hold hashes of it),
+    // streamed into the hash: a history's tool outputs were each copied and escaped into a new
+    // string on every request that checked its lineage.
+    fingerprint_with(item, &|h, scalar| {
+        let _ = serde_json::to_writer(HashWriter(h), scalar);
+    })
+}
+
+/// [`fingerprint`], each scalar fed to the hash by `scalar`.
+fn fingerprint_with(item: &Value, scalar: &dyn Fn(&mut xxhash_rust::xxh3::Xxh3, &Value)) -> u64 {
+    fn feed(
+        h: &mut xxhash_rust::xxh3::Xxh3,
+        v: &Value,
+        scalar: &dyn Fn(&mut xxhash_rust::xxh3::Xxh3, &Value),
+    ) {
         match v {
             Value::Object(map) => {
                 h.update(b"{");
                 for (k, v) in map.iter().filter(|(k, _)| k.as_str() != "cache_control") {
                     h.update(k.as_bytes());
                     h.update(b":");
-                    feed(h, v);
+                    feed(h, v, scalar);
                 }
                 h.update(b"}");
             }
             Value::Array(items) => {
                 h.update(b"[");
-                items.iter().for_each(|v| feed(h, v));
+                items.iter().for_each(|v| feed(h, v, scalar));
                 h.update(b"]");
             }
-            // The value's JSON text, as `to_string` writes it (stored lineages hold hashes of
-            // it), streamed into the hash: a history's tool outputs were each copied and
-            // escaped into a new string on every request that checked its lineage.
-            other => {
-                let _ = serde_json::to_writer(HashWriter(h), other);
-            }
+            other => scalar(h, other),
         }
     }
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    feed(&mut h, item);
+    feed(&mut h, item, scalar);
     h.digest()
 }
 
@@ -471,30 +480,8 @@ mod tests {
     #[test]
     fn a_fingerprint_hashes_each_value_s_json_text_as_stored_lineages_did() {
         // The hash lineages in the store hold: each scalar's `to_string`, copied first.
-        fn stored(item: &Value) -> u64 {
-            fn feed(h: &mut xxhash_rust::xxh3::Xxh3, v: &Value) {
-                match v {
-                    Value::Object(map) => {
-                        h.update(b"{");
-                        for (k, v) in map.iter().filter(|(k, _)| k.as_str() != "cache_control") {
-                            h.update(k.as_bytes());
-                            h.update(b":");
-                            feed(h, v);
-                        }
-                        h.update(b"}");
-                    }
-                    Value::Array(items) => {
-                        h.update(b"[");
-                        items.iter().for_each(|v| feed(h, v));
-                        h.update(b"]");
-                    }
-                    other => h.update(other.to_string().as_bytes()),
-                }
-            }
-            let mut h = xxhash_rust::xxh3::Xxh3::new();
-            feed(&mut h, item);
-            h.digest()
-        }
+        let stored =
+            |item: &Value| fingerprint_with(item, &|h, v| h.update(v.to_string().as_bytes()));
         let output = "{\"output\": \"line 1\\nline \\\"2\\\"\", \"exit\": 0}\n\ttab é 😀 \u{1}";
         for item in [
             json!({"role": "tool", "tool_call_id": "call_1", "content": output}),
