@@ -12,8 +12,27 @@ use crate::FormatError;
 
 /// Builds the transcript view of a Messages request body.
 pub fn transcript_from_body(body: &Value) -> Result<Transcript, FormatError> {
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or_else(|| {
+            FormatError::shape("messages", "a Messages request needs a `messages` array")
+        })?;
+    let mut t = transcript_of_messages(body.get("system"), messages)?;
+    if let Some(tools) = body.get("tools").and_then(Value::as_array) {
+        t.tools = tools.clone();
+    }
+    Ok(t)
+}
+
+/// The transcript of `messages` under `system`, read where they lie (the proxy's view of a
+/// request's messages: no copy of the history first).
+pub(crate) fn transcript_of_messages(
+    system: Option<&Value>,
+    messages: &[Value],
+) -> Result<Transcript, FormatError> {
     let mut t = Transcript::default();
-    match body.get("system") {
+    match system {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) => t.messages.push(Message::text(Role::System, s.as_str())),
         Some(Value::Array(blocks)) => t.messages.push(Message {
@@ -28,12 +47,6 @@ pub fn transcript_from_body(body: &Value) -> Result<Transcript, FormatError> {
             ));
         }
     }
-    let messages = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .ok_or_else(|| {
-            FormatError::shape("messages", "a Messages request needs a `messages` array")
-        })?;
     for (i, m) in messages.iter().enumerate() {
         let at = format!("messages[{i}]");
         let role = match m.get("role").and_then(Value::as_str) {
@@ -71,9 +84,6 @@ pub fn transcript_from_body(body: &Value) -> Result<Transcript, FormatError> {
                 usage: None,
             });
         }
-    }
-    if let Some(tools) = body.get("tools").and_then(Value::as_array) {
-        t.tools = tools.clone();
     }
     crate::resolve_tool_names(&mut t);
     Ok(t)

@@ -124,9 +124,31 @@ pub type TurnOrigin = Option<(usize, Option<usize>)>;
 /// Builds the transcript view of a `generateContent` body, and where each neutral message came
 /// from.
 pub fn transcript_with_origin(body: &Value) -> Result<(Transcript, Vec<TurnOrigin>), FormatError> {
+    let contents = body
+        .get("contents")
+        .and_then(Value::as_array)
+        .ok_or_else(|| {
+            FormatError::shape(
+                "contents",
+                "a generateContent request needs a `contents` array",
+            )
+        })?;
+    let (mut t, origin) = contents_with_origin(body.get("systemInstruction"), contents)?;
+    if let Some(tools) = body.get("tools").and_then(Value::as_array) {
+        t.tools = tools.clone();
+    }
+    Ok((t, origin))
+}
+
+/// [`transcript_with_origin`] of `contents` under `system`, read where they lie (the proxy's
+/// view of a request's turns: no copy of the history first).
+pub(crate) fn contents_with_origin(
+    system: Option<&Value>,
+    contents: &[Value],
+) -> Result<(Transcript, Vec<TurnOrigin>), FormatError> {
     let mut t = Transcript::default();
     let mut origin = Vec::new();
-    match body.get("systemInstruction") {
+    match system {
         None | Some(Value::Null) => {}
         Some(system) => {
             let parts = system
@@ -141,15 +163,6 @@ pub fn transcript_with_origin(body: &Value) -> Result<(Transcript, Vec<TurnOrigi
             origin.push(None);
         }
     }
-    let contents = body
-        .get("contents")
-        .and_then(Value::as_array)
-        .ok_or_else(|| {
-            FormatError::shape(
-                "contents",
-                "a generateContent request needs a `contents` array",
-            )
-        })?;
     let mut calls: Vec<(String, String)> = Vec::new();
     for (i, turn) in contents.iter().enumerate() {
         let at = format!("contents[{i}]");
@@ -227,9 +240,6 @@ pub fn transcript_with_origin(body: &Value) -> Result<(Transcript, Vec<TurnOrigi
                 return Err(FormatError::shape(&at, format!("unknown role '{other}'")));
             }
         }
-    }
-    if let Some(tools) = body.get("tools").and_then(Value::as_array) {
-        t.tools = tools.clone();
     }
     Ok((t, origin))
 }
@@ -519,11 +529,8 @@ impl WireApi for Gemini {
         Some((r["id"].as_str()?, &r["response"][key]))
     }
     fn view(&self, system: Option<&Value>, items: &[Value]) -> Option<View> {
-        let mut body = json!({"contents": items});
-        if let Some(system) = system.filter(|s| !s.is_null()) {
-            body["systemInstruction"] = system.clone();
-        }
-        let (t, origin) = transcript_with_origin(&body).ok()?;
+        let system = system.filter(|s| !s.is_null());
+        let (t, origin) = contents_with_origin(system, items).ok()?;
         let origin = origin
             .into_iter()
             .map(|o| {

@@ -13,29 +13,47 @@ use crate::chat::message_from_chat;
 
 /// Builds the transcript view of a Responses request body.
 pub fn transcript_from_body(body: &Value) -> Result<Transcript, FormatError> {
-    let mut t = Transcript::default();
-    if let Some(instructions) = body.get("instructions").and_then(Value::as_str) {
-        t.messages.push(Message::text(Role::System, instructions));
-    }
-    match body.get("input") {
-        Some(Value::String(s)) => t.messages.push(Message::text(Role::User, s.as_str())),
-        Some(Value::Array(items)) => {
-            for (i, item) in items.iter().enumerate() {
-                push_item(&mut t.messages, item, &format!("input[{i}]"))?;
-            }
+    let instructions = body.get("instructions");
+    let mut t = match body.get("input") {
+        Some(Value::String(s)) => {
+            let mut t = Transcript::default();
+            push_instructions(&mut t, instructions);
+            t.messages.push(Message::text(Role::User, s.as_str()));
+            t
         }
+        Some(Value::Array(items)) => transcript_of_items(instructions, items)?,
         _ => {
             return Err(FormatError::shape(
                 "input",
                 "a Responses request needs `input` (a string or an array of items)",
             ));
         }
-    }
+    };
     if let Some(tools) = body.get("tools").and_then(Value::as_array) {
         t.tools = tools.clone();
     }
+    Ok(t)
+}
+
+/// The transcript of `input` items under `instructions`, read where they lie (the proxy's
+/// view of a request's items: no copy of the history first).
+pub(crate) fn transcript_of_items(
+    instructions: Option<&Value>,
+    items: &[Value],
+) -> Result<Transcript, FormatError> {
+    let mut t = Transcript::default();
+    push_instructions(&mut t, instructions);
+    for (i, item) in items.iter().enumerate() {
+        push_item(&mut t.messages, item, &format!("input[{i}]"))?;
+    }
     crate::resolve_tool_names(&mut t);
     Ok(t)
+}
+
+fn push_instructions(t: &mut Transcript, instructions: Option<&Value>) {
+    if let Some(instructions) = instructions.and_then(Value::as_str) {
+        t.messages.push(Message::text(Role::System, instructions));
+    }
 }
 
 pub(crate) fn push_item(

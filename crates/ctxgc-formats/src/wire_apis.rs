@@ -381,11 +381,7 @@ impl WireApi for Responses {
     }
     fn view(&self, system: Option<&Value>, messages: &[Value]) -> Option<View> {
         let system = system.filter(|s| !s.is_null());
-        let mut body = json!({"input": messages});
-        if let Some(system) = system {
-            body["instructions"] = system.clone();
-        }
-        let t = responses::transcript_from_body(&body).ok()?;
+        let t = responses::transcript_of_items(system, messages).ok()?;
         // As transcript_from_body groups items: assistant-side items join the turn before
         // when it is an assistant turn.
         let mut origin: Vec<Option<Origin>> = Vec::with_capacity(t.messages.len());
@@ -616,11 +612,7 @@ impl WireApi for Messages {
     }
     fn view(&self, system: Option<&Value>, messages: &[Value]) -> Option<View> {
         let system = system.filter(|s| !s.is_null());
-        let mut body = json!({"messages": messages});
-        if let Some(system) = system {
-            body["system"] = system.clone();
-        }
-        let t = anthropic::transcript_from_body(&body).ok()?;
+        let t = anthropic::transcript_of_messages(system, messages).ok()?;
         // As transcript_from_body splits a turn: its results first, then the rest.
         let mut origin = Vec::with_capacity(t.messages.len());
         if system.is_some() {

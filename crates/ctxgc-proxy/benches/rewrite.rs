@@ -9,7 +9,7 @@
 
 use ctxgc_formats::{Api, ApiRequest};
 use ctxgc_proxy::RewriteSettings;
-use ctxgc_proxy::rewrite::request::{TrimMemo, rewrite_with};
+use ctxgc_proxy::rewrite::request::{ClientBytes, TrimMemo, rewrite_with, rewrite_within};
 use ctxgc_proxy::wire::splice_json;
 use divan::{Bencher, black_box};
 use serde_json::json;
@@ -74,6 +74,39 @@ fn rewrite_warm(bencher: Bencher, turns: usize) {
         });
 }
 
+/// [`rewrite_warm`] with where the body's items lie, as the proxy has it for a body its parse
+/// laid out: the splice goes straight to the trimmed outputs.
+#[divan::bench(args = [400])]
+fn rewrite_warm_located(bencher: Bencher, turns: usize) {
+    let raw = body(turns);
+    let (parsed, layout) =
+        ApiRequest::parse_envelope_after(Api::ChatCompletions, &raw, None).unwrap();
+    let layout = layout.expect("a Chat body has its items laid out");
+    let client = ClientBytes {
+        raw: &raw,
+        item_spans: Some(layout.item_spans()),
+    };
+    let settings = RewriteSettings::trimming_at(272_000);
+    let memo = TrimMemo::default();
+    let warm = |request: &mut ApiRequest| {
+        rewrite_within(
+            request,
+            Some(client),
+            "s",
+            &settings,
+            &memo,
+            &|_| true,
+            &[],
+            None,
+        )
+        .unwrap()
+    };
+    assert!(warm(&mut parsed.clone()).bytes_saved > 0);
+    bencher
+        .with_inputs(|| parsed.clone())
+        .bench_local_values(|mut request| black_box(warm(&mut request)));
+}
+
 /// A splice of every fourth output (repeat pointers and trims over a long session).
 #[divan::bench(args = [400])]
 fn splice_trimmed_outputs(bencher: Bencher, turns: usize) {
@@ -87,4 +120,32 @@ fn splice_trimmed_outputs(bencher: Bencher, turns: usize) {
         .map(|p| (p.as_str(), &b"\"cut\""[..]))
         .collect();
     bencher.bench_local(|| black_box(splice_json::splice(&raw, &encoded, None)).unwrap());
+}
+
+/// [`splice_trimmed_outputs`] with where the body's items lie.
+#[divan::bench(args = [400])]
+fn splice_trimmed_outputs_located(bencher: Bencher, turns: usize) {
+    let raw = body(turns);
+    let (_, layout) = ApiRequest::parse_envelope_after(Api::ChatCompletions, &raw, None).unwrap();
+    let located = splice_json::Located {
+        key: "messages",
+        items: layout.as_ref().unwrap().item_spans(),
+    };
+    let pointers: Vec<String> = (0..turns)
+        .filter(|turn| turn % 4 == 0)
+        .map(|turn| format!("/messages/{}/content", 2 + 2 * turn))
+        .collect();
+    let encoded: Vec<(&str, &[u8])> = pointers
+        .iter()
+        .map(|p| (p.as_str(), &b"\"cut\""[..]))
+        .collect();
+    bencher.bench_local(|| {
+        black_box(splice_json::splice_located(
+            &raw,
+            Some(located),
+            &encoded,
+            None,
+        ))
+        .unwrap()
+    });
 }

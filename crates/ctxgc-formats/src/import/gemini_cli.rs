@@ -180,7 +180,7 @@ fn from_records(records: Vec<&Value>, id: &str) -> Result<Transcript, FormatErro
             "a Gemini CLI chat with no model reply in it",
         ));
     }
-    let (mut t, origin) = crate::gemini::transcript_with_origin(&json!({"contents": contents}))?;
+    let (mut t, origin) = crate::gemini::contents_with_origin(None, &contents)?;
     t.id = id.to_owned();
     let mut recording = Recording {
         client: "gemini-cli".into(),

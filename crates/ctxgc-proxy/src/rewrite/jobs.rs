@@ -68,6 +68,8 @@ pub(crate) struct PrepareJob {
     pub(crate) request: ApiRequest,
     /// The client's bytes.
     pub(crate) raw: Bytes,
+    /// Where its conversation items lie in them, when its parse found that.
+    pub(crate) item_spans: Option<std::sync::Arc<[(usize, usize)]>>,
     /// Its session.
     pub(crate) session: SessionId,
     /// What the pipeline runs for.

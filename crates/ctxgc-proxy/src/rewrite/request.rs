@@ -130,7 +130,8 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
     let wire = api.wire();
     let key = wire.items_key();
     let items = body[key].as_array().map_or(&[][..], Vec::as_slice);
-    let names: BTreeMap<&str, &str> = items.iter().flat_map(|i| wire.calls_in(i)).collect();
+    // Hashed, not sorted: a long session has hundreds of calls, every request.
+    let names: HashMap<&str, &str> = items.iter().flat_map(|i| wire.calls_in(i)).collect();
     let mut out = Vec::new();
     let mut group = 0;
     let mut previous: Option<usize> = None;
@@ -316,8 +317,23 @@ pub fn rewrite_with(
     memo: &TrimMemo,
     stored: &dyn Fn(ContentId) -> bool,
 ) -> Rewritten {
-    rewrite_within(request, raw, session, settings, memo, stored, &[], None)
+    let client = raw.map(|raw| ClientBytes {
+        raw,
+        item_spans: None,
+    });
+    rewrite_within(request, client, session, settings, memo, stored, &[], None)
         .unwrap_or_else(|Overdue| Rewritten::default())
+}
+
+/// The bytes a request was parsed from, unchanged since, with where its conversation items lie
+/// in them when its parse found that ([`ctxgc_formats::Layout::item_spans`]): a splice then
+/// goes straight to the items it changes.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientBytes<'a> {
+    /// The body as the client sent it.
+    pub raw: &'a [u8],
+    /// Each conversation item's byte range in `raw`.
+    pub item_spans: Option<&'a [(usize, usize)]>,
 }
 
 /// The rewrite passed its deadline: the request goes upstream as it came.
@@ -331,7 +347,7 @@ pub struct Overdue;
 #[allow(clippy::too_many_arguments)]
 pub fn rewrite_within(
     request: &mut ApiRequest,
-    raw: Option<&[u8]>,
+    client: Option<ClientBytes<'_>>,
     session: &str,
     settings: &RewriteSettings,
     memo: &TrimMemo,
@@ -405,7 +421,7 @@ pub fn rewrite_within(
                 whole.insert(o.meta.id, slot.text);
                 continue;
             };
-            for id in ctxgc_core::engine::repeats::pointed_ids(&trimmed.text) {
+            for &id in trimmed.pointed.iter() {
                 if let Some(text) = whole.remove(&id)
                     && !stored(id)
                     && id != o.meta.id
@@ -437,7 +453,7 @@ pub fn rewrite_within(
     if let Some(way) = &out.recall_way {
         for (_, trimmed) in &mut replacements {
             if let Some(named) = trim::name_recall(&trimmed.text, way) {
-                *trimmed = Trimmed::of(named);
+                *trimmed = trimmed.renamed(named);
             }
         }
     }
@@ -454,14 +470,19 @@ pub fn rewrite_within(
     }
     // Swapping strings (and adding the cache key) splices the client's bytes; anything more
     // re-serialises the parsed body.
-    let spliced = match raw {
-        Some(raw) if !breakpoints => {
+    let spliced = match client {
+        Some(client) if !breakpoints => {
             let encoded: Vec<(&str, &[u8])> = replacements
                 .iter()
                 .map(|(pointer, t)| (pointer.as_str(), &*t.json))
                 .collect();
-            splice_json::splice(
-                raw,
+            let located = client.item_spans.map(|items| splice_json::Located {
+                key: request.api.wire().items_key(),
+                items,
+            });
+            splice_json::splice_located(
+                client.raw,
+                located,
                 &encoded,
                 cache_key.then_some(("prompt_cache_key", session)),
             )
@@ -591,17 +612,30 @@ fn listed_in(value: &Value) -> Option<&str> {
 /// How many opening items the recall tool's listing is looked for in.
 const OPENING_ITEMS: usize = 4;
 
-/// A trimmed output, also kept JSON-encoded: splicing it into a body is then a copy.
+/// A trimmed output, also kept JSON-encoded (splicing it into a body is then a copy), with the
+/// ids its repeat pointers name (read once, not on every request that resends it).
 #[derive(Clone)]
 struct Trimmed {
     text: std::sync::Arc<str>,
     json: std::sync::Arc<[u8]>,
+    pointed: std::sync::Arc<[ContentId]>,
 }
 
 impl Trimmed {
     fn of(text: String) -> Trimmed {
         Trimmed {
             json: serde_json::to_vec(&text).unwrap_or_default().into(),
+            pointed: ctxgc_core::engine::repeats::pointed_ids(&text).collect(),
+            text: text.into(),
+        }
+    }
+
+    /// The same output with its markers naming the agent's way back: the repeats it points to
+    /// are the same ones.
+    fn renamed(&self, text: String) -> Trimmed {
+        Trimmed {
+            json: serde_json::to_vec(&text).unwrap_or_default().into(),
+            pointed: self.pointed.clone(),
             text: text.into(),
         }
     }
@@ -648,9 +682,9 @@ impl Default for TrimMemo {
                     let meta = 96 + t.meta.first_error.as_ref().map_or(0, String::len);
                     let pointer = t.pointer_original.as_ref().map_or(0, |(_, p)| 32 + p.len());
                     meta + pointer
-                        + t.replacement
-                            .as_ref()
-                            .map_or(8, |t| 48 + t.text.len() + t.json.len())
+                        + t.replacement.as_ref().map_or(8, |t| {
+                            64 + t.text.len() + t.json.len() + 16 * t.pointed.len()
+                        })
                 })
                 .sum::<usize>()
         }

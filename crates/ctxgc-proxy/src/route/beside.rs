@@ -190,7 +190,7 @@ pub(crate) async fn prepare_idle(s: Arc<AppState>, due: crate::lifetime::idle::D
     let prepared = pipeline::run(
         &s,
         request,
-        &due.raw,
+        (&due.raw, None),
         (tenant.as_str(), &due.session),
         (Purpose::Idle, pipeline::Caller::default()),
     )

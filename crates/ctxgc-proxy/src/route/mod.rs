@@ -121,6 +121,7 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
                 Purpose::Request
             },
             caller,
+            item_spans: layout.as_ref().map(ctxgc_formats::Layout::item_spans),
         };
         let out = prepare::rewrite_or_forward(&s, request, &bytes, on).await;
         // The work beside it: keep-alives, the client's bill, idle preparation.

@@ -28,11 +28,12 @@ const LAZY_MARGIN_TOKENS: usize = 4_096;
 pub(crate) fn prepare(
     state: &AppState,
     request: &mut ApiRequest,
-    raw: &[u8],
+    client_bytes: rewrite::ClientBytes<'_>,
     session: &SessionId,
     purpose: Purpose,
     caller: Caller,
 ) -> Result<Prepared, ProxyError> {
+    let raw = client_bytes.raw;
     let counting = purpose == Purpose::Count;
     let deadline = std::time::Instant::now() + state.settings.limits.rewrite_deadline;
     let without_cache_fields;
@@ -79,10 +80,10 @@ pub(crate) fn prepare(
     let mut out = {
         let stored = |id| state.memos.is_committed(session, id);
         // Once the agent state changed the parsed body, the client's bytes no longer match it.
-        let raw = (!agent_changed).then_some(raw);
+        let client = (!agent_changed).then_some(client_bytes);
         rewrite::rewrite_within(
             request,
-            raw,
+            client,
             session.as_str(),
             settings,
             &state.memos.trims,
@@ -270,8 +271,13 @@ pub(crate) fn prepare(
     } else if lineage_changed {
         let items_key = request.api.wire().items_key();
         let spliced = lineage_edit.and_then(|(covered, array)| {
-            let base = out.body.as_deref().unwrap_or(raw);
-            splice_json::splice_elements(base, items_key, covered, &array[1..array.len() - 1])
+            // Where the client's items lie says nothing of a body the rewrite changed.
+            let (base, item_spans) = match out.body.as_deref() {
+                Some(rewritten) => (rewritten, None),
+                None => (raw, client_bytes.item_spans),
+            };
+            let elements = &array[1..array.len() - 1];
+            splice_json::splice_elements(base, (items_key, item_spans), covered, elements)
         });
         out.body = Some(spliced.unwrap_or_else(|| request.to_bytes()));
     }
@@ -338,6 +344,8 @@ pub(crate) struct Request<'a> {
     pub(crate) model: Option<&'a str>,
     pub(crate) purpose: Purpose,
     pub(crate) caller: Caller,
+    /// Where the client's conversation items lie in its bytes, when its parse found that.
+    pub(crate) item_spans: Option<&'a [(usize, usize)]>,
 }
 
 /// What goes upstream after the pipeline, and what it leaves for the stages after it.
@@ -370,7 +378,7 @@ pub(crate) async fn rewrite_or_forward(
     match run(
         s,
         request,
-        raw,
+        (raw, on.item_spans),
         (on.tenant, on.session),
         (on.purpose, on.caller),
     )
@@ -433,7 +441,7 @@ pub(crate) async fn rewrite_or_forward(
 pub(crate) async fn run(
     s: &std::sync::Arc<AppState>,
     request: ApiRequest,
-    raw: &bytes::Bytes,
+    (raw, item_spans): (&bytes::Bytes, Option<&[(usize, usize)]>),
     (tenant, session): (&str, &ctxgc_core::store::SessionId),
     (purpose, caller): (Purpose, Caller),
 ) -> Result<Prepared, ProxyError> {
@@ -452,6 +460,7 @@ pub(crate) async fn run(
         queued_at,
         request,
         raw: raw.clone(),
+        item_spans: item_spans.map(std::sync::Arc::from),
         session: session.clone(),
         purpose,
         caller,
@@ -474,6 +483,7 @@ pub(crate) fn answer(s: &AppState, job: PrepareJob) {
     let PrepareJob {
         mut request,
         raw,
+        item_spans,
         session,
         purpose,
         caller,
@@ -485,7 +495,11 @@ pub(crate) fn answer(s: &AppState, job: PrepareJob) {
     s.metrics.stage(Stage::Queue, queued_at.elapsed());
     let _entered = span.enter();
     let prepared = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        prepare(s, &mut request, &raw, &session, purpose, caller)
+        let client = rewrite::ClientBytes {
+            raw: &raw,
+            item_spans: item_spans.as_deref(),
+        };
+        prepare(s, &mut request, client, &session, purpose, caller)
     }))
     .unwrap_or_else(|panic| {
         Err(ProxyError::Task(crate::rewrite::jobs::panic_message(

@@ -220,7 +220,10 @@ fn round(
     let Prepared { out, .. } = prepare(
         s,
         &mut request,
-        raw,
+        crate::rewrite::request::ClientBytes {
+            raw,
+            item_spans: None,
+        },
         session,
         Purpose::Request,
         crate::route::prepare::Caller::default(),

@@ -63,7 +63,10 @@ fn observe_one(state: &AppState, job: Job) -> Result<(), ProxyError> {
     let prepared = pipeline::prepare(
         state,
         &mut request,
-        &raw,
+        crate::rewrite::request::ClientBytes {
+            raw: &raw,
+            item_spans: None,
+        },
         &session,
         pipeline::Purpose::Request,
         pipeline::Caller::default(),

@@ -15,8 +15,40 @@ pub fn splice(
     replacements: &[(&str, &[u8])],
     append: Option<(&str, &str)>,
 ) -> Option<Vec<u8>> {
+    splice_located(raw, None, replacements, append)
+}
+
+/// Where a body's conversation items lie in its bytes, as its parse found them: the items'
+/// array (a top-level member) and each item's byte range.
+#[derive(Debug, Clone, Copy)]
+pub struct Located<'a> {
+    /// The array's key.
+    pub key: &'a str,
+    /// Each item's start and end (exclusive) in the body.
+    pub items: &'a [(usize, usize)],
+}
+
+/// [`splice`], going straight to the items that hold the targets when `located` says where
+/// they lie: the rest of the body is copied, not scanned (at 100K tokens the scan was most of
+/// a rewrite's splice). Targets outside the items, or items that do not hold them where
+/// `located` says, fall back to the scan.
+pub fn splice_located(
+    raw: &[u8],
+    located: Option<Located<'_>>,
+    replacements: &[(&str, &[u8])],
+    append: Option<(&str, &str)>,
+) -> Option<Vec<u8>> {
+    if replacements.is_empty() {
+        // Nothing inside the body changes: only its ends are looked at.
+        return match append {
+            Some((key, value)) => append_member(raw, key, value),
+            None => Some(raw.to_vec()),
+        };
+    }
     let targets: Vec<&str> = replacements.iter().map(|(p, _)| *p).collect();
-    let (start, end, spans) = find(raw, &targets)?;
+    let (start, end, spans) = located
+        .and_then(|located| find_located(raw, &targets, located))
+        .or_else(|| find(raw, &targets))?;
     let extra: usize = replacements.iter().map(|(_, t)| t.len() + 2).sum();
     let mut out = Vec::with_capacity(raw.len() + extra + 64);
     let mut at = 0;
@@ -78,7 +110,12 @@ pub fn append_member(raw: &[u8], key: &str, value: &str) -> Option<Vec<u8>> {
 /// values, comma-separated, already encoded): what a lineage in force sends instead of the
 /// client's first messages, spliced in without re-serialising the rest. `None` when the array
 /// or its elements are not found.
-pub fn splice_elements(raw: &[u8], key: &str, count: usize, elements: &[u8]) -> Option<Vec<u8>> {
+pub fn splice_elements(
+    raw: &[u8],
+    (key, item_spans): (&str, Option<&[(usize, usize)]>),
+    count: usize,
+    elements: &[u8],
+) -> Option<Vec<u8>> {
     let last = count.checked_sub(1)?;
     let first_target = format!("/{key}/0");
     let last_target = format!("/{key}/{last}");
@@ -87,7 +124,9 @@ pub fn splice_elements(raw: &[u8], key: &str, count: usize, elements: &[u8]) -> 
     } else {
         vec![&first_target, &last_target]
     };
-    let (_, _, spans) = find(raw, &targets)?;
+    let (_, _, spans) = item_spans
+        .and_then(|items| find_located(raw, &targets, Located { key, items }))
+        .or_else(|| find(raw, &targets))?;
     let (from, to) = (spans.first()?.0, spans.last()?.1);
     let mut out = Vec::with_capacity(raw.len() + elements.len());
     out.extend_from_slice(&raw[..from]);
@@ -117,6 +156,50 @@ fn find(raw: &[u8], targets: &[&str]) -> Option<(usize, usize, Vec<Span>)> {
     let start = scanner.ws(0);
     let end = scanner.value(start, "")?;
     if scanner.ws(end) != raw.len() || spans.len() != targets.len() {
+        return None;
+    }
+    spans.sort_unstable();
+    Some((start, end, spans))
+}
+
+/// [`find`] for targets inside conversation items whose byte ranges `located` gives: only those
+/// items are scanned. `None` when a target is not inside an item, or an item does not end where
+/// `located` says.
+fn find_located(
+    raw: &[u8],
+    targets: &[&str],
+    located: Located<'_>,
+) -> Option<(usize, usize, Vec<Span>)> {
+    let mut sorted: Vec<(&str, usize)> = targets.iter().copied().zip(0..).collect();
+    sorted.sort_unstable();
+    let prefix = format!("/{}/", located.key);
+    let mut items = sorted
+        .iter()
+        .map(|(target, _)| {
+            let rest = target.strip_prefix(&prefix)?;
+            rest.split('/').next()?.parse::<usize>().ok()
+        })
+        .collect::<Option<Vec<usize>>>()?;
+    items.sort_unstable();
+    items.dedup();
+    let start = raw.iter().position(|b| !b.is_ascii_whitespace())?;
+    let end = raw.iter().rposition(|b| !b.is_ascii_whitespace())? + 1;
+    let mut spans: Vec<Span> = Vec::with_capacity(targets.len());
+    let mut scanner = Scanner {
+        raw,
+        targets: &sorted,
+        found: &mut spans,
+    };
+    for i in items {
+        let &(from, to) = located.items.get(i)?;
+        if from >= to || to > end || !matches!(raw[from], b'{' | b'[') {
+            return None;
+        }
+        if scanner.value(from, &format!("{prefix}{i}"))? != to {
+            return None;
+        }
+    }
+    if spans.len() != targets.len() {
         return None;
     }
     spans.sort_unstable();
@@ -311,15 +394,14 @@ mod tests {
             b"{}",
             b"{ }",
         ] {
-            let appended = append_member(raw, "prompt_cache_retention", "24h").unwrap();
-            assert_eq!(
-                Some(appended.clone()),
-                splice(raw, &[], Some(("prompt_cache_retention", "24h"))),
-                "{}",
-                String::from_utf8_lossy(raw)
-            );
+            let appended = splice(raw, &[], Some(("prompt_cache_retention", "24h"))).unwrap();
+            let mut expected: serde_json::Value = serde_json::from_slice(raw).unwrap();
+            expected["prompt_cache_retention"] = "24h".into();
             let v: serde_json::Value = serde_json::from_slice(&appended).unwrap();
-            assert_eq!(v["prompt_cache_retention"], "24h");
+            assert_eq!(v, expected, "{}", String::from_utf8_lossy(raw));
+            // Only the ends are rewritten: the client's bytes come first, unchanged.
+            let close = raw.iter().rposition(|&b| b == b'}').unwrap();
+            assert_eq!(&appended[..close], &raw[..close]);
         }
         assert!(append_member(b"[1]", "k", "v").is_none());
         assert!(append_member(b"  ", "k", "v").is_none());
@@ -358,6 +440,90 @@ mod tests {
             v[k] = json!(val);
         }
         v
+    }
+
+    /// A body of `items` under `"messages"`, with each item's byte range as a parse finds it.
+    fn laid_out(items: &[Value]) -> (Vec<u8>, Vec<(usize, usize)>) {
+        let mut raw = br#"{"model": "m", "messages": ["#.to_vec();
+        let mut spans = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                raw.extend_from_slice(b", ");
+            }
+            let start = raw.len();
+            raw.extend_from_slice(&serde_json::to_vec(item).unwrap());
+            spans.push((start, raw.len()));
+        }
+        raw.extend_from_slice(br#"], "stream": true}"#);
+        (raw, spans)
+    }
+
+    #[test]
+    fn a_located_splice_scans_only_the_targets_items_and_agrees_with_the_scan() {
+        let items: Vec<Value> = (0..40)
+            .map(|i| json!({"role": "tool", "content": format!("out \"{i}\" ]}}"), "n": [i]}))
+            .collect();
+        let (raw, spans) = laid_out(&items);
+        let located = Located {
+            key: "messages",
+            items: &spans,
+        };
+        let encode = |reps: &[(String, String)]| -> Vec<(String, Vec<u8>)> {
+            reps.iter()
+                .map(|(p, t)| (p.clone(), serde_json::to_vec(t).unwrap()))
+                .collect()
+        };
+        let reps: Vec<(String, String)> = [3, 30, 31, 4, 39]
+            .iter()
+            .map(|i| (format!("/messages/{i}/content"), format!("cut {i}")))
+            .chain([("/messages/7".to_owned(), "whole".to_owned())])
+            .collect();
+        let owned = encode(&reps);
+        let encoded: Vec<(&str, &[u8])> = owned
+            .iter()
+            .map(|(p, j)| (p.as_str(), j.as_slice()))
+            .collect();
+        let append = Some(("prompt_cache_key", "s"));
+        let scanned = splice(&raw, &encoded, append).unwrap();
+        let targets: Vec<&str> = encoded.iter().map(|(p, _)| *p).collect();
+        // Found through the items alone, where the scan finds them.
+        let direct = find_located(&raw, &targets, located).unwrap();
+        assert_eq!(Some(direct), find(&raw, &targets));
+        assert_eq!(
+            splice_located(&raw, Some(located), &encoded, append).unwrap(),
+            scanned
+        );
+        let parsed: Value = serde_json::from_slice(&scanned).unwrap();
+        let body: Value = serde_json::from_slice(&raw).unwrap();
+        assert_eq!(parsed, apply(&body, &reps, append));
+        // A target outside the items, or ranges that do not fit the bytes, go back to the scan
+        // (same bytes out).
+        let model = [("/model", &b"\"m2\""[..]), encoded[0]];
+        assert!(find_located(&raw, &["/model"], located).is_none());
+        assert_eq!(
+            splice_located(&raw, Some(located), &model, None),
+            splice(&raw, &model, None)
+        );
+        let shifted: Vec<(usize, usize)> = spans.iter().map(|&(s, e)| (s + 1, e + 1)).collect();
+        let wrong = Located {
+            key: "messages",
+            items: &shifted,
+        };
+        assert!(find_located(&raw, &targets, wrong).is_none());
+        assert_eq!(
+            splice_located(&raw, Some(wrong), &encoded, append).unwrap(),
+            scanned
+        );
+        let short = Located {
+            key: "messages",
+            items: &spans[..10],
+        };
+        assert!(find_located(&raw, &targets, short).is_none());
+        // The lineage's splice of leading elements goes to the first and last items alike.
+        assert_eq!(
+            splice_elements(&raw, ("messages", Some(&spans)), 5, b"{}"),
+            splice_elements(&raw, ("messages", None), 5, b"{}")
+        );
     }
 
     #[test]
@@ -501,18 +667,19 @@ mod tests {
     #[test]
     fn the_first_elements_of_an_array_are_replaced_by_others() {
         let raw = br#"{"model": "m", "messages": [ {"role":"user","content":"a"}, {"role":"tool","content":"b"} ,{"x":[1,2]}], "tail": 1}"#;
-        let out = splice_elements(raw, "messages", 2, br#"{"s":1},{"s":2},{"s":3}"#).unwrap();
+        let out =
+            splice_elements(raw, ("messages", None), 2, br#"{"s":1},{"s":2},{"s":3}"#).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             v,
             serde_json::json!({"model": "m", "messages": [{"s":1},{"s":2},{"s":3},{"x":[1,2]}], "tail": 1})
         );
-        let one = splice_elements(raw, "messages", 1, br#"{"s":0}"#).unwrap();
+        let one = splice_elements(raw, ("messages", None), 1, br#"{"s":0}"#).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&one).unwrap();
         assert_eq!(v["messages"][0], serde_json::json!({"s": 0}));
         assert_eq!(v["messages"].as_array().unwrap().len(), 3);
-        assert!(splice_elements(raw, "messages", 4, b"{}").is_none());
-        assert!(splice_elements(raw, "input", 1, b"{}").is_none());
-        assert!(splice_elements(raw, "messages", 0, b"{}").is_none());
+        assert!(splice_elements(raw, ("messages", None), 4, b"{}").is_none());
+        assert!(splice_elements(raw, ("input", None), 1, b"{}").is_none());
+        assert!(splice_elements(raw, ("messages", None), 0, b"{}").is_none());
     }
 }
