@@ -271,6 +271,12 @@ impl TokenCounter {
         n
     }
 
+    /// The most tokens a text of `bytes` bytes can count as, corrected for the provider family:
+    /// no vocabulary makes a token of less than a byte.
+    pub fn most_tokens_in(&self, bytes: usize) -> usize {
+        self.corrected(bytes)
+    }
+
     /// Tokens in a bare text, corrected for the provider family.
     pub fn count_text(&self, text: &str) -> usize {
         if text.len() < MEMO_MIN_BYTES {

@@ -93,6 +93,9 @@ pub struct Outcome {
     /// ctxgc's own (uncalibrated) token count of what is sent, tool definitions included; the
     /// upstream's reported usage for this request calibrates later estimates against it.
     pub estimated_tokens: usize,
+    /// `estimated_tokens` counts every message of what is sent (not a lazy step's 0, nor a
+    /// prompt that could not be viewed).
+    pub counted_in_full: bool,
     /// Tool outputs an event hid (pruned or summarised), to store before forwarding: their
     /// abstracts and the summary name them by these ids.
     pub originals: Vec<(ContentId, String)>,
@@ -224,6 +227,7 @@ fn step_unchecked(
             lineage: None,
             event: None,
             estimated_tokens: 0,
+            counted_in_full: false,
             originals: Vec::new(),
             hidden_why: Vec::new(),
             summarizer_failed: None,
@@ -254,6 +258,7 @@ fn step_unchecked(
     let Some(view) = api.wire().view(input.system, current) else {
         return Ok(Outcome {
             estimated_tokens: fixed,
+            counted_in_full: false,
             integrity: None,
             messages: applied,
             lineage,
@@ -270,6 +275,7 @@ fn step_unchecked(
     let counts: Vec<usize> = messages.iter().map(|m| counter.count_message(m)).collect();
     let unchanged = |applied: Option<Vec<Value>>, lineage: Option<Lineage>| Outcome {
         estimated_tokens: counts.iter().sum::<usize>() + fixed,
+        counted_in_full: true,
         // Only what ctxgc changed is ctxgc's to answer for.
         integrity: applied
             .as_ref()
@@ -462,6 +468,7 @@ fn step_unchecked(
     };
     Ok(Outcome {
         estimated_tokens: estimated,
+        counted_in_full: true,
         messages: Some(prompt),
         lineage: Some(lineage),
         event: Some(event),

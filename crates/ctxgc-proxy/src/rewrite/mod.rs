@@ -7,6 +7,7 @@
 //! Calls: `crate::agent` (which items are the agent tools' own), `crate::wire`, the core
 //! engine; never the server's state: the route hands it what it needs.
 
+pub(crate) mod counted;
 pub(crate) mod jobs;
 pub mod lineage;
 pub(crate) mod memos;

@@ -73,6 +73,9 @@ pub(crate) fn prepare(
         Some(_) => Some(read_lineage(state, session)?),
         None => None,
     };
+    let lineage_in_force = lineage_now
+        .as_ref()
+        .is_some_and(|(_, current)| current.is_some());
     let hidden: &[lineage::HiddenResult] = lineage_now
         .as_ref()
         .and_then(|(_, current)| current.as_ref())
@@ -185,8 +188,23 @@ pub(crate) fn prepare(
             .max(state.sessions.answered_past_window(session));
         let fit_window = !counting && settings.knows_window(model, long_context);
         // A body of fewer bytes than the limit cannot pass it (no tokenizer makes a token of
-        // less than a byte), so one that small needs no count.
-        let could_pass = fit_window && raw.len() + LAZY_MARGIN_TOKENS > policy.prompt_limit(window);
+        // less than a byte), so one that small needs no count; nor does a larger one that the
+        // session's last count, plus the bytes added since, holds under it.
+        let limit = policy.prompt_limit(window);
+        let bounded_by_count = |raw: &[u8]| {
+            let spans = client_bytes.item_spans?;
+            let counter = state.memos.counter(request.api, &state.settings.tokens);
+            let bound = state
+                .sessions
+                .counted(session)?
+                .bound(raw, spans, &counter)?;
+            Some(state.sessions.calibration(session).scale(bound))
+        };
+        let counts_reusable = purpose == Purpose::Request && !agent_changed && !lineage_in_force;
+        let could_pass = fit_window
+            && raw.len() + LAZY_MARGIN_TOKENS > limit
+            && (!counts_reusable
+                || bounded_by_count(raw).is_none_or(|bound| bound + LAZY_MARGIN_TOKENS > limit));
         let step = lineage::StepInput {
             api: request.api,
             client: &client,
@@ -225,6 +243,17 @@ pub(crate) fn prepare(
         ) && let Some(last) = l.prefix.len().checked_sub(1)
         {
             rewrite::mark_breakpoint(&mut messages[last]);
+        }
+        // What the next requests' bounds start from: a count of the client's own items as
+        // sent, no lineage before or after.
+        if counts_reusable
+            && outcome.counted_in_full
+            && outcome.lineage.is_none()
+            && let Some(spans) = client_bytes.item_spans
+        {
+            let counted =
+                crate::rewrite::counted::Counted::of(raw, spans, outcome.estimated_tokens);
+            state.sessions.record_counted(session, counted);
         }
         out.originals.append(&mut outcome.originals);
         out.hidden_why.extend(outcome.hidden_why.drain(..));

@@ -709,6 +709,64 @@ async fn a_session_past_the_window_is_made_to_fit_with_every_api() {
     }
 }
 
+/// A body larger in bytes than the prompt's limit is counted only when the session's last
+/// count, plus the bytes added since, no longer holds it under the limit: most of a long
+/// session's requests skip the view and the count (0 is recorded, which calibrates nothing),
+/// some count again, and none the proxy sends passes the limit.
+#[tokio::test]
+async fn a_long_session_is_counted_again_only_when_its_bound_nears_the_limit() {
+    let window = 200_000;
+    let policy = Policy::default();
+    let limit = policy.prompt_limit(window);
+    let h = start_full(
+        Box::new(MemoryStore::default()),
+        window,
+        Some((policy, true)),
+        None,
+    )
+    .await;
+    let session = h.state.named_session(&HeaderMap::new(), "bound");
+    let mut counter = ctxgc_core::tokens::TokenCounter::openai();
+    let mut items = vec![json!({"role": "user", "content": "Fix the flaky test."})];
+    let (mut skipped, mut counted) = (0, 0);
+    for turn in 0..64 {
+        items.extend(chat_turn(turn));
+        let body = json!({"model": "gpt-4o", "messages": items});
+        let bytes = body.to_string().len();
+        let request = client().post(format!("{}/v1/chat/completions", h.proxy));
+        answer_of(request.header("x-ctxgc-session", "bound").json(&body)).await;
+        let sent = as_seen(h.upstream.log.last().unwrap()).2;
+        let sent =
+            ctxgc_formats::ApiRequest::parse(ctxgc_formats::Api::ChatCompletions, &sent).unwrap();
+        let tokens = counter.count_messages(&sent.transcript().unwrap().messages);
+        assert!(
+            tokens <= limit,
+            "turn {turn}: {tokens} tokens sent, the limit is {limit}"
+        );
+        // Within the proxy's margin of the limit in bytes, a body is counted.
+        if bytes + 4_096 <= limit {
+            continue;
+        }
+        match h.state.stats().usage[session.as_str()].estimated_tokens {
+            0 => skipped += 1,
+            estimate => {
+                counted += 1;
+                assert!(
+                    estimate as usize >= tokens,
+                    "turn {turn}: {estimate} < {tokens}"
+                );
+            }
+        }
+    }
+    // Past the limit in bytes from about the 30th turn, at about 40% of it in tokens: counted
+    // there, then again each time the bytes added since take the bound past the limit.
+    assert!(
+        skipped >= 20 && counted >= 2,
+        "skipped {skipped}, counted {counted}"
+    );
+    assert_eq!(h.state.stats().fail_open, 0);
+}
+
 /// Claude Code's 1M-context sessions announce it (the `context-1m` beta); Claude 5 models run
 /// at 1M anyway. Such a session is not cut as if it had the table's 200K: assuming a smaller
 /// window than the real one would hide what the client keeps and rewrite its cached prefix.
