@@ -37,6 +37,11 @@ impl Layout {
         self.items.len()
     }
 
+    /// How many leading items were cloned from the previous body's parse, not parsed.
+    pub fn reused(&self) -> usize {
+        self.reused
+    }
+
     /// The byte range of each item of the conversation array, in order.
     pub fn item_spans(&self) -> &[(usize, usize)] {
         &self.items
