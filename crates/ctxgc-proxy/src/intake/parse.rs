@@ -19,6 +19,7 @@
 //! megabytes, the least recently used going first.
 
 use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
@@ -108,7 +109,11 @@ fn parse_now(
             return Ok((ApiRequest::parse_envelope(api, &raw)?, None));
         }
         // Not kept (its session has not come back yet, or it weighs too much): laid out all
-        // the same, and parsed after the kept body it continues when there is one.
+        // the same, and parsed after the kept body it continues when there is one, which then
+        // stays for the session's next bodies.
+        if let Some(kept) = &continued {
+            recent.continued_by_unkept(kept);
+        }
         return ApiRequest::parse_envelope_after(api, &raw, previous);
     }
     let (request, layout) = ApiRequest::parse_envelope_after(api, &raw, previous)?;
@@ -197,8 +202,8 @@ pub(crate) struct Recent {
     body: Value,
     layout: Layout,
     weight: usize,
-    /// The large bodies that had arrived when it was kept.
-    arrived: u64,
+    /// The large bodies that had arrived when it was kept, or last continued.
+    arrived: std::sync::atomic::AtomicU64,
 }
 
 impl Recent {
@@ -286,7 +291,15 @@ impl RecentBodies {
         let arrived = bodies.arrived;
         bodies
             .kept
-            .retain(|r| arrived - r.arrived <= MAX_SEEN as u64);
+            .retain(|r| arrived - r.arrived.load(Ordering::Relaxed) <= MAX_SEEN as u64);
+    }
+
+    /// `kept` was continued by a body not kept in its place (too heavy to keep): it stays as
+    /// long as its session goes on.
+    fn continued_by_unkept(&self, kept: &Recent) {
+        if let Ok(bodies) = self.bodies.lock() {
+            kept.arrived.store(bodies.arrived, Ordering::Relaxed);
+        }
     }
 
     /// Whether to parse `raw` with its layout (after `continued`, the kept body it continues,
@@ -346,12 +359,12 @@ impl RecentBodies {
             body,
             layout,
             weight,
-            arrived: 0,
+            arrived: Default::default(),
         };
         let Ok(mut bodies) = self.bodies.lock() else {
             return;
         };
-        recent.arrived = bodies.arrived;
+        *recent.arrived.get_mut() = bodies.arrived;
         bodies.kept.push_front(Arc::new(recent));
         let mut total: usize = bodies.kept.iter().map(|r| r.weight).sum();
         while bodies.kept.len() > MAX_KEPT || total > MAX_WEIGHT {
@@ -492,8 +505,14 @@ mod tests {
         assert_eq!((items, reused), (7, 6));
         assert_eq!(spans, parsed(&heavy).2.item_spans());
         assert_eq!(bodies.bodies.lock().unwrap().kept[0].layout.items(), 6);
+        // The session goes on with bodies too heavy to keep: the kept body stays for them,
+        // more than MAX_SEEN large bodies later.
+        for items in 8..8 + MAX_SEEN + 2 {
+            let (_, reused, _) = parse(&body(items), true, Some(MAX_WEIGHT)).unwrap();
+            assert_eq!(reused, 6);
+        }
         // Not alone: parsed whole.
-        assert_eq!(parse(&body(8), false, None), None);
+        assert_eq!(parse(&body(9), false, None), None);
         // Small: parsed whole.
         let small =
             Bytes::from_static(br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#);
