@@ -130,8 +130,11 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
     let wire = api.wire();
     let key = wire.items_key();
     let items = body[key].as_array().map_or(&[][..], Vec::as_slice);
-    // Hashed, not sorted: a long session has hundreds of calls, every request.
-    let names: HashMap<&str, &str> = items.iter().flat_map(|i| wire.calls_in(i)).collect();
+    let names = CallNames {
+        items,
+        wire,
+        all: std::cell::OnceCell::new(),
+    };
     let mut out = Vec::new();
     let mut group = 0;
     let mut previous: Option<usize> = None;
@@ -163,7 +166,7 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
             let call_id = result.call_id.as_deref();
             let tool = result
                 .tool
-                .or_else(|| call_id.and_then(|id| names.get(id).copied()))
+                .or_else(|| call_id.and_then(|id| names.of(i, id)))
                 .unwrap_or("tool");
             content_slots(
                 &mut out,
@@ -176,6 +179,49 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
     }
     out.retain(|s| !crate::agent::tools::is_internal(&s.tool));
     out
+}
+
+/// The names of the calls in a conversation's items, by call id, for results that do not name
+/// their tool: the latest call of that id before the result. A result follows its call within
+/// a few items, so those are read first; every call's position is mapped only for a result
+/// whose call is not among them. Mapping every call on every request had cost a quarter of the
+/// rewrite at 100K tokens (`cargo bench -p ctxgc-proxy --bench rewrite`).
+struct CallNames<'a> {
+    items: &'a [Value],
+    wire: &'static dyn ctxgc_formats::wire_api::WireApi,
+    /// Each call id's calls: the item it is in and its name, in order.
+    all: std::cell::OnceCell<HashMap<&'a str, Vec<(usize, &'a str)>>>,
+}
+
+impl<'a> CallNames<'a> {
+    /// Items before a result in which its call is looked for first.
+    const NEAR: usize = 16;
+
+    /// The name of the call `id` that the result in item `at` answers.
+    fn of(&self, at: usize, id: &str) -> Option<&'a str> {
+        let near = self.items[..at]
+            .iter()
+            .rev()
+            .take(Self::NEAR)
+            .find_map(|item| {
+                let calls = self.wire.calls_in(item);
+                calls.iter().rev().find(|(c, _)| *c == id).map(|(_, n)| *n)
+            });
+        near.or_else(|| {
+            let all = self.all.get_or_init(|| {
+                let mut all: HashMap<&str, Vec<(usize, &str)>> = HashMap::new();
+                for (i, item) in self.items.iter().enumerate() {
+                    for (call, name) in self.wire.calls_in(item) {
+                        all.entry(call).or_default().push((i, name));
+                    }
+                }
+                all
+            });
+            let calls = all.get(id)?;
+            let before = calls.partition_point(|&(i, _)| i < at);
+            calls[..before].last().map(|&(_, name)| name)
+        })
+    }
 }
 
 /// The tool a text-protocol agent's commands run in: the terminal's profile trims their output.

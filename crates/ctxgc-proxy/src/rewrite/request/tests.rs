@@ -290,3 +290,32 @@ fn markers_name_the_recall_tool_the_agent_has() {
     let id = trim::marker_ids(&plain)[0];
     assert!(shell.contains(&format!(", recall with `ctxgc recall {id}` ...]")));
 }
+
+/// A result names the tool of its call whether the call is just before it or far back (a
+/// Responses turn of many parallel calls, then their outputs), and a later call that reuses an
+/// id does not rename the results before it.
+#[test]
+fn results_name_their_calls_tool_near_or_far() {
+    let calls = 24;
+    let mut input: Vec<Value> = vec![json!({"role": "user", "content": "go"})];
+    for k in 0..calls {
+        input.push(json!({"type": "function_call", "call_id": format!("c{k}"), "name": format!("tool_{k}"), "arguments": "{}"}));
+    }
+    for k in 0..calls {
+        input.push(json!({"type": "function_call_output", "call_id": format!("c{k}"), "output": format!("out {k}")}));
+    }
+    input.push(
+        json!({"type": "function_call", "call_id": "c0", "name": "renamed", "arguments": "{}"}),
+    );
+    let body = json!({"model": "gpt-5", "input": input});
+    let found = slots(&body, Api::Responses);
+    assert_eq!(found.len(), calls);
+    for (k, slot) in found.iter().enumerate() {
+        assert_eq!(slot.call_id, format!("c{k}"));
+        assert_eq!(slot.tool, format!("tool_{k}"), "{}", slot.call_id);
+    }
+    // A result whose call is nowhere: the generic tool.
+    let orphan = json!({"model": "gpt-5", "input": [
+        {"type": "function_call_output", "call_id": "gone", "output": "x"}]});
+    assert_eq!(slots(&orphan, Api::Responses)[0].tool, "tool");
+}
