@@ -72,6 +72,17 @@ impl<K: Hash + Eq, V> BoundedMemo<K, V> {
         self.young_bytes += weight;
     }
 
+    /// Takes the value of `key` out.
+    pub fn remove(&mut self, key: &K) -> Option<V> {
+        if let Some(value) = self.young.remove(key) {
+            self.young_bytes -= (self.weigh)(key, &value);
+            return Some(value);
+        }
+        let value = self.old.remove(key)?;
+        self.old_bytes -= (self.weigh)(key, &value);
+        Some(value)
+    }
+
     /// Forgets every entry.
     pub fn clear(&mut self) {
         self.young.clear();

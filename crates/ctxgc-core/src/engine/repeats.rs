@@ -321,6 +321,26 @@ impl RepeatIndex {
         }
     }
 
+    /// About how many bytes it holds (for a memo that keeps indexes between requests).
+    pub fn weight(&self) -> usize {
+        let entries: usize = self
+            .window
+            .iter()
+            .map(|e| {
+                let field = e.field.as_ref().map_or(0, String::capacity);
+                128 + e.call_id.len() + e.spans.capacity() * size_of::<LineSpan>() + field
+            })
+            .sum();
+        let by_id = self.by_id.values().map(|c| 48 + c.len()).sum::<usize>();
+        let lines = self.lines.as_ref().map_or(0, |lines| {
+            lines
+                .values()
+                .map(|at| 64 + at.capacity() * size_of::<(u64, u32)>())
+                .sum()
+        });
+        entries + by_id + lines
+    }
+
     fn pop_front(&mut self) {
         let Some(entry) = self.window.pop_front() else {
             return;

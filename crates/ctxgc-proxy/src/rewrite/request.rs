@@ -411,6 +411,8 @@ pub fn rewrite_within(
     // the keys before it.
     let mut entered: Vec<Entered<'_>> = Vec::with_capacity(slots.len());
     let mut repeats = RepeatIndex::new();
+    // Where the session's previous walk stopped: taken over at the turn it ended with.
+    let mut resume = memo.take_index(session);
     let window = settings.window_for(request.body["model"].as_str(), false);
     // Hides apply from the result at which their event ran, in that order.
     let mut hidden: Vec<&crate::rewrite::lineage::HiddenResult> = hidden.iter().collect();
@@ -489,7 +491,18 @@ pub fn rewrite_within(
             }
             replacements.push((slot.pointer.clone(), trimmed.clone()));
         }
+        // The previous walk's index after this very turn: it holds what the pushes above did,
+        // and the lines of every output, already indexed.
+        if resume.as_ref().is_some_and(|(at, _)| *at == chain) {
+            repeats = resume.take().map(|(_, index)| index).unwrap_or_default();
+            #[cfg(test)]
+            memo.resumed
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         start = end;
+    }
+    if !slots.is_empty() {
+        memo.keep_index(session, chain, repeats);
     }
     drop(entered);
     drop(slots);
@@ -693,6 +706,13 @@ impl Trimmed {
 /// in use stays).
 pub struct TrimMemo {
     turns: std::sync::Mutex<BoundedMemo<u64, TrimmedTurn>>,
+    /// Each session's index of repeats as its latest walk left it, under the chain key of the
+    /// turn it ends with: the next request, which resends those turns, goes on from it rather
+    /// than indexing every earlier output's lines again for its new turn.
+    indexes: std::sync::Mutex<BoundedMemo<String, (u64, RepeatIndex)>>,
+    /// Walks that went on from a kept index (what the tests check).
+    #[cfg(test)]
+    resumed: std::sync::atomic::AtomicUsize,
 }
 
 /// A turn's outputs, each trimmed or left whole (`None`).
@@ -701,6 +721,8 @@ type TrimmedTurn = std::sync::Arc<[EnteredResult]>;
 impl TrimMemo {
     /// Bytes at most.
     const MAX_BYTES: usize = 24 << 20;
+    /// Bytes of the sessions' indexes at most (one indexes at most 256 KiB of outputs).
+    const MAX_INDEX_BYTES: usize = 16 << 20;
 
     /// Bytes of trimmed text it holds (at most 24 MiB).
     pub fn bytes(&self) -> usize {
@@ -714,6 +736,18 @@ impl TrimMemo {
     fn insert(&self, key: u64, turn: TrimmedTurn) {
         if let Ok(mut turns) = self.turns.lock() {
             turns.insert(key, turn);
+        }
+    }
+
+    /// Takes out the index `session`'s latest walk left, with the chain key it ends at.
+    fn take_index(&self, session: &str) -> Option<(u64, RepeatIndex)> {
+        self.indexes.lock().ok()?.remove(&session.to_owned())
+    }
+
+    /// Keeps the index a walk of `session` left after the turn of chain key `key`.
+    fn keep_index(&self, session: &str, key: u64, index: RepeatIndex) {
+        if let Ok(mut indexes) = self.indexes.lock() {
+            indexes.insert(session.to_owned(), (key, index));
         }
     }
 }
@@ -736,6 +770,12 @@ impl Default for TrimMemo {
         }
         TrimMemo {
             turns: std::sync::Mutex::new(BoundedMemo::new(TrimMemo::MAX_BYTES, weigh)),
+            indexes: std::sync::Mutex::new(BoundedMemo::new(
+                TrimMemo::MAX_INDEX_BYTES,
+                |session, (_, index)| 64 + session.len() + index.weight(),
+            )),
+            #[cfg(test)]
+            resumed: Default::default(),
         }
     }
 }

@@ -319,3 +319,79 @@ fn results_name_their_calls_tool_near_or_far() {
         {"type": "function_call_output", "call_id": "gone", "output": "x"}]});
     assert_eq!(slots(&orphan, Api::Responses)[0].tool, "tool");
 }
+
+/// A session's next request goes on from the index of repeats its previous walk left (no
+/// output's lines indexed again), and sends the same bytes as a walk from nothing: across a
+/// session that re-reads files, edits them and hides an output, with memos shared or fresh.
+#[test]
+fn a_walk_that_goes_on_from_the_previous_index_sends_the_same_bytes() {
+    let file = |tag: &str, n: usize| -> String {
+        (0..n)
+            .map(|i| format!("{tag} line {i}: let value_{i} = compute({i});\n"))
+            .collect()
+    };
+    let mut outputs: Vec<String> = Vec::new();
+    for turn in 0..24 {
+        outputs.push(match turn % 4 {
+            0 => format!("{}read at turn {turn}\n", file("alpha", 200)),
+            1 => file("beta", 150).replace("line 70:", &format!("line 70 (edit {turn}):")),
+            2 => format!("{}\n{}", file("alpha", 120), log(40)),
+            _ => log(30 + turn),
+        });
+    }
+    let body = |turns: usize| -> Vec<u8> {
+        let mut messages = vec![json!({"role": "user", "content": "go"})];
+        for (k, output) in outputs[..turns].iter().enumerate() {
+            let id = format!("c{k}");
+            messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]}));
+            messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
+        }
+        serde_json::to_vec(&json!({"model": "gpt-5", "messages": messages})).unwrap()
+    };
+    let hidden = [crate::rewrite::lineage::HiddenResult {
+        call_id: "c4".into(),
+        from_result: 9,
+    }];
+    let shared = TrimMemo::default();
+    let mut pointers = 0;
+    for turns in 1..=outputs.len() {
+        let raw = body(turns);
+        let hides: &[_] = if turns > 12 { &hidden } else { &[] };
+        let walk = |memo: &TrimMemo| {
+            let mut request = ApiRequest::parse(Api::ChatCompletions, &raw).unwrap();
+            let client = ClientBytes {
+                raw: &raw,
+                item_spans: None,
+            };
+            let out = rewrite_within(
+                &mut request,
+                Some(client),
+                "s",
+                &settings(),
+                memo,
+                &|_| false,
+                hides,
+                None,
+            )
+            .unwrap();
+            out.body.unwrap_or_else(|| raw.clone())
+        };
+        let resumed = walk(&shared);
+        assert_eq!(
+            resumed,
+            walk(&TrimMemo::default()),
+            "request of {turns} turns"
+        );
+        pointers = String::from_utf8_lossy(&resumed).matches("same as").count();
+        // The index the walk left is kept for the next request.
+        assert!(shared.indexes.lock().unwrap().contains(&"s".to_owned()));
+    }
+    assert!(
+        pointers >= 5,
+        "the session repeats itself: {pointers} pointers"
+    );
+    // Every request went on from its previous one's index but the first, and the one whose
+    // hide changed what every turn after it entered as.
+    let resumed = shared.resumed.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(resumed, outputs.len() - 2);
+}
