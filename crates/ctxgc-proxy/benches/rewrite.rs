@@ -107,18 +107,29 @@ fn rewrite_warm_located(bencher: Bencher, turns: usize) {
         .bench_local_values(|mut request| black_box(warm(&mut request)));
 }
 
-/// A splice of every fourth output (repeat pointers and trims over a long session).
+/// The pointers of every fourth output of a body of `turns` (repeat pointers and trims over a
+/// long session).
+fn every_fourth_output(turns: usize) -> Vec<String> {
+    (0..turns)
+        .filter(|turn| turn % 4 == 0)
+        .map(|turn| format!("/messages/{}/content", 2 + 2 * turn))
+        .collect()
+}
+
+/// Each of `pointers` replaced by a short text.
+fn cut_each(pointers: &[String]) -> Vec<(&str, &[u8])> {
+    pointers
+        .iter()
+        .map(|p| (p.as_str(), &b"\"cut\""[..]))
+        .collect()
+}
+
+/// A splice of every fourth output.
 #[divan::bench(args = [400])]
 fn splice_trimmed_outputs(bencher: Bencher, turns: usize) {
     let raw = body(turns);
-    let pointers: Vec<String> = (0..turns)
-        .filter(|turn| turn % 4 == 0)
-        .map(|turn| format!("/messages/{}/content", 2 + 2 * turn))
-        .collect();
-    let encoded: Vec<(&str, &[u8])> = pointers
-        .iter()
-        .map(|p| (p.as_str(), &b"\"cut\""[..]))
-        .collect();
+    let pointers = every_fourth_output(turns);
+    let encoded = cut_each(&pointers);
     bencher.bench_local(|| black_box(splice_json::splice(&raw, &encoded, None)).unwrap());
 }
 
@@ -131,14 +142,8 @@ fn splice_trimmed_outputs_located(bencher: Bencher, turns: usize) {
         key: "messages",
         items: layout.as_ref().unwrap().item_spans(),
     };
-    let pointers: Vec<String> = (0..turns)
-        .filter(|turn| turn % 4 == 0)
-        .map(|turn| format!("/messages/{}/content", 2 + 2 * turn))
-        .collect();
-    let encoded: Vec<(&str, &[u8])> = pointers
-        .iter()
-        .map(|p| (p.as_str(), &b"\"cut\""[..]))
-        .collect();
+    let pointers = every_fourth_output(turns);
+    let encoded = cut_each(&pointers);
     bencher.bench_local(|| {
         black_box(splice_json::splice_located(
             &raw,

@@ -613,6 +613,18 @@ async fn a_paused_redis_fails_open_within_the_deadline_and_leaks_nothing() {
     assert_eq!(h.state.stats().fail_open, 1, "the store works again");
 }
 
+/// A proxy with the default policy, events only after a pause, at `window`; and the prompt's
+/// limit there.
+async fn windowed(window: u64) -> (Harness, usize) {
+    let policy = Policy::default();
+    let limit = policy.prompt_limit(window);
+    let store = Box::new(MemoryStore::default());
+    (
+        start_full(store, window, Some((policy, true)), None).await,
+        limit,
+    )
+}
+
 /// A prompt past the window is a failed request. In front of a client that keeps its own
 /// window (events only after a pause: the proxy's default), a session driven far past the
 /// model's window never sends a prompt past it with any API: the event that makes it fit runs
@@ -621,16 +633,7 @@ async fn a_paused_redis_fails_open_within_the_deadline_and_leaks_nothing() {
 async fn a_session_past_the_window_is_made_to_fit_with_every_api() {
     use ctxgc_formats::Api;
     for api in [Api::ChatCompletions, Api::Messages, Api::Responses] {
-        let window = 12_000;
-        let policy = Policy::default();
-        let limit = policy.prompt_limit(window);
-        let h = start_full(
-            Box::new(MemoryStore::default()),
-            window,
-            Some((policy, true)),
-            None,
-        )
-        .await;
+        let (h, limit) = windowed(12_000).await;
         let path = match api {
             Api::Messages => "/v1/messages",
             Api::Responses => "/v1/responses",
@@ -715,16 +718,7 @@ async fn a_session_past_the_window_is_made_to_fit_with_every_api() {
 /// some count again, and none the proxy sends passes the limit.
 #[tokio::test]
 async fn a_long_session_is_counted_again_only_when_its_bound_nears_the_limit() {
-    let window = 200_000;
-    let policy = Policy::default();
-    let limit = policy.prompt_limit(window);
-    let h = start_full(
-        Box::new(MemoryStore::default()),
-        window,
-        Some((policy, true)),
-        None,
-    )
-    .await;
+    let (h, limit) = windowed(200_000).await;
     let session = h.state.named_session(&HeaderMap::new(), "bound");
     let mut counter = ctxgc_core::tokens::TokenCounter::openai();
     let mut items = vec![json!({"role": "user", "content": "Fix the flaky test."})];
