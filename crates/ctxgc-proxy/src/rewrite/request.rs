@@ -721,8 +721,10 @@ type TrimmedTurn = std::sync::Arc<[EnteredResult]>;
 impl TrimMemo {
     /// Bytes at most.
     const MAX_BYTES: usize = 24 << 20;
-    /// Bytes of the sessions' indexes at most (one indexes at most 256 KiB of outputs).
-    const MAX_INDEX_BYTES: usize = 16 << 20;
+    /// Bytes of the sessions' indexes at most: one of a full window (256 KiB of outputs) weighs
+    /// about 2 MiB, so the developer's session or two keep theirs, and a proxy of many
+    /// interleaved sessions, which would not find its own again, holds no more than this.
+    const MAX_INDEX_BYTES: usize = 4 << 20;
 
     /// Bytes of trimmed text it holds (at most 24 MiB).
     pub fn bytes(&self) -> usize {
