@@ -216,9 +216,6 @@ pub struct SessionUsage {
     /// model: what the provider's cache of every message depends on).
     #[serde(skip)]
     fixed_part: Option<u64>,
-    /// Its latest request that ctxgc counted in full, for bounding the next ones' counts.
-    #[serde(skip)]
-    counted: Option<crate::rewrite::counted::Counted>,
 }
 
 /// What the session table says of a request as it arrives.
@@ -351,24 +348,6 @@ impl SessionTable {
             .ok()
             .and_then(|s| s.get(session.as_str()).map(|u| u.long_context))
             .unwrap_or(false)
-    }
-
-    /// The session's latest request that ctxgc counted in full.
-    pub(crate) fn counted(&self, session: &SessionId) -> Option<crate::rewrite::counted::Counted> {
-        self.sessions
-            .lock()
-            .ok()
-            .and_then(|s| s.get(session.as_str()).and_then(|u| u.counted))
-    }
-
-    /// A request of the session was counted in full (`None`: one was sent that its count
-    /// does not bound, an event's or one changed by the agent tools).
-    pub(crate) fn record_counted(
-        &self,
-        session: &SessionId,
-        counted: Option<crate::rewrite::counted::Counted>,
-    ) {
-        self.with(session, |entry| entry.counted = counted);
     }
 
     /// The session's calibration (none learned yet when unknown).

@@ -1,6 +1,6 @@
 //! What the proxy remembers between requests to avoid repeating work, each bounded by bytes:
-//! the originals this process already committed to the store, the trimmed turns, and the
-//! token counts of messages.
+//! the originals this process already committed to the store, the trimmed turns, the token
+//! counts of messages, and each session's latest full count of a prompt.
 
 use std::sync::{Arc, Mutex};
 
@@ -10,12 +10,15 @@ use ctxgc_core::store::SessionId;
 use ctxgc_core::tokens::{CountMemo, TokenCounter, TokenSettings};
 use ctxgc_formats::Api;
 
+use crate::rewrite::counted::Counted;
 use crate::rewrite::request::TrimMemo;
 
 /// Bytes of committed-original keys this process remembers, at most.
 const MAX_COMMITTED_BYTES: usize = 4 << 20;
 /// Bytes of memoised token counts, at most (about 170,000 messages).
 const MAX_COUNT_BYTES: usize = 8 << 20;
+/// Bytes of the sessions' latest full counts, at most (about 8,000 sessions).
+const MAX_COUNTED_BYTES: usize = 1 << 20;
 
 /// An original committed this long ago is written again when a request still refers to it:
 /// that touches it in the store, whose bound evicts what was touched longest ago first, so
@@ -31,6 +34,8 @@ pub(crate) struct Memos {
     pub(crate) trims: TrimMemo,
     /// Token counts of the sessions' messages, shared by their lineages.
     counts: Arc<CountMemo>,
+    /// Each session's latest request counted in full, which bounds its next ones' counts.
+    counted: Mutex<BoundedMemo<SessionId, Counted>>,
 }
 
 impl Default for Memos {
@@ -41,6 +46,9 @@ impl Default for Memos {
             })),
             trims: TrimMemo::default(),
             counts: Arc::new(CountMemo::new(MAX_COUNT_BYTES)),
+            counted: Mutex::new(BoundedMemo::new(MAX_COUNTED_BYTES, |session, _| {
+                64 + session.as_str().len() + size_of::<Counted>()
+            })),
         }
     }
 }
@@ -70,6 +78,18 @@ impl Memos {
             for id in ids {
                 c.insert((session.clone(), id), now);
             }
+        }
+    }
+
+    /// The session's latest request counted in full.
+    pub(crate) fn counted(&self, session: &SessionId) -> Option<Counted> {
+        self.counted.lock().ok()?.get(session).copied()
+    }
+
+    /// A request of the session was counted in full.
+    pub(crate) fn note_counted(&self, session: &SessionId, counted: Counted) {
+        if let Ok(mut c) = self.counted.lock() {
+            c.insert(session.clone(), counted);
         }
     }
 

@@ -194,10 +194,7 @@ pub(crate) fn prepare(
         let bounded_by_count = |raw: &[u8]| {
             let spans = client_bytes.item_spans?;
             let counter = state.memos.counter(request.api, &state.settings.tokens);
-            let bound = state
-                .sessions
-                .counted(session)?
-                .bound(raw, spans, &counter)?;
+            let bound = state.memos.counted(session)?.bound(raw, spans, &counter)?;
             Some(state.sessions.calibration(session).scale(bound))
         };
         let counts_reusable = purpose == Purpose::Request && !agent_changed && !lineage_in_force;
@@ -250,10 +247,10 @@ pub(crate) fn prepare(
             && outcome.counted_in_full
             && outcome.lineage.is_none()
             && let Some(spans) = client_bytes.item_spans
+            && let Some(counted) =
+                crate::rewrite::counted::Counted::of(raw, spans, outcome.estimated_tokens)
         {
-            let counted =
-                crate::rewrite::counted::Counted::of(raw, spans, outcome.estimated_tokens);
-            state.sessions.record_counted(session, counted);
+            state.memos.note_counted(session, counted);
         }
         out.originals.append(&mut outcome.originals);
         out.hidden_why.extend(outcome.hidden_why.drain(..));
