@@ -97,30 +97,28 @@ fn parse_now(
     continued: Option<(Arc<Recent>, usize)>,
 ) -> Result<Parsed, FormatError> {
     let (continued, shared) = continued.unzip();
-    if !alone {
+    if !alone || raw.len() < MIN_BYTES {
         return Ok((ApiRequest::parse_envelope(api, &raw)?, None));
     }
+    let keep = recent.worth_keeping(&tenant, (&raw, weight), continued.as_ref());
     let previous = continued
         .as_deref()
         .zip(shared)
         .map(|(kept, shared)| kept.previous(shared));
-    if !recent.worth_keeping(&tenant, (&raw, weight), continued.as_ref()) {
-        if raw.len() < MIN_BYTES {
-            return Ok((ApiRequest::parse_envelope(api, &raw)?, None));
+    let (request, layout) = ApiRequest::parse_envelope_after(api, &raw, previous)?;
+    match &layout {
+        Some(layout) if keep => {
+            let kept = (raw, &request.body, layout.clone());
+            let items_key = api.wire().items_key();
+            recent.keep(tenant, kept, (items_key, weight), continued);
         }
         // Not kept (its session has not come back yet, or it weighs too much): laid out all
-        // the same, and parsed after the kept body it continues when there is one, which then
-        // stays for the session's next bodies.
-        if let Some(kept) = &continued {
-            recent.continued_by_unkept(kept);
+        // the same, and the kept body it continued stays for the session's next bodies.
+        _ => {
+            if let Some(kept) = &continued {
+                recent.continued_by_unkept(kept);
+            }
         }
-        return ApiRequest::parse_envelope_after(api, &raw, previous);
-    }
-    let (request, layout) = ApiRequest::parse_envelope_after(api, &raw, previous)?;
-    if let Some(layout) = &layout {
-        let kept = (raw, &request.body, layout.clone());
-        let items_key = api.wire().items_key();
-        recent.keep(tenant, kept, (items_key, weight), continued);
     }
     Ok((request, layout))
 }
