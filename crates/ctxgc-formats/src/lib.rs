@@ -22,7 +22,7 @@ mod wire_apis;
 
 use ctxgc_core::{Block, Transcript};
 
-pub use reparse::{Layout, Previous};
+pub use reparse::{Layout, Previous, Spare};
 pub use request::{Api, ApiRequest};
 pub use wire_api::{Upstream, WireApi};
 

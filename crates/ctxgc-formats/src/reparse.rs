@@ -92,6 +92,43 @@ impl Previous<'_> {
     }
 }
 
+/// A copy of what a later body's parse takes from a parsed body (its members before the
+/// conversation and its conversation items), made ahead of that parse, off the request's path
+/// ([`Spare::of`]): the parse then moves the items the two bodies share out of it instead of
+/// cloning them, which at 100K tokens was most of the parse in the proxy. It must be a copy of
+/// the very document the parse goes after ([`Previous::body`]); one whose counts do not match
+/// that document's is not used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spare {
+    before: Map<String, Value>,
+    items: Vec<Value>,
+}
+
+impl Spare {
+    /// A copy of what a body parsed after `body` (laid out as `layout`, its array `items_key`)
+    /// would otherwise clone from it. `None` when `body` is not such a document.
+    pub fn of(body: &Value, layout: &Layout, items_key: &str) -> Option<Spare> {
+        let object = body.as_object()?;
+        let items = object.get(items_key)?.as_array()?;
+        if items.len() != layout.items.len() || object.len() < layout.before {
+            return None;
+        }
+        Some(Spare {
+            before: object
+                .iter()
+                .take(layout.before)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            items: items.clone(),
+        })
+    }
+
+    /// About how many items it holds (for a caller that bounds what it keeps).
+    pub fn items(&self) -> usize {
+        self.items.len()
+    }
+}
+
 /// Parses `raw`, a JSON object, with the layout of its array `items_key` (`None` in the layout
 /// when it has no such array). `None` when the body is not what this parse expects.
 pub(crate) fn parse_with_layout(raw: &[u8], items_key: &str) -> Option<(Value, Option<Layout>)> {
@@ -112,12 +149,14 @@ pub(crate) fn parse_with_layout(raw: &[u8], items_key: &str) -> Option<(Value, O
     Some((Value::Object(map), layout))
 }
 
-/// Parses `raw` after `previous`, cloning the items in their common byte prefix. `None` when
+/// Parses `raw` after `previous`, cloning the items in their common byte prefix, or moving them
+/// out of `spare`, a copy of them made beforehand ([`Spare::of`] of `previous.body`). `None` when
 /// they share no whole item or `raw` is not what this parse expects.
 pub(crate) fn parse_after(
     raw: &[u8],
     items_key: &str,
     previous: Previous<'_>,
+    spare: Option<Spare>,
 ) -> Option<(Value, Option<Layout>)> {
     let common = previous
         .shared
@@ -132,13 +171,25 @@ pub(crate) fn parse_after(
     if old_items.len() != layout.items.len() || old.len() < layout.before {
         return None;
     }
-    let mut map: Map<String, Value> = old
-        .iter()
-        .take(layout.before)
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let mut items = Vec::with_capacity(old_items.len() + 2);
-    items.extend_from_slice(&old_items[..shared]);
+    let spare =
+        spare.filter(|s| s.items.len() == old_items.len() && s.before.len() == layout.before);
+    let (mut map, mut items) = match spare {
+        Some(Spare { before, mut items }) => {
+            items.truncate(shared);
+            items.reserve(2);
+            (before, items)
+        }
+        None => {
+            let map: Map<String, Value> = old
+                .iter()
+                .take(layout.before)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let mut items = Vec::with_capacity(old_items.len() + 2);
+            items.extend_from_slice(&old_items[..shared]);
+            (map, items)
+        }
+    };
     let mut ranges = Vec::with_capacity(items.capacity());
     ranges.extend_from_slice(&layout.items[..shared]);
     let mut c = Cursor {
@@ -406,7 +457,7 @@ mod tests {
             let previous = resumable(first.as_bytes(), &parsed);
             for next in [body(10, spaced), body(11, spaced), body(14, spaced)] {
                 let (again, next_layout) =
-                    parse_after(next.as_bytes(), "messages", previous).unwrap();
+                    parse_after(next.as_bytes(), "messages", previous, None).unwrap();
                 assert_eq!(Some(&again), whole(next.as_bytes()).as_ref());
                 // The shared bytes counted by the caller give the same parse.
                 let common = shared_prefix(next.as_bytes(), first.as_bytes());
@@ -414,8 +465,17 @@ mod tests {
                     shared: Some(common),
                     ..previous
                 };
-                let told = parse_after(next.as_bytes(), "messages", counted).unwrap();
+                let told = parse_after(next.as_bytes(), "messages", counted, None).unwrap();
                 assert_eq!((&told.0, &told.1), (&again, &next_layout));
+                // A spare copy gives the same parse; one of another document is not used.
+                let spare = Spare::of(&parsed.0, &parsed.1, "messages").unwrap();
+                assert_eq!(spare.items(), 10);
+                let spared = parse_after(next.as_bytes(), "messages", previous, Some(spare));
+                assert_eq!(spared.as_ref(), Some(&(again.clone(), next_layout.clone())));
+                let shorter = laid_out(body(9, spaced).as_bytes());
+                let wrong = Spare::of(&shorter.0, &shorter.1, "messages");
+                let unused = parse_after(next.as_bytes(), "messages", previous, wrong).unwrap();
+                assert_eq!((&unused.0, &unused.1), (&again, &next_layout));
                 // The parse resumed after the last item it reused.
                 let resumed = next_layout.as_ref().unwrap();
                 assert_eq!(
@@ -468,13 +528,22 @@ mod tests {
         let after_numbers = br#"{"messages":[{"a":1},123,{"b":2}]}"#;
         let resumed = resumable(numbers, &parsed_numbers);
         assert_eq!(
-            parse_after(after_numbers, "messages", resumed).map(|(v, _)| v),
+            parse_after(after_numbers, "messages", resumed, None).map(|(v, _)| v),
             whole(after_numbers)
         );
+        let spare = Spare::of(&parsed.0, &parsed.1, "messages").unwrap();
         let mut checked = 0;
         for raw in &edits {
             let expected = whole(raw);
-            if let Some((value, layout)) = parse_after(raw, "messages", previous) {
+            // Moved out of a spare copy or cloned, the items parse the same.
+            let spared = parse_after(raw, "messages", previous, Some(spare.clone()));
+            assert_eq!(
+                spared,
+                parse_after(raw, "messages", previous, None),
+                "{}",
+                String::from_utf8_lossy(raw)
+            );
+            if let Some((value, layout)) = spared {
                 if let Some(layout) = layout {
                     let kept = copy_reusing(&value, &layout, "messages", parsed.0.clone());
                     assert_eq!(kept, value, "{}", String::from_utf8_lossy(raw));
@@ -504,11 +573,11 @@ mod tests {
         let parsed = laid_out(first.as_bytes());
         let previous = resumable(first.as_bytes(), &parsed);
         let other = first.replacen("line 0", "LINE 0", 1);
-        assert!(parse_after(other.as_bytes(), "messages", previous).is_none());
+        assert!(parse_after(other.as_bytes(), "messages", previous, None).is_none());
         let common = shared_prefix(other.as_bytes(), first.as_bytes());
         assert_eq!(previous.resumes_at(common), 0, "read whole");
         let repeated = first.replacen("\"max_tokens\"", "\"model\"", 1);
-        assert!(parse_after(repeated.as_bytes(), "messages", previous).is_none());
+        assert!(parse_after(repeated.as_bytes(), "messages", previous, None).is_none());
         assert!(parse_with_layout(repeated.as_bytes(), "messages").is_none());
         // Not an array: parsed, without a layout.
         let (v, l) = parse_with_layout(br#"{"input":"hi"}"#, "input").unwrap();

@@ -74,9 +74,21 @@ impl ApiRequest {
         bytes: &[u8],
         previous: Option<crate::reparse::Previous<'_>>,
     ) -> Result<(ApiRequest, Option<crate::reparse::Layout>), FormatError> {
+        Self::parse_envelope_spared(api, bytes, previous, None)
+    }
+
+    /// [`ApiRequest::parse_envelope_after`], moving the shared items out of `spare`, a copy of
+    /// them made beforehand ([`crate::reparse::Spare::of`] of `previous.body`), instead of
+    /// cloning them.
+    pub fn parse_envelope_spared(
+        api: Api,
+        bytes: &[u8],
+        previous: Option<crate::reparse::Previous<'_>>,
+        spare: Option<crate::reparse::Spare>,
+    ) -> Result<(ApiRequest, Option<crate::reparse::Layout>), FormatError> {
         let key = api.wire().items_key();
         let parsed = previous
-            .and_then(|p| crate::reparse::parse_after(bytes, key, p))
+            .and_then(|p| crate::reparse::parse_after(bytes, key, p, spare))
             .or_else(|| crate::reparse::parse_with_layout(bytes, key));
         match parsed {
             Some((body, layout)) => Ok((Self::envelope(api, body)?, layout)),

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use ctxgc_formats::reparse::shared_prefix;
-use ctxgc_formats::{Api, ApiRequest, FormatError, Layout, Previous};
+use ctxgc_formats::{Api, ApiRequest, FormatError, Layout, Previous, Spare};
 use serde_json::Value;
 
 use crate::intake::identity::Tenant;
@@ -105,7 +105,8 @@ fn parse_now(
         .as_deref()
         .zip(shared)
         .map(|(kept, shared)| kept.previous(shared));
-    let (request, layout) = ApiRequest::parse_envelope_after(api, &raw, previous)?;
+    let spare = continued.as_deref().and_then(Recent::take_spare);
+    let (request, layout) = ApiRequest::parse_envelope_spared(api, &raw, previous, spare)?;
     match &layout {
         Some(layout) if keep => {
             let kept = (raw, &request.body, layout.clone());
@@ -199,9 +200,15 @@ pub(crate) struct Recent {
     raw: Bytes,
     body: Value,
     layout: Layout,
+    /// The key of its conversation array.
+    items_key: &'static str,
     weight: usize,
     /// The large bodies that had arrived when it was kept, or last continued.
     arrived: std::sync::atomic::AtomicU64,
+    /// A copy of what the session's next body takes from it, made after the request that kept
+    /// it was answered ([`RecentBodies::make_spares`]): the next parse moves the items out of
+    /// it rather than cloning them on the request's path. Weighs as much as the body.
+    spare: Mutex<Option<Spare>>,
 }
 
 impl Recent {
@@ -213,6 +220,24 @@ impl Recent {
             body: &self.body,
             layout: &self.layout,
             shared: Some(shared),
+        }
+    }
+
+    /// Its spare copy, given up to the parse of the body that continues it.
+    fn take_spare(&self) -> Option<Spare> {
+        self.spare.lock().ok()?.take()
+    }
+
+    fn has_spare(&self) -> bool {
+        self.spare.lock().is_ok_and(|s| s.is_some())
+    }
+
+    /// What it holds, its spare copy included.
+    fn weight_held(&self) -> usize {
+        if self.has_spare() {
+            2 * self.weight
+        } else {
+            self.weight
         }
     }
 }
@@ -256,6 +281,8 @@ struct Bodies {
 #[derive(Default)]
 pub(crate) struct RecentBodies {
     bodies: Mutex<Bodies>,
+    /// A body was kept since spares were last made.
+    wants_spares: std::sync::atomic::AtomicBool,
 }
 
 impl RecentBodies {
@@ -336,7 +363,7 @@ impl RecentBodies {
         &self,
         tenant: Tenant,
         (raw, body, layout): (Bytes, &Value, Layout),
-        (items_key, weight): (&str, usize),
+        (items_key, weight): (&'static str, usize),
         replaced: Option<Arc<Recent>>,
     ) {
         let previous = replaced.and_then(|replaced| {
@@ -356,19 +383,76 @@ impl RecentBodies {
             raw,
             body,
             layout,
+            items_key,
             weight,
             arrived: Default::default(),
+            spare: Mutex::new(None),
         };
         let Ok(mut bodies) = self.bodies.lock() else {
             return;
         };
         *recent.arrived.get_mut() = bodies.arrived;
         bodies.kept.push_front(Arc::new(recent));
-        let mut total: usize = bodies.kept.iter().map(|r| r.weight).sum();
+        // Spares go first, the least recently used body's first, then whole bodies.
+        let mut total: usize = bodies.kept.iter().map(|r| r.weight_held()).sum();
+        for r in bodies.kept.iter().rev() {
+            if total <= MAX_WEIGHT {
+                break;
+            }
+            if r.take_spare().is_some() {
+                total -= r.weight;
+            }
+        }
         while bodies.kept.len() > MAX_KEPT || total > MAX_WEIGHT {
             match bodies.kept.pop_back() {
-                Some(r) => total -= r.weight,
+                Some(r) => total -= r.weight_held(),
                 None => break,
+            }
+        }
+        self.wants_spares.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether a body was kept since spares were last made.
+    pub(crate) fn wants_spares(&self) -> bool {
+        self.wants_spares.load(Ordering::Relaxed)
+    }
+
+    /// Makes the spare copy of each kept body that has none, the most recently used first,
+    /// while they fit in what the kept bodies may weigh ([`MAX_WEIGHT`], spares included). Run
+    /// off the request's path once it was answered: the session's next body then moves its
+    /// shared items out of the spare (at 100K tokens the clone was most of the parse).
+    pub(crate) fn make_spares(&self) {
+        if !self.wants_spares.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        let wanting: Vec<Arc<Recent>> = match self.bodies.lock() {
+            Ok(bodies) => bodies
+                .kept
+                .iter()
+                .filter(|r| !r.has_spare())
+                .cloned()
+                .collect(),
+            Err(_) => return,
+        };
+        for recent in wanting {
+            let fits = |bodies: &Bodies| {
+                let held: usize = bodies.kept.iter().map(|r| r.weight_held()).sum();
+                held + recent.weight <= MAX_WEIGHT
+                    && bodies.kept.iter().any(|r| Arc::ptr_eq(r, &recent))
+            };
+            if !self.bodies.lock().is_ok_and(|b| fits(&b)) {
+                continue;
+            }
+            // Cloned outside the lock: the parse of another body does not wait on it.
+            let Some(spare) = Spare::of(&recent.body, &recent.layout, recent.items_key) else {
+                continue;
+            };
+            // Kept meanwhile by a body that continued it, or crowded out: not stored.
+            if let Ok(bodies) = self.bodies.lock()
+                && fits(&bodies)
+                && let Ok(mut slot) = recent.spare.lock()
+            {
+                *slot = Some(spare);
             }
         }
     }
@@ -553,6 +637,66 @@ mod tests {
         assert!(bodies.bodies.lock().unwrap().kept.is_empty());
     }
 
+    /// Once a request is answered, its kept body gets a spare copy; the session's next body
+    /// moves its shared items out of it (the same document as the whole parse) and is kept in
+    /// turn without one until the next answer. Spares count in what the kept bodies may weigh.
+    #[test]
+    fn the_next_body_takes_its_shared_items_from_a_spare_made_beforehand() {
+        let bodies = RecentBodies::default();
+        let t = tenants(1);
+        let api = ctxgc_formats::Api::ChatCompletions;
+        let parse = |raw: &Bytes| {
+            bodies.note_arrival(raw.len());
+            let continued = bodies.continued(&t[0], raw);
+            let weight = crate::admission::body::weight_of(raw);
+            let how = (t[0].clone(), true, weight);
+            let (request, layout) = parse_now(&bodies, api, raw.clone(), how, continued).unwrap();
+            assert_eq!(request.body, parsed(raw).1);
+            layout.map(|l| l.reused())
+        };
+        let spares = || {
+            let b = bodies.bodies.lock().unwrap();
+            b.kept.iter().filter(|r| r.has_spare()).count()
+        };
+        parse(&body(5));
+        assert!(!bodies.wants_spares());
+        parse(&body(6));
+        assert!(bodies.wants_spares(), "a body was kept");
+        bodies.make_spares();
+        assert_eq!(spares(), 1);
+        assert!(!bodies.wants_spares());
+        {
+            let b = bodies.bodies.lock().unwrap();
+            let kept = &b.kept[0];
+            let expected = Spare::of(&kept.body, &kept.layout, "messages");
+            assert_eq!(kept.spare.lock().unwrap().as_ref(), expected.as_ref());
+        }
+        // Taken by the next parse, which resumes after the shared items all the same.
+        assert_eq!(parse(&body(8)), Some(6));
+        assert_eq!(spares(), 0);
+        bodies.make_spares();
+        assert_eq!(spares(), 1);
+        // An edit inside the shared items: the spare is cut where they part.
+        let edited = Bytes::from(
+            String::from_utf8(body(9).to_vec())
+                .unwrap()
+                .replacen("7 xxx", "7 yxx", 1),
+        );
+        assert_eq!(parse(&edited), Some(7));
+        // Too heavy for both a body and its spare: no spare is made.
+        let heavy = RecentBodies::default();
+        let raw = body(4);
+        let (raw, parsed_body, layout) = parsed(&raw);
+        heavy.keep(
+            t[0].clone(),
+            (raw, &parsed_body, layout),
+            ("messages", MAX_WEIGHT / 2 + 1),
+            None,
+        );
+        heavy.make_spares();
+        assert!(!heavy.bodies.lock().unwrap().kept[0].has_spare());
+    }
+
     #[test]
     fn the_kept_bodies_stay_within_their_bounds() {
         let bodies = RecentBodies::default();
@@ -568,10 +712,31 @@ mod tests {
                 None,
             );
         }
-        let kept = &bodies.bodies.lock().unwrap().kept;
-        assert!(kept.len() <= MAX_KEPT);
-        assert!(kept.iter().map(|r| r.weight).sum::<usize>() <= MAX_WEIGHT);
-        // The most recent first.
-        assert_eq!(kept[0].tenant, t[19]);
+        {
+            let kept = &bodies.bodies.lock().unwrap().kept;
+            assert!(kept.len() <= MAX_KEPT);
+            assert!(kept.iter().map(|r| r.weight).sum::<usize>() <= MAX_WEIGHT);
+            // The most recent first.
+            assert_eq!(kept[0].tenant, t[19]);
+        }
+        // Spares included: each kept body gets one while they fit, then a new body crowds
+        // the least recently used one's out first.
+        bodies.make_spares();
+        let held = |bodies: &RecentBodies| {
+            let b = bodies.bodies.lock().unwrap();
+            (
+                b.kept.iter().map(|r| r.weight_held()).sum::<usize>(),
+                b.kept.iter().filter(|r| r.has_spare()).count(),
+            )
+        };
+        let (weight, spares) = held(&bodies);
+        assert!(weight <= MAX_WEIGHT);
+        assert!(spares > 0);
+        let (raw, body, layout) = parsed(&body(4));
+        let big = MAX_WEIGHT - weight / 2;
+        bodies.keep(t[0].clone(), (raw, &body, layout), ("messages", big), None);
+        let (weight, fewer) = held(&bodies);
+        assert!(weight <= MAX_WEIGHT, "{weight}");
+        assert!(fewer < spares, "{fewer} of {spares} spares left");
     }
 }

@@ -95,7 +95,8 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
             .instrument(span)
             .await;
     }
-    async move {
+    let recent_bodies = s.recent_bodies.clone();
+    let response = async move {
         // Rewritten, as its caller allows (keep-alives, long context, cache fields refused
         // lately), or forwarded as it came when the pipeline fails.
         let path = parts.uri.path();
@@ -159,7 +160,12 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
         send::forward(&s, upstream, parts, (out.body, fields), tapped, bytes).await
     }
     .instrument(span)
-    .await
+    .await;
+    // Answered: the copy the session's next body will parse after is made now, off its path.
+    if recent_bodies.wants_spares() {
+        tokio::task::spawn_blocking(move || recent_bodies.make_spares());
+    }
+    response
 }
 
 /// Whether an Anthropic request asks for the model's 1M context (the `context-1m-…` beta, in
