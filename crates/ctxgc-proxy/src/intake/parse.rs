@@ -412,6 +412,12 @@ impl RecentBodies {
         self.wants_spares.store(true, Ordering::Relaxed);
     }
 
+    /// As after a body was kept.
+    #[cfg(test)]
+    pub(crate) fn want_spares_for_tests(&self) {
+        self.wants_spares.store(true, Ordering::Relaxed);
+    }
+
     /// Whether a body was kept since spares were last made.
     pub(crate) fn wants_spares(&self) -> bool {
         self.wants_spares.load(Ordering::Relaxed)

@@ -10,6 +10,7 @@
 //! The files here are the stages that work with the server's whole state
 //! (`crate::state::AppState`); they call the folders below them, never the server.
 
+mod answered;
 pub(crate) mod beside;
 pub(crate) mod prepare;
 pub(crate) mod rounds;
@@ -161,11 +162,9 @@ pub(crate) async fn api_request(s: Arc<AppState>, api: Api, req: Request) -> Res
     }
     .instrument(span)
     .await;
-    // Answered: the copy the session's next body will parse after is made now, off its path.
-    if recent_bodies.wants_spares() {
-        tokio::task::spawn_blocking(move || recent_bodies.make_spares());
-    }
-    response
+    // Once answered, the copy the session's next body will be parsed after is made, off its
+    // path.
+    answered::then_make_spares(response, recent_bodies)
 }
 
 /// Whether an Anthropic request asks for the model's 1M context (the `context-1m-…` beta, in
