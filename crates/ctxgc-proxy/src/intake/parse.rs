@@ -325,6 +325,8 @@ impl RecentBodies {
         if let Ok(bodies) = self.bodies.lock() {
             kept.arrived.store(bodies.arrived, Ordering::Relaxed);
         }
+        // Its spare went to that body's parse: the session's next body wants another.
+        self.wants_spares.store(true, Ordering::Relaxed);
     }
 
     /// Whether to parse `raw` with its layout (after `continued`, the kept body it continues,
@@ -594,10 +596,13 @@ mod tests {
         assert_eq!(spans, parsed(&heavy).2.item_spans());
         assert_eq!(bodies.bodies.lock().unwrap().kept[0].layout.items(), 6);
         // The session goes on with bodies too heavy to keep: the kept body stays for them,
-        // more than MAX_SEEN large bodies later.
+        // more than MAX_SEEN large bodies later, and gets a new spare after each.
         for items in 8..8 + MAX_SEEN + 2 {
             let (_, reused, _) = parse(&body(items), true, Some(MAX_WEIGHT)).unwrap();
             assert_eq!(reused, 6);
+            assert!(bodies.wants_spares());
+            bodies.make_spares();
+            assert!(bodies.bodies.lock().unwrap().kept[0].has_spare());
         }
         // Not alone: parsed whole.
         assert_eq!(parse(&body(9), false, None), None);

@@ -5,7 +5,9 @@
 //! the same bytes for the same history, and its prefix cache keeps working. Only the nodes that
 //! change are touched; a body with nothing to change is forwarded as its original bytes.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use ctxgc_core::ContentId;
 use ctxgc_core::engine::abstracts::ResultMeta;
@@ -102,7 +104,7 @@ pub struct Rewritten {
     /// The request carried no `prompt_cache_key` and the proxy set the session's.
     pub added_cache_key: bool,
     /// Facts of every tool output's original, by call id (what the engine plans with).
-    pub metas: BTreeMap<String, ResultMeta>,
+    pub metas: Arc<BTreeMap<String, ResultMeta>>,
     /// For each original in `originals` that a trim hid, the bytes of what entered instead.
     pub kept_bytes: BTreeMap<ContentId, usize>,
     /// For each original in `originals` an event hid, why (the dashboard shows it).
@@ -114,14 +116,23 @@ pub struct Rewritten {
 
 /// A tool result's text inside the body: where it is and what the tool is.
 struct Slot<'a> {
-    /// JSON pointer to the string to replace.
-    pointer: String,
+    /// The item it is in.
+    item: usize,
+    /// The JSON pointer of its string within the item.
+    within: String,
     /// The call the result answers.
-    call_id: String,
-    tool: String,
+    call_id: Cow<'a, str>,
+    tool: &'a str,
     text: &'a str,
     /// Results of one assistant turn share a group (and a turn budget).
     group: usize,
+}
+
+impl Slot<'_> {
+    /// The JSON pointer of its string in a body whose items are under `items_key`.
+    fn pointer(&self, items_key: &str) -> String {
+        format!("/{items_key}/{}{}", self.item, self.within)
+    }
 }
 
 /// Every tool result text in the body, in order, grouped by assistant turn (results in
@@ -147,12 +158,12 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
             {
                 group += 1;
                 previous = Some(i);
-                let call = format!("the command in message {i}");
+                let call = Cow::Owned(format!("the command in message {i}"));
                 content_slots(
                     &mut out,
-                    format!("/{key}/{i}/content"),
+                    (i, "/content".to_owned()),
                     content,
-                    (Some(&call), TEXT_PROTOCOL_TOOL),
+                    (Some(call), TEXT_PROTOCOL_TOOL),
                     group,
                 );
             }
@@ -163,21 +174,20 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
         }
         previous = Some(i);
         for result in results {
-            let call_id = result.call_id.as_deref();
             let tool = result
                 .tool
-                .or_else(|| call_id.and_then(|id| names.of(i, id)))
+                .or_else(|| result.call_id.as_deref().and_then(|id| names.of(i, id)))
                 .unwrap_or("tool");
             content_slots(
                 &mut out,
-                format!("/{key}/{i}{}", result.pointer),
+                (i, result.pointer),
                 result.content,
-                (call_id, tool),
+                (result.call_id, tool),
                 group,
             );
         }
     }
-    out.retain(|s| !crate::agent::tools::is_internal(&s.tool));
+    out.retain(|s| !crate::agent::tools::is_internal(s.tool));
     out
 }
 
@@ -260,17 +270,18 @@ fn observation<'a>(before: &Value, item: &'a Value) -> Option<&'a Value> {
 
 fn content_slots<'a>(
     out: &mut Vec<Slot<'a>>,
-    pointer: String,
+    (item, within): (usize, String),
     content: &'a Value,
-    (call_id, tool): (Option<&str>, &str),
+    (call_id, tool): (Option<Cow<'a, str>>, &'a str),
     group: usize,
 ) {
-    let call_id = call_id.unwrap_or_default().to_owned();
+    let call_id = call_id.unwrap_or_default();
     match content {
         Value::String(text) => out.push(Slot {
-            pointer,
+            item,
+            within,
             call_id,
-            tool: tool.to_owned(),
+            tool,
             text,
             group,
         }),
@@ -282,9 +293,10 @@ fn content_slots<'a>(
                 );
                 if let (true, Some(text)) = (is_text, part["text"].as_str()) {
                     out.push(Slot {
-                        pointer: format!("{pointer}/{k}/text"),
+                        item,
+                        within: format!("{within}/{k}/text"),
                         call_id: call_id.clone(),
-                        tool: tool.to_owned(),
+                        tool,
                         text,
                         group,
                     });
@@ -402,28 +414,34 @@ pub fn rewrite_within(
     deadline: Option<std::time::Instant>,
 ) -> Result<Rewritten, Overdue> {
     let mut out = Rewritten::default();
-    // Replacements are decided while the body is borrowed, then applied: tool outputs are
-    // never copied, except originals the store does not have yet.
-    let mut replacements: Vec<(String, Trimmed)> = Vec::new();
+    let items_key = request.api.wire().items_key();
     let slots = slots(&request.body, request.api);
-    // What each earlier result entered the history as: repeats point to them, as the session
-    // engine's do. A turn's outcome depends on every turn before it, so its memo key chains
-    // the keys before it.
-    let mut entered: Vec<Entered<'_>> = Vec::with_capacity(slots.len());
-    let mut repeats = RepeatIndex::new();
-    // Where the session's previous walk stopped: taken over at the turn it ended with.
-    let mut resume = memo.take_index(session);
     let window = settings.window_for(request.body["model"].as_str(), false);
     // Hides apply from the result at which their event ran, in that order.
     let mut hidden: Vec<&crate::rewrite::lineage::HiddenResult> = hidden.iter().collect();
     hidden.sort_by_key(|h| h.from_result);
-    let mut hides = hidden.into_iter().peekable();
-    let mut chain = window;
-    let mut start = 0;
+    // Where the session's previous walk ended: gone on from when this body resends the items
+    // it walked (their bytes hash the same), else walked from the first turn.
+    let located = client.and_then(|c| Some((c.raw, c.item_spans?)));
+    let previous = memo.take_walk(session);
+    let (prefix_hash, items_hash) = located.map_or((None, None), |(raw, spans)| {
+        walk::items_hashes(raw, spans, previous.as_ref().map_or(0, |w| w.items))
+    });
+    let previous =
+        previous.filter(|w| w.goes_on((items_key, window), &slots, prefix_hash, &hidden, stored));
+    #[cfg(test)]
+    if previous.is_some() {
+        memo.resumed
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    let mut p = match previous {
+        Some(walk) => Progress::resumed(walk, &slots),
+        None => Progress::fresh(window),
+    };
+    let mut hides = hidden[p.hides.len()..].iter().copied().peekable();
+    let metas = Arc::make_mut(&mut p.metas);
+    let mut start = p.entered.len();
     let mut turns = 0u32;
-    // The earlier results that entered as the client sent them, by id: a repeat that points to
-    // one names its id, so that original must answer a recall like any trimmed one.
-    let mut whole: HashMap<ContentId, &str> = HashMap::new();
     while start < slots.len() {
         // Reading the clock costs more than a small turn: every 64 turns.
         turns = turns.wrapping_add(1);
@@ -435,14 +453,18 @@ pub fn rewrite_within(
             .position(|s| s.group != slots[start].group)
             .map_or(slots.len(), |k| start + k);
         let turn = &slots[start..end];
+        p.turn_start = p.entered.len();
+        // A turn's outcome depends on every turn before it, so its memo key chains the keys
+        // before it.
         let mut key = xxhash_rust::xxh3::Xxh3::new();
-        key.update(&chain.to_le_bytes());
+        key.update(&p.chain.to_le_bytes());
         // What an event hid before this turn entered is no repeat's target; it changes what
         // this turn and the later ones enter as, so it is part of their keys.
-        while let Some(h) = hides.next_if(|h| h.from_result <= entered.len()) {
-            repeats.hide(&h.call_id);
+        while let Some(h) = hides.next_if(|h| h.from_result <= p.entered.len()) {
+            p.repeats.hide(&h.call_id);
             key.update(h.call_id.as_bytes());
             key.update(&[0]);
+            p.hides.push((h.call_id.clone(), h.from_result));
         }
         for s in turn {
             key.update(s.tool.as_bytes());
@@ -450,61 +472,70 @@ pub fn rewrite_within(
             key.update(s.text.as_bytes());
         }
         let key = key.digest();
-        chain = key;
+        p.chain = key;
         let outcome = match memo.get(key) {
             Some(outcome) => outcome,
             None => {
                 // Worked out outside the memo's lock: two requests may work out one turn at
                 // once, to the same bytes (a pure function).
-                let outcome = enter_turn(settings, window, turn, &mut repeats, &entered);
+                let outcome = enter_turn(settings, window, turn, &mut p.repeats, &p.entered);
                 memo.insert(key, outcome.clone());
                 outcome
             }
         };
-        for (slot, o) in turn.iter().zip(outcome.iter()) {
-            out.metas.insert(slot.call_id.clone(), o.meta.clone());
+        for (at, (slot, o)) in (start..).zip(turn.iter().zip(outcome.iter())) {
+            metas.insert(slot.call_id.to_string(), o.meta.clone());
             let Some(trimmed) = &o.replacement else {
-                repeats.push(entered.len(), &slot.call_id, o.meta.id, slot.text);
-                entered.push(Entered::Slot(slot.text));
-                whole.insert(o.meta.id, slot.text);
+                p.repeats
+                    .push(p.entered.len(), &slot.call_id, o.meta.id, slot.text);
+                p.entered.push(Entered::Slot(slot.text));
+                p.whole.insert(o.meta.id, at);
                 continue;
             };
+            // The earlier results that entered as the client sent them and that a repeat
+            // points to: each must answer a recall like any trimmed one.
             for &id in trimmed.pointed.iter() {
-                if let Some(text) = whole.remove(&id)
+                p.recallable.push(id);
+                if let Some(pointed) = p.whole.remove(&id)
                     && !stored(id)
                     && id != o.meta.id
                 {
-                    out.originals.push((id, text.to_owned()));
+                    out.originals.push((id, slots[pointed].text.to_owned()));
                 }
             }
-            repeats.push(entered.len(), &slot.call_id, o.meta.id, &trimmed.text);
-            entered.push(Entered::Memo(trimmed.text.clone()));
-            out.bytes_saved += slot.text.len().saturating_sub(trimmed.text.len());
+            p.repeats
+                .push(p.entered.len(), &slot.call_id, o.meta.id, &trimmed.text);
+            p.entered.push(Entered::Memo(trimmed.text.clone()));
+            p.bytes_saved += slot.text.len().saturating_sub(trimmed.text.len());
+            p.recallable.push(o.meta.id);
             if !stored(o.meta.id) {
                 out.kept_bytes.insert(o.meta.id, trimmed.text.len());
                 out.originals.push((o.meta.id, slot.text.to_owned()));
             }
-            if let Some((id, pointed)) = &o.pointer_original
-                && !stored(*id)
-            {
-                out.originals.push((*id, pointed.to_string()));
+            if let Some((id, pointed)) = &o.pointer_original {
+                p.recallable.push(*id);
+                if !stored(*id) {
+                    out.originals.push((*id, pointed.to_string()));
+                }
             }
-            replacements.push((slot.pointer.clone(), trimmed.clone()));
-        }
-        // The previous walk's index after this very turn: it holds what the pushes above did,
-        // and the lines of every output, already indexed.
-        if resume.as_ref().is_some_and(|(at, _)| *at == chain) {
-            repeats = resume.take().map(|(_, index)| index).unwrap_or_default();
-            #[cfg(test)]
-            memo.resumed
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            p.replaced.push((at, trimmed.clone()));
         }
         start = end;
     }
-    if !slots.is_empty() {
-        memo.keep_index(session, chain, repeats);
+    out.bytes_saved = p.bytes_saved;
+    // Replacements are decided while the body is borrowed, then applied: tool outputs are
+    // never copied, except originals the store does not have yet.
+    let mut replacements: Vec<(String, Trimmed)> = p
+        .replaced
+        .iter()
+        .map(|(at, trimmed)| (slots[*at].pointer(items_key), trimmed.clone()))
+        .collect();
+    out.metas = p.metas.clone();
+    // Kept for the session's next request, where the body's items were located.
+    let items = located.map(|(_, spans)| spans.len()).zip(items_hash);
+    if let Some(walk) = p.into_walk((items_key, window), items, slots.last().map(|s| s.item)) {
+        memo.keep_walk(session, walk);
     }
-    drop(entered);
     drop(slots);
     // The markers name the way back this agent has (its MCP tool, the injected tool, its
     // shell): worked out per request from its tools, so the memo keeps one text per turn.
@@ -570,6 +601,102 @@ enum Entered<'a> {
     Memo(std::sync::Arc<str>),
 }
 
+/// A walk of the results so far: from the first turn, or gone on from the session's previous
+/// walk ([`walk::Walk`], whose fields these are while it goes on).
+struct Progress<'a> {
+    chain: u64,
+    repeats: RepeatIndex,
+    entered: Vec<Entered<'a>>,
+    whole: HashMap<ContentId, usize>,
+    metas: Arc<BTreeMap<String, ResultMeta>>,
+    replaced: Vec<(usize, Trimmed)>,
+    bytes_saved: usize,
+    recallable: Vec<ContentId>,
+    hides: Vec<(String, usize)>,
+    /// How many results had entered when the latest turn began.
+    turn_start: usize,
+}
+
+impl<'a> Progress<'a> {
+    /// Before the first turn of a body trimmed for `window`.
+    fn fresh(window: u64) -> Progress<'a> {
+        Progress {
+            chain: window,
+            repeats: RepeatIndex::new(),
+            entered: Vec::new(),
+            whole: HashMap::new(),
+            metas: Arc::default(),
+            replaced: Vec::new(),
+            bytes_saved: 0,
+            recallable: Vec::new(),
+            hides: Vec::new(),
+            turn_start: 0,
+        }
+    }
+
+    /// Where `walk` ended, on `slots`, whose first results are the ones it walked
+    /// ([`walk::Walk::goes_on`]): those that entered as sent are read from this body.
+    fn resumed(walk: walk::Walk, slots: &[Slot<'a>]) -> Progress<'a> {
+        let entered = walk
+            .entered
+            .into_iter()
+            .zip(slots)
+            .map(|(memo, slot)| match memo {
+                Some(text) => Entered::Memo(text),
+                None => Entered::Slot(slot.text),
+            })
+            .collect();
+        Progress {
+            chain: walk.chain,
+            repeats: walk.repeats,
+            entered,
+            whole: walk.whole,
+            metas: walk.metas,
+            replaced: walk.replaced,
+            bytes_saved: walk.bytes_saved,
+            recallable: walk.recallable,
+            hides: walk.hides,
+            turn_start: walk.last_turn_start,
+        }
+    }
+
+    /// The walk to go on from, for a body of `items_key` trimmed for `window` whose `items`
+    /// items hash to `items_hash` (`None`: not located), its last result in item `last_item`.
+    fn into_walk(
+        self,
+        (items_key, window): (&'static str, u64),
+        items: Option<(usize, u64)>,
+        last_item: Option<usize>,
+    ) -> Option<walk::Walk> {
+        let ((items, items_hash), last_item) = items.zip(last_item)?;
+        let entered = self
+            .entered
+            .into_iter()
+            .map(|e| match e {
+                Entered::Slot(_) => None,
+                Entered::Memo(text) => Some(text),
+            })
+            .collect();
+        Some(walk::Walk {
+            items_key,
+            window,
+            items,
+            items_hash,
+            last_item,
+            last_turn_start: self.turn_start,
+            chain: self.chain,
+            repeats: self.repeats,
+            entered,
+            whole: self.whole,
+            metas: self.metas,
+            replaced: self.replaced,
+            bytes_saved: self.bytes_saved,
+            recallable: self.recallable,
+            hides: self.hides,
+        })
+    }
+}
+
 impl Entered<'_> {
     fn text(&self) -> &str {
         match self {
@@ -599,7 +726,7 @@ fn enter_turn(
         .iter()
         .zip(&pointed)
         .map(|(s, p)| ToolOutput {
-            tool: &s.tool,
+            tool: s.tool,
             text: p.as_deref().unwrap_or(s.text),
         })
         .collect();
@@ -706,11 +833,10 @@ impl Trimmed {
 /// in use stays).
 pub struct TrimMemo {
     turns: std::sync::Mutex<BoundedMemo<u64, TrimmedTurn>>,
-    /// Each session's index of repeats as its latest walk left it, under the chain key of the
-    /// turn it ends with: the next request, which resends those turns, goes on from it rather
-    /// than indexing every earlier output's lines again for its new turn.
-    indexes: std::sync::Mutex<BoundedMemo<String, (u64, RepeatIndex)>>,
-    /// Walks that went on from a kept index (what the tests check).
+    /// Each session's walk as its latest request left it ([`walk::Walk`]): the next request,
+    /// which resends those items, goes on from it.
+    walks: std::sync::Mutex<BoundedMemo<String, walk::Walk>>,
+    /// Walks that went on from a kept one (what the tests check).
     #[cfg(test)]
     resumed: std::sync::atomic::AtomicUsize,
 }
@@ -721,10 +847,11 @@ type TrimmedTurn = std::sync::Arc<[EnteredResult]>;
 impl TrimMemo {
     /// Bytes at most.
     const MAX_BYTES: usize = 24 << 20;
-    /// Bytes of the sessions' indexes at most: one of a full window (256 KiB of outputs) weighs
-    /// about 2 MiB, so the developer's session or two keep theirs, and a proxy of many
-    /// interleaved sessions, which would not find its own again, holds no more than this.
-    const MAX_INDEX_BYTES: usize = 4 << 20;
+    /// Bytes of the sessions' walks at most: the index of repeats of a full window (256 KiB of
+    /// outputs) weighs about 2 MiB, so the developer's session or two keep theirs, and a proxy
+    /// of many interleaved sessions, which would not find its own again, holds no more than
+    /// this.
+    const MAX_WALK_BYTES: usize = 4 << 20;
 
     /// Bytes of trimmed text it holds (at most 24 MiB).
     pub fn bytes(&self) -> usize {
@@ -741,15 +868,15 @@ impl TrimMemo {
         }
     }
 
-    /// Takes out the index `session`'s latest walk left, with the chain key it ends at.
-    fn take_index(&self, session: &str) -> Option<(u64, RepeatIndex)> {
-        self.indexes.lock().ok()?.remove(&session.to_owned())
+    /// Takes out the walk `session`'s latest request left.
+    fn take_walk(&self, session: &str) -> Option<walk::Walk> {
+        self.walks.lock().ok()?.remove(&session.to_owned())
     }
 
-    /// Keeps the index a walk of `session` left after the turn of chain key `key`.
-    fn keep_index(&self, session: &str, key: u64, index: RepeatIndex) {
-        if let Ok(mut indexes) = self.indexes.lock() {
-            indexes.insert(session.to_owned(), (key, index));
+    /// Keeps the walk a request of `session` left.
+    fn keep_walk(&self, session: &str, walk: walk::Walk) {
+        if let Ok(mut walks) = self.walks.lock() {
+            walks.insert(session.to_owned(), walk);
         }
     }
 }
@@ -772,9 +899,9 @@ impl Default for TrimMemo {
         }
         TrimMemo {
             turns: std::sync::Mutex::new(BoundedMemo::new(TrimMemo::MAX_BYTES, weigh)),
-            indexes: std::sync::Mutex::new(BoundedMemo::new(
-                TrimMemo::MAX_INDEX_BYTES,
-                |session, (_, index)| 64 + session.len() + index.weight(),
+            walks: std::sync::Mutex::new(BoundedMemo::new(
+                TrimMemo::MAX_WALK_BYTES,
+                |session, walk| 64 + session.len() + walk.weight(),
             )),
             #[cfg(test)]
             resumed: Default::default(),
@@ -784,3 +911,4 @@ impl Default for TrimMemo {
 
 #[cfg(test)]
 mod tests;
+mod walk;

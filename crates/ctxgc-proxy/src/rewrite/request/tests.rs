@@ -320,31 +320,47 @@ fn results_name_their_calls_tool_near_or_far() {
     assert_eq!(slots(&orphan, Api::Responses)[0].tool, "tool");
 }
 
-/// A session's next request goes on from the index of repeats its previous walk left (no
-/// output's lines indexed again), and sends the same bytes as a walk from nothing: across a
-/// session that re-reads files, edits them and hides an output, with memos shared or fresh.
+/// A session's next request goes on from where its previous walk ended, and gives what a walk
+/// from nothing gives (the same bytes, originals, facts and savings): across a session that
+/// re-reads files, edits them and hides an output. A walk starts again from the first turn
+/// when the client changed an earlier item, when the first new result joins the last turn, when
+/// a hide applies before it, and when the store lost an original it may have to write.
 #[test]
-fn a_walk_that_goes_on_from_the_previous_index_sends_the_same_bytes() {
+fn a_walk_that_goes_on_from_the_previous_one_gives_what_a_walk_from_nothing_gives() {
     let file = |tag: &str, n: usize| -> String {
         (0..n)
             .map(|i| format!("{tag} line {i}: let value_{i} = compute({i});\n"))
             .collect()
     };
     let mut outputs: Vec<String> = Vec::new();
-    for turn in 0..24 {
+    for turn in 0..28 {
         outputs.push(match turn % 4 {
             0 => format!("{}read at turn {turn}\n", file("alpha", 200)),
             1 => file("beta", 150).replace("line 70:", &format!("line 70 (edit {turn}):")),
             2 => format!("{}\n{}", file("alpha", 120), log(40)),
-            _ => log(30 + turn),
+            _ => log(300 + turn),
         });
     }
+    // `turns` turns; the task said differently from turn 20 on; at 24, the last turn asks
+    // for two outputs and the body stops after the first.
     let body = |turns: usize| -> Vec<u8> {
-        let mut messages = vec![json!({"role": "user", "content": "go"})];
+        let task = if turns >= 20 { "go on" } else { "go" };
+        let mut messages = vec![json!({"role": "user", "content": task})];
         for (k, output) in outputs[..turns].iter().enumerate() {
             let id = format!("c{k}");
-            messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]}));
+            let mut calls = vec![
+                json!({"id": id, "type": "function", "function": {"name": "read_file", "arguments": "{}"}}),
+            ];
+            if k == 23 {
+                calls.push(json!({"id": "c23b", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}));
+            }
+            messages.push(json!({"role": "assistant", "content": null, "tool_calls": calls}));
             messages.push(json!({"role": "tool", "tool_call_id": id, "content": output}));
+            if k == 23 && turns > 24 {
+                messages.push(
+                    json!({"role": "tool", "tool_call_id": "c23b", "content": file("gamma", 90)}),
+                );
+            }
         }
         serde_json::to_vec(&json!({"model": "gpt-5", "messages": messages})).unwrap()
     };
@@ -353,45 +369,64 @@ fn a_walk_that_goes_on_from_the_previous_index_sends_the_same_bytes() {
         from_result: 9,
     }];
     let shared = TrimMemo::default();
+    let committed = std::cell::RefCell::new(std::collections::HashSet::new());
     let mut pointers = 0;
+    let mut fresh_walks = Vec::new();
     for turns in 1..=outputs.len() {
         let raw = body(turns);
         let hides: &[_] = if turns > 12 { &hidden } else { &[] };
+        if turns == 16 {
+            // The store lost what it held (it restarted empty).
+            committed.borrow_mut().clear();
+        }
         let walk = |memo: &TrimMemo| {
-            let mut request = ApiRequest::parse(Api::ChatCompletions, &raw).unwrap();
+            let (mut request, layout) =
+                ApiRequest::parse_envelope_after(Api::ChatCompletions, &raw, None).unwrap();
             let client = ClientBytes {
                 raw: &raw,
-                item_spans: None,
+                item_spans: layout.as_ref().map(|l| l.item_spans()),
             };
+            let stored = |id| committed.borrow().contains(&id);
             let out = rewrite_within(
                 &mut request,
                 Some(client),
                 "s",
                 &settings(),
                 memo,
-                &|_| false,
+                &stored,
                 hides,
                 None,
             )
             .unwrap();
-            out.body.unwrap_or_else(|| raw.clone())
+            let body = out.body.clone().unwrap_or_else(|| raw.clone());
+            (body, out)
         };
-        let resumed = walk(&shared);
-        assert_eq!(
-            resumed,
-            walk(&TrimMemo::default()),
-            "request of {turns} turns"
-        );
+        let before = shared.resumed.load(std::sync::atomic::Ordering::Relaxed);
+        let (resumed, went_on) = walk(&shared);
+        if shared.resumed.load(std::sync::atomic::Ordering::Relaxed) == before {
+            fresh_walks.push(turns);
+        }
+        let (from_nothing, whole) = walk(&TrimMemo::default());
+        assert_eq!(resumed, from_nothing, "request of {turns} turns");
+        assert_eq!(went_on.originals, whole.originals, "{turns} turns");
+        assert_eq!(went_on.metas, whole.metas, "{turns} turns");
+        assert_eq!(went_on.bytes_saved, whole.bytes_saved, "{turns} turns");
+        assert_eq!(went_on.kept_bytes, whole.kept_bytes, "{turns} turns");
+        committed
+            .borrow_mut()
+            .extend(went_on.originals.iter().map(|(id, _)| *id));
         pointers = String::from_utf8_lossy(&resumed).matches("same as").count();
-        // The index the walk left is kept for the next request.
-        assert!(shared.indexes.lock().unwrap().contains(&"s".to_owned()));
     }
     assert!(
         pointers >= 5,
         "the session repeats itself: {pointers} pointers"
     );
-    // Every request went on from its previous one's index but the first, and the one whose
-    // hide changed what every turn after it entered as.
-    let resumed = shared.resumed.load(std::sync::atomic::Ordering::Relaxed);
-    assert_eq!(resumed, outputs.len() - 2);
+    assert!(
+        committed.borrow().len() >= 5,
+        "the session trims outputs and stores their originals"
+    );
+    // From nothing: the first request, the one whose hide applies before its previous walk's
+    // last turn, the one after the store lost its originals, the one after the client changed
+    // its task, and the one whose first new output joins the previous last turn.
+    assert_eq!(fresh_walks, [1, 13, 16, 20, 25]);
 }

@@ -1,0 +1,157 @@
+//! Where a session's walk of its tool results ended, kept for its next request.
+//!
+//! An agent's next request resends the items of its previous one byte for byte and appends to
+//! them. What the walk worked out for those items (each result's facts, what it entered the
+//! history as, the repeats it can point to, what replaces it) is a function of those items alone
+//! (and of the window and the hides before them), so the next walk goes on from where the
+//! previous one ended instead of walking, hashing and looking up every earlier turn again: at
+//! 100K tokens that had been most of the rewrite, and it touched every byte of the history.
+//!
+//! Whether the items are the same is told by their bytes (one hash of the span they lie in),
+//! which the parse located. A walk goes on only when that holds, the window and the hides it
+//! applied are the same, the first new result does not join its last turn, and every original
+//! it may have had to store is stored: then it gives what a walk from nothing gives.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use ctxgc_core::ContentId;
+use ctxgc_core::engine::abstracts::ResultMeta;
+use ctxgc_core::engine::repeats::RepeatIndex;
+
+use super::{Slot, Trimmed};
+use crate::rewrite::lineage::HiddenResult;
+
+/// A session's walk as its latest request left it.
+pub(super) struct Walk {
+    /// The key of the conversation array and the window it trimmed for.
+    pub(super) items_key: &'static str,
+    pub(super) window: u64,
+    /// How many items the body held, and the hash of the bytes they lie in.
+    pub(super) items: usize,
+    pub(super) items_hash: u64,
+    /// The item of its last result.
+    pub(super) last_item: usize,
+    /// How many results had entered when its last turn began.
+    pub(super) last_turn_start: usize,
+    /// The memo key of its last turn (each turn's key chains the keys before it).
+    pub(super) chain: u64,
+    /// The repeats later results can point to.
+    pub(super) repeats: RepeatIndex,
+    /// What each result entered the history as when ctxgc changed it (`None`: as sent).
+    pub(super) entered: Vec<Option<Arc<str>>>,
+    /// The results that entered as sent, by original id: where they are among the results.
+    pub(super) whole: HashMap<ContentId, usize>,
+    /// Every result's facts, by call id.
+    pub(super) metas: Arc<BTreeMap<String, ResultMeta>>,
+    /// The results ctxgc changed: where they are among the results, and what replaces them.
+    pub(super) replaced: Vec<(usize, Trimmed)>,
+    /// Bytes its trims removed.
+    pub(super) bytes_saved: usize,
+    /// Every original it may have had to store (trimmed, pointed to, a pointer cut further).
+    pub(super) recallable: Vec<ContentId>,
+    /// The hides it applied, in order, with where each applied from.
+    pub(super) hides: Vec<(String, usize)>,
+}
+
+impl Walk {
+    /// Whether the walk of `slots` (the results of a body of `items_key` trimmed for `window`,
+    /// whose first items hash to `prefix_hash` over the span of as many items as this walk
+    /// covered) goes on from this one, with the lineage's `hidden` results (in the order they
+    /// apply) and `stored` telling which originals the store holds.
+    pub(super) fn goes_on(
+        &self,
+        (items_key, window): (&str, u64),
+        slots: &[Slot<'_>],
+        prefix_hash: Option<u64>,
+        hidden: &[&HiddenResult],
+        stored: &dyn Fn(ContentId) -> bool,
+    ) -> bool {
+        let walked = self.entered.len();
+        let same_items = prefix_hash == Some(self.items_hash)
+            && walked > 0
+            && slots.len() >= walked
+            && slots[walked - 1].item == self.last_item;
+        // A result right after the last one would join its turn, which shares a budget.
+        let turn_ended = same_items
+            && slots.get(walked).is_none_or(|next| {
+                next.item >= self.items && next.group != slots[walked - 1].group
+            });
+        // The hides that apply up to its last turn are the ones it applied.
+        let applied = hidden
+            .iter()
+            .take_while(|h| h.from_result <= self.last_turn_start);
+        let same_hides = applied.clone().count() == self.hides.len()
+            && applied
+                .zip(&self.hides)
+                .all(|(h, (call_id, from))| h.call_id == *call_id && h.from_result == *from);
+        self.items_key == items_key
+            && self.window == window
+            && turn_ended
+            && same_hides
+            && self.recallable.iter().all(|&id| stored(id))
+    }
+
+    /// About how many bytes it holds (its memo is bounded by bytes).
+    pub(super) fn weight(&self) -> usize {
+        let metas: usize = self
+            .metas
+            .iter()
+            .map(|(k, m)| 160 + k.len() + m.first_error.as_ref().map_or(0, String::len))
+            .sum();
+        256 + self.repeats.weight()
+            + self.entered.capacity() * 16
+            + self.whole.len() * 32
+            + metas
+            + self.replaced.capacity() * 64
+            + self.recallable.capacity() * 8
+            + self.hides.iter().map(|(c, _)| 48 + c.len()).sum::<usize>()
+    }
+}
+
+/// The hash of the bytes the first `prefix` items of a body lie in (`None` when it has fewer),
+/// and of those all its items lie in: one pass over them.
+pub(super) fn items_hashes(
+    raw: &[u8],
+    spans: &[(usize, usize)],
+    prefix: usize,
+) -> (Option<u64>, Option<u64>) {
+    let (Some(&(start, _)), Some(&(_, end))) = (spans.first(), spans.last()) else {
+        return (None, None);
+    };
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    let split = match prefix.checked_sub(1).and_then(|last| spans.get(last)) {
+        Some(&(_, split)) => {
+            let Some(bytes) = raw.get(start..split) else {
+                return (None, None);
+            };
+            hasher.update(bytes);
+            Some(split)
+        }
+        None => None,
+    };
+    let prefix_hash = split.map(|_| hasher.digest());
+    let Some(rest) = raw.get(split.unwrap_or(start)..end) else {
+        return (None, None);
+    };
+    hasher.update(rest);
+    (prefix_hash, Some(hasher.digest()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::items_hashes;
+
+    #[test]
+    fn the_hashes_cover_the_items_spans() {
+        let raw = b"{\"messages\":[\"a\",\"bb\",\"ccc\"]}";
+        let spans = [(13, 16), (17, 21), (22, 27)];
+        let whole = xxhash_rust::xxh3::xxh3_64(&raw[13..27]);
+        let two = xxhash_rust::xxh3::xxh3_64(&raw[13..21]);
+        assert_eq!(items_hashes(raw, &spans, 2), (Some(two), Some(whole)));
+        assert_eq!(items_hashes(raw, &spans, 0), (None, Some(whole)));
+        assert_eq!(items_hashes(raw, &spans, 4), (None, Some(whole)));
+        assert_eq!(items_hashes(raw, &[], 1), (None, None));
+        assert_eq!(items_hashes(raw, &[(13, 99)], 1), (None, None));
+    }
+}
