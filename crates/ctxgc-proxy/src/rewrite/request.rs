@@ -531,11 +531,23 @@ pub fn rewrite_within(
         .map(|(at, trimmed)| (slots[*at].pointer(items_key), trimmed.clone()))
         .collect();
     out.metas = p.metas.clone();
-    // Kept for the session's next request, where the body's items were located.
+    // Where the previous body's splice found the strings of the results replaced in it, from
+    // the start of the items (the members before them may differ in length).
+    let items_start = located
+        .and_then(|(_, spans)| spans.first())
+        .map(|&(start, _)| start);
+    let mut known: Vec<Option<(usize, usize)>> = std::mem::take(&mut p.spans)
+        .into_iter()
+        .map(|span| {
+            let start = items_start?;
+            span.map(|(from, to)| (start + from, start + to))
+        })
+        .collect();
+    known.resize(replacements.len(), None);
+    // Kept for the session's next request (with where this body's splice finds them), where
+    // the body's items were located.
     let items = located.map(|(_, spans)| spans.len()).zip(items_hash);
-    if let Some(walk) = p.into_walk((items_key, window), items, slots.last().map(|s| s.item)) {
-        memo.keep_walk(session, walk);
-    }
+    let walk = p.into_walk((items_key, window), items, slots.last().map(|s| s.item));
     drop(slots);
     // The markers name the way back this agent has (its MCP tool, the injected tool, its
     // shell): worked out per request from its tools, so the memo keeps one text per turn.
@@ -556,6 +568,9 @@ pub fn rewrite_within(
         && request.body.get("prompt_cache_key").is_none()
         && request.body.is_object();
     if replacements.is_empty() && !breakpoints && !cache_key {
+        if let Some(walk) = walk {
+            memo.keep_walk(session, walk);
+        }
         return Ok(out);
     }
     // Swapping strings (and adding the cache key) splices the client's bytes; anything more
@@ -570,15 +585,32 @@ pub fn rewrite_within(
                 key: request.api.wire().items_key(),
                 items,
             });
-            splice_json::splice_located(
+            splice_json::splice_known(
                 client.raw,
                 located,
-                &encoded,
+                (&encoded, &known),
                 cache_key.then_some(("prompt_cache_key", session)),
             )
         }
         _ => None,
     };
+    #[cfg(test)]
+    if let Some((_, found)) = &spliced {
+        let kept_where_known = known.iter().zip(found).filter(|(k, f)| **k == Some(**f));
+        memo.known_spans.fetch_add(
+            kept_where_known.count(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+    if let Some(mut walk) = walk {
+        if let (Some((_, found)), Some(start)) = (&spliced, items_start) {
+            let relative =
+                |(from, to): (usize, usize)| Some((from.checked_sub(start)?, to - start));
+            walk.spans = found.iter().map(|&span| relative(span)).collect();
+        }
+        memo.keep_walk(session, walk);
+    }
+    let spliced = spliced.map(|(body, _)| body);
     for (pointer, trimmed) in replacements {
         if let Some(node) = request.body.pointer_mut(&pointer) {
             *node = Value::String(trimmed.text.to_string());
@@ -610,6 +642,9 @@ struct Progress<'a> {
     whole: HashMap<ContentId, usize>,
     metas: Arc<BTreeMap<String, ResultMeta>>,
     replaced: Vec<(usize, Trimmed)>,
+    /// Where the strings of the first of `replaced` lie in the body's bytes from the start of
+    /// its items, when known.
+    spans: Vec<Option<(usize, usize)>>,
     bytes_saved: usize,
     recallable: Vec<ContentId>,
     hides: Vec<(String, usize)>,
@@ -627,6 +662,7 @@ impl<'a> Progress<'a> {
             whole: HashMap::new(),
             metas: Arc::default(),
             replaced: Vec::new(),
+            spans: Vec::new(),
             bytes_saved: 0,
             recallable: Vec::new(),
             hides: Vec::new(),
@@ -653,6 +689,7 @@ impl<'a> Progress<'a> {
             whole: walk.whole,
             metas: walk.metas,
             replaced: walk.replaced,
+            spans: walk.spans,
             bytes_saved: walk.bytes_saved,
             recallable: walk.recallable,
             hides: walk.hides,
@@ -690,6 +727,7 @@ impl<'a> Progress<'a> {
             whole: self.whole,
             metas: self.metas,
             replaced: self.replaced,
+            spans: Vec::new(),
             bytes_saved: self.bytes_saved,
             recallable: self.recallable,
             hides: self.hides,
@@ -839,6 +877,9 @@ pub struct TrimMemo {
     /// Walks that went on from a kept one (what the tests check).
     #[cfg(test)]
     resumed: std::sync::atomic::AtomicUsize,
+    /// Replaced strings found where the previous body's splice had them (what the tests check).
+    #[cfg(test)]
+    known_spans: std::sync::atomic::AtomicUsize,
 }
 
 /// A turn's outputs, each trimmed or left whole (`None`).
@@ -905,6 +946,8 @@ impl Default for TrimMemo {
             )),
             #[cfg(test)]
             resumed: Default::default(),
+            #[cfg(test)]
+            known_spans: Default::default(),
         }
     }
 }

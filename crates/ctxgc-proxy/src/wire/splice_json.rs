@@ -38,17 +38,35 @@ pub fn splice_located(
     replacements: &[(&str, &[u8])],
     append: Option<(&str, &str)>,
 ) -> Option<Vec<u8>> {
+    splice_known(raw, located, (replacements, &[]), append).map(|(out, _)| out)
+}
+
+/// [`splice_located`] where the values of some targets are known to lie where an earlier body
+/// with the same bytes there had them (`known[k]`, the byte range of the value
+/// `replacements[k]` replaces): only the others are looked for. Also gives where each target's
+/// value lay, in the order of `replacements`, for the next body.
+pub fn splice_known(
+    raw: &[u8],
+    located: Option<Located<'_>>,
+    (replacements, known): (&[(&str, &[u8])], &[Option<(usize, usize)>]),
+    append: Option<(&str, &str)>,
+) -> Option<(Vec<u8>, Vec<(usize, usize)>)> {
     if replacements.is_empty() {
         // Nothing inside the body changes: only its ends are looked at.
-        return match append {
+        let out = match append {
             Some((key, value)) => append_member(raw, key, value),
             None => Some(raw.to_vec()),
         };
+        return out.map(|out| (out, Vec::new()));
     }
     let targets: Vec<&str> = replacements.iter().map(|(p, _)| *p).collect();
     let (start, end, spans) = located
-        .and_then(|located| find_located(raw, &targets, located))
+        .and_then(|located| find_located(raw, &targets, located, known))
         .or_else(|| find(raw, &targets))?;
+    let mut lay = vec![(0, 0); replacements.len()];
+    for &(from, to, which) in &spans {
+        lay[which] = (from, to);
+    }
     let extra: usize = replacements.iter().map(|(_, t)| t.len() + 2).sum();
     let mut out = Vec::with_capacity(raw.len() + extra + 64);
     let mut at = 0;
@@ -68,7 +86,7 @@ pub fn splice_located(
             push_member(&mut out, raw, (at, start, close), (key, value))?;
         }
     }
-    Some(out)
+    Some((out, lay))
 }
 
 /// Copies `raw[at..]` into `out` with the member `key: value` inserted before the closing brace
@@ -125,7 +143,7 @@ pub fn splice_elements(
         vec![&first_target, &last_target]
     };
     let (_, _, spans) = item_spans
-        .and_then(|items| find_located(raw, &targets, Located { key, items }))
+        .and_then(|items| find_located(raw, &targets, Located { key, items }, &[]))
         .or_else(|| find(raw, &targets))?;
     let (from, to) = (spans.first()?.0, spans.last()?.1);
     let mut out = Vec::with_capacity(raw.len() + elements.len());
@@ -169,8 +187,36 @@ fn find_located(
     raw: &[u8],
     targets: &[&str],
     located: Located<'_>,
+    known: &[Option<(usize, usize)>],
 ) -> Option<(usize, usize, Vec<Span>)> {
-    let mut sorted: Vec<(&str, usize)> = targets.iter().copied().zip(0..).collect();
+    let start = raw.iter().position(|b| !b.is_ascii_whitespace())?;
+    let end = raw.iter().rposition(|b| !b.is_ascii_whitespace())? + 1;
+    let mut spans: Vec<Span> = Vec::with_capacity(targets.len());
+    // A known value opens and closes where it is said to lie (a string, an object, an array),
+    // or nothing is taken on trust.
+    for (which, &(from, to)) in known
+        .iter()
+        .enumerate()
+        .filter_map(|(k, span)| Some((k, span.as_ref()?)))
+        .take(targets.len())
+    {
+        let closed = from + 2 <= to
+            && to <= end
+            && matches!(
+                (raw[from], raw[to - 1]),
+                (b'"', b'"') | (b'{', b'}') | (b'[', b']')
+            );
+        if !closed {
+            return None;
+        }
+        spans.push((from, to, which));
+    }
+    let mut sorted: Vec<(&str, usize)> = targets
+        .iter()
+        .copied()
+        .zip(0..)
+        .filter(|(_, k)| known.get(*k).is_none_or(Option::is_none))
+        .collect();
     sorted.sort_unstable();
     let prefix = format!("/{}/", located.key);
     let mut items = sorted
@@ -182,9 +228,6 @@ fn find_located(
         .collect::<Option<Vec<usize>>>()?;
     items.sort_unstable();
     items.dedup();
-    let start = raw.iter().position(|b| !b.is_ascii_whitespace())?;
-    let end = raw.iter().rposition(|b| !b.is_ascii_whitespace())? + 1;
-    let mut spans: Vec<Span> = Vec::with_capacity(targets.len());
     let mut scanner = Scanner {
         raw,
         targets: &sorted,
@@ -443,6 +486,15 @@ mod tests {
     }
 
     /// A body of `items` under `"messages"`, with each item's byte range as a parse finds it.
+    /// `spans` with the ranges of items `unread` made empty: a scan that reads them fails.
+    fn short_of(spans: &[(usize, usize)], unread: &[usize]) -> Vec<(usize, usize)> {
+        let mut spans = spans.to_vec();
+        for &i in unread {
+            spans[i] = (0, 0);
+        }
+        spans
+    }
+
     fn laid_out(items: &[Value]) -> (Vec<u8>, Vec<(usize, usize)>) {
         let mut raw = br#"{"model": "m", "messages": ["#.to_vec();
         let mut spans = Vec::new();
@@ -487,7 +539,7 @@ mod tests {
         let scanned = splice(&raw, &encoded, append).unwrap();
         let targets: Vec<&str> = encoded.iter().map(|(p, _)| *p).collect();
         // Found through the items alone, where the scan finds them.
-        let direct = find_located(&raw, &targets, located).unwrap();
+        let direct = find_located(&raw, &targets, located, &[]).unwrap();
         assert_eq!(Some(direct), find(&raw, &targets));
         assert_eq!(
             splice_located(&raw, Some(located), &encoded, append).unwrap(),
@@ -499,7 +551,7 @@ mod tests {
         // A target outside the items, or ranges that do not fit the bytes, go back to the scan
         // (same bytes out).
         let model = [("/model", &b"\"m2\""[..]), encoded[0]];
-        assert!(find_located(&raw, &["/model"], located).is_none());
+        assert!(find_located(&raw, &["/model"], located, &[]).is_none());
         assert_eq!(
             splice_located(&raw, Some(located), &model, None),
             splice(&raw, &model, None)
@@ -509,7 +561,7 @@ mod tests {
             key: "messages",
             items: &shifted,
         };
-        assert!(find_located(&raw, &targets, wrong).is_none());
+        assert!(find_located(&raw, &targets, wrong, &[]).is_none());
         assert_eq!(
             splice_located(&raw, Some(wrong), &encoded, append).unwrap(),
             scanned
@@ -518,7 +570,29 @@ mod tests {
             key: "messages",
             items: &spans[..10],
         };
-        assert!(find_located(&raw, &targets, short).is_none());
+        assert!(find_located(&raw, &targets, short, &[]).is_none());
+        // Where each value lay, for the next body: given back, those are not looked for (the
+        // items that hold them are not even read), and the bytes are the same.
+        let (out, lay) = splice_known(&raw, Some(located), (&encoded, &[]), append).unwrap();
+        assert_eq!(out, scanned);
+        assert_eq!(&raw[lay[0].0..lay[0].1], br#""out \"3\" ]}""#);
+        let mut known: Vec<Option<(usize, usize)>> = lay.iter().copied().map(Some).collect();
+        known[1] = None;
+        let blind = Located {
+            key: "messages",
+            items: &short_of(&spans, &[3, 4, 39, 7]),
+        };
+        assert!(find_located(&raw, &targets, blind, &known).is_some());
+        assert!(find_located(&raw, &targets, blind, &[]).is_none());
+        let again = splice_known(&raw, Some(blind), (&encoded, &known), append).unwrap();
+        assert_eq!(again, (scanned.clone(), lay.clone()));
+        // A known range that is not a string there: nothing is taken on trust.
+        known[0] = Some((lay[0].0 + 1, lay[0].1));
+        assert!(find_located(&raw, &targets, located, &known).is_none());
+        assert_eq!(
+            splice_known(&raw, Some(located), (&encoded, &known), append).unwrap(),
+            (scanned.clone(), lay)
+        );
         // The lineage's splice of leading elements goes to the first and last items alike.
         assert_eq!(
             splice_elements(&raw, ("messages", Some(&spans)), 5, b"{}"),

@@ -320,9 +320,10 @@ fn results_name_their_calls_tool_near_or_far() {
     assert_eq!(slots(&orphan, Api::Responses)[0].tool, "tool");
 }
 
-/// A session's next request goes on from where its previous walk ended, and gives what a walk
-/// from nothing gives (the same bytes, originals, facts and savings): across a session that
-/// re-reads files, edits them and hides an output. A walk starts again from the first turn
+/// A session's next request goes on from where its previous walk ended (its splice from where
+/// the strings it replaced lay), and gives what a walk from nothing gives (the same bytes,
+/// originals, facts and savings): across a session that re-reads files, edits them, hides an
+/// output, and changes the length of a member before its items. A walk starts again from the first turn
 /// when the client changed an earlier item, when the first new result joins the last turn, when
 /// a hide applies before it, and when the store lost an original it may have to write.
 #[test]
@@ -362,7 +363,9 @@ fn a_walk_that_goes_on_from_the_previous_one_gives_what_a_walk_from_nothing_give
                 );
             }
         }
-        serde_json::to_vec(&json!({"model": "gpt-5", "messages": messages})).unwrap()
+        // A member before the items that changes length: they lie elsewhere in the bytes.
+        let user = "u".repeat(1 + turns % 3);
+        serde_json::to_vec(&json!({"model": "gpt-5", "user": user, "messages": messages})).unwrap()
     };
     let hidden = [crate::rewrite::lineage::HiddenResult {
         call_id: "c4".into(),
@@ -429,4 +432,12 @@ fn a_walk_that_goes_on_from_the_previous_one_gives_what_a_walk_from_nothing_give
     // last turn, the one after the store lost its originals, the one after the client changed
     // its task, and the one whose first new output joins the previous last turn.
     assert_eq!(fresh_walks, [1, 13, 16, 20, 25]);
+    // The splices went straight to where the previous body had the strings they replace.
+    let known = shared
+        .known_spans
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        known >= 100,
+        "{known} strings found where they were known to lie"
+    );
 }

@@ -46,6 +46,10 @@ pub(super) struct Walk {
     pub(super) metas: Arc<BTreeMap<String, ResultMeta>>,
     /// The results ctxgc changed: where they are among the results, and what replaces them.
     pub(super) replaced: Vec<(usize, Trimmed)>,
+    /// Where the string each of them replaces lay in the body's bytes (from the start of its
+    /// items), when the splice found it: the same bytes lie there in the next body, whose
+    /// splice then need not look for it.
+    pub(super) spans: Vec<Option<(usize, usize)>>,
     /// Bytes its trims removed.
     pub(super) bytes_saved: usize,
     /// Every original it may have had to store (trimmed, pointed to, a pointer cut further).
@@ -104,6 +108,7 @@ impl Walk {
             + self.whole.len() * 32
             + metas
             + self.replaced.capacity() * 64
+            + self.spans.capacity() * 24
             + self.recallable.capacity() * 8
             + self.hides.iter().map(|(c, _)| 48 + c.len()).sum::<usize>()
     }
