@@ -41,6 +41,12 @@ pub fn splice_located(
     splice_known(raw, located, (replacements, &[]), append).map(|(out, _)| out)
 }
 
+/// A JSON pointer and the JSON text that replaces the value there.
+pub type Replacement<'a> = (&'a str, &'a [u8]);
+
+/// A byte range of a body: start, and end (exclusive).
+pub type Range = (usize, usize);
+
 /// [`splice_located`] where the values of some targets are known to lie where an earlier body
 /// with the same bytes there had them (`known[k]`, the byte range of the value
 /// `replacements[k]` replaces): only the others are looked for. Also gives where each target's
@@ -48,9 +54,9 @@ pub fn splice_located(
 pub fn splice_known(
     raw: &[u8],
     located: Option<Located<'_>>,
-    (replacements, known): (&[(&str, &[u8])], &[Option<(usize, usize)>]),
+    (replacements, known): (&[Replacement<'_>], &[Option<Range>]),
     append: Option<(&str, &str)>,
-) -> Option<(Vec<u8>, Vec<(usize, usize)>)> {
+) -> Option<(Vec<u8>, Vec<Range>)> {
     if replacements.is_empty() {
         // Nothing inside the body changes: only its ends are looked at.
         let out = match append {
