@@ -135,9 +135,28 @@ impl Slot<'_> {
     }
 }
 
-/// Every tool result text in the body, in order, grouped by assistant turn (results in
-/// consecutive items answer one turn).
-fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
+/// Where a reading of a body's tool results starts: at an item, with the group counter and the
+/// last item that held results as the reading of the items before it left them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SlotsFrom {
+    item: usize,
+    group: usize,
+    previous: Option<usize>,
+}
+
+impl SlotsFrom {
+    /// The first item.
+    const START: SlotsFrom = SlotsFrom {
+        item: 0,
+        group: 0,
+        previous: None,
+    };
+}
+
+/// Every tool result text in the body from item `from.item` on, in order, grouped by assistant
+/// turn (results in consecutive items answer one turn), and where a reading of the items after
+/// these would start.
+fn slots(body: &Value, api: Api, from: SlotsFrom) -> (Vec<Slot<'_>>, SlotsFrom) {
     let wire = api.wire();
     let key = wire.items_key();
     let items = body[key].as_array().map_or(&[][..], Vec::as_slice);
@@ -147,9 +166,12 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
         all: std::cell::OnceCell::new(),
     };
     let mut out = Vec::new();
-    let mut group = 0;
-    let mut previous: Option<usize> = None;
-    for (i, item) in items.iter().enumerate() {
+    let SlotsFrom {
+        mut group,
+        mut previous,
+        ..
+    } = from;
+    for (i, item) in items.iter().enumerate().skip(from.item) {
         let results = wire.result_slots(items, i);
         if results.is_empty() {
             if let Some(content) = i
@@ -188,7 +210,12 @@ fn slots(body: &Value, api: Api) -> Vec<Slot<'_>> {
         }
     }
     out.retain(|s| !crate::agent::tools::is_internal(s.tool));
-    out
+    let end = SlotsFrom {
+        item: items.len().max(from.item),
+        group,
+        previous,
+    };
+    (out, end)
 }
 
 /// The names of the calls in a conversation's items, by call id, for results that do not name
@@ -415,8 +442,8 @@ pub fn rewrite_within(
 ) -> Result<Rewritten, Overdue> {
     let mut out = Rewritten::default();
     let items_key = request.api.wire().items_key();
-    let slots = slots(&request.body, request.api);
-    let window = settings.window_for(request.body["model"].as_str(), false);
+    let body = &request.body;
+    let window = settings.window_for(body["model"].as_str(), false);
     // Hides apply from the result at which their event ran, in that order.
     let mut hidden: Vec<&crate::rewrite::lineage::HiddenResult> = hidden.iter().collect();
     hidden.sort_by_key(|h| h.from_result);
@@ -428,19 +455,28 @@ pub fn rewrite_within(
         walk::items_hashes(raw, spans, previous.as_ref().map_or(0, |w| w.items))
     });
     let previous =
-        previous.filter(|w| w.goes_on((items_key, window), &slots, prefix_hash, &hidden, stored));
+        previous.filter(|w| w.goes_on((items_key, window), prefix_hash, &hidden, stored));
+    // Only the items after those it walked are read, unless their first result joins its last
+    // turn (which shares a budget).
+    let went_on = previous.and_then(|w| {
+        let (slots, end) = slots(body, request.api, w.next_from);
+        let joins = slots.first().is_some_and(|s| s.group == w.last_group);
+        (!joins).then(|| (slots, end, Progress::resumed(w)))
+    });
     #[cfg(test)]
-    if previous.is_some() {
+    if went_on.is_some() {
         memo.resumed
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
-    let mut p = match previous {
-        Some(walk) => Progress::resumed(walk, &slots),
-        None => Progress::fresh(window),
-    };
+    let (slots, slots_end, mut p) = went_on.unwrap_or_else(|| {
+        let (slots, end) = slots(body, request.api, SlotsFrom::START);
+        (slots, end, Progress::fresh(window))
+    });
     let mut hides = hidden[p.hides.len()..].iter().copied().peekable();
     let metas = Arc::make_mut(&mut p.metas);
-    let mut start = p.entered.len();
+    // The results walked before these.
+    let base = p.entered.len();
+    let mut start = 0;
     let mut turns = 0u32;
     while start < slots.len() {
         // Reading the clock costs more than a small turn: every 64 turns.
@@ -478,17 +514,23 @@ pub fn rewrite_within(
             None => {
                 // Worked out outside the memo's lock: two requests may work out one turn at
                 // once, to the same bytes (a pure function).
-                let outcome = enter_turn(settings, window, turn, &mut p.repeats, &p.entered);
+                let earlier = |k: usize| p.entered[k].text(body, items_key);
+                let outcome = enter_turn(settings, window, turn, &mut p.repeats, &earlier);
                 memo.insert(key, outcome.clone());
                 outcome
             }
         };
-        for (at, (slot, o)) in (start..).zip(turn.iter().zip(outcome.iter())) {
+        for (at, (slot, o)) in (base + start..).zip(turn.iter().zip(outcome.iter())) {
             metas.insert(slot.call_id.to_string(), o.meta.clone());
+            p.last_group = slot.group;
             let Some(trimmed) = &o.replacement else {
                 p.repeats
                     .push(p.entered.len(), &slot.call_id, o.meta.id, slot.text);
-                p.entered.push(Entered::Slot(slot.text));
+                p.entered.push(Entered::Slot {
+                    text: slot.text,
+                    item: slot.item,
+                    within: &slot.within,
+                });
                 p.whole.insert(o.meta.id, at);
                 continue;
             };
@@ -500,7 +542,8 @@ pub fn rewrite_within(
                     && !stored(id)
                     && id != o.meta.id
                 {
-                    out.originals.push((id, slots[pointed].text.to_owned()));
+                    let text = p.entered[pointed].text(body, items_key);
+                    out.originals.push((id, text.to_owned()));
                 }
             }
             p.repeats
@@ -518,18 +561,14 @@ pub fn rewrite_within(
                     out.originals.push((*id, pointed.to_string()));
                 }
             }
-            p.replaced.push((at, trimmed.clone()));
+            p.replaced.push((slot.pointer(items_key), trimmed.clone()));
         }
         start = end;
     }
     out.bytes_saved = p.bytes_saved;
     // Replacements are decided while the body is borrowed, then applied: tool outputs are
     // never copied, except originals the store does not have yet.
-    let mut replacements: Vec<(String, Trimmed)> = p
-        .replaced
-        .iter()
-        .map(|(at, trimmed)| (slots[*at].pointer(items_key), trimmed.clone()))
-        .collect();
+    let mut replacements: Vec<(String, Trimmed)> = p.replaced.clone();
     out.metas = p.metas.clone();
     // Where the previous body's splice found the strings of the results replaced in it, from
     // the start of the items (the members before them may differ in length).
@@ -547,7 +586,7 @@ pub fn rewrite_within(
     // Kept for the session's next request (with where this body's splice finds them), where
     // the body's items were located.
     let items = located.map(|(_, spans)| spans.len()).zip(items_hash);
-    let walk = p.into_walk((items_key, window), items, slots.last().map(|s| s.item));
+    let walk = p.into_walk((items_key, window), items, slots_end);
     drop(slots);
     // The markers name the way back this agent has (its MCP tool, the injected tool, its
     // shell): worked out per request from its tools, so the memo keeps one text per turn.
@@ -629,8 +668,33 @@ pub fn rewrite_within(
 
 /// The text an earlier result entered the history as: the client's own, or ctxgc's.
 enum Entered<'a> {
-    Slot(&'a str),
+    /// The client's, in this body's result at `within` of `item`.
+    Slot {
+        text: &'a str,
+        item: usize,
+        within: &'a str,
+    },
+    /// ctxgc's.
     Memo(std::sync::Arc<str>),
+    /// The client's, walked by an earlier request: read from this body when needed, at
+    /// `within` of `item` (the same bytes lie there).
+    Whole { item: usize, within: Arc<str> },
+}
+
+impl Entered<'_> {
+    /// Its text, reading it from `body` (whose items are under `items_key`) if need be.
+    fn text<'s>(&'s self, body: &'s Value, items_key: &str) -> &'s str {
+        match self {
+            Entered::Slot { text, .. } => text,
+            Entered::Memo(text) => text,
+            Entered::Whole { item, within } => body
+                .get(items_key)
+                .and_then(|items| items.get(*item))
+                .and_then(|item| item.pointer(within))
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        }
+    }
 }
 
 /// A walk of the results so far: from the first turn, or gone on from the session's previous
@@ -641,7 +705,10 @@ struct Progress<'a> {
     entered: Vec<Entered<'a>>,
     whole: HashMap<ContentId, usize>,
     metas: Arc<BTreeMap<String, ResultMeta>>,
-    replaced: Vec<(usize, Trimmed)>,
+    /// The results ctxgc changed: the JSON pointer of each, and what replaces it.
+    replaced: Vec<(String, Trimmed)>,
+    /// The group of the latest result.
+    last_group: usize,
     /// Where the strings of the first of `replaced` lie in the body's bytes from the start of
     /// its items, when known.
     spans: Vec<Option<(usize, usize)>>,
@@ -662,6 +729,7 @@ impl<'a> Progress<'a> {
             whole: HashMap::new(),
             metas: Arc::default(),
             replaced: Vec::new(),
+            last_group: 0,
             spans: Vec::new(),
             bytes_saved: 0,
             recallable: Vec::new(),
@@ -670,25 +738,17 @@ impl<'a> Progress<'a> {
         }
     }
 
-    /// Where `walk` ended, on `slots`, whose first results are the ones it walked
-    /// ([`walk::Walk::goes_on`]): those that entered as sent are read from this body.
-    fn resumed(walk: walk::Walk, slots: &[Slot<'a>]) -> Progress<'a> {
-        let entered = walk
-            .entered
-            .into_iter()
-            .zip(slots)
-            .map(|(memo, slot)| match memo {
-                Some(text) => Entered::Memo(text),
-                None => Entered::Slot(slot.text),
-            })
-            .collect();
+    /// Where `walk` ended ([`walk::Walk::goes_on`]): the results it saw enter as sent are read
+    /// from this body when needed.
+    fn resumed(walk: walk::Walk) -> Progress<'a> {
         Progress {
             chain: walk.chain,
             repeats: walk.repeats,
-            entered,
+            entered: walk.entered,
             whole: walk.whole,
             metas: walk.metas,
             replaced: walk.replaced,
+            last_group: walk.last_group,
             spans: walk.spans,
             bytes_saved: walk.bytes_saved,
             recallable: walk.recallable,
@@ -698,20 +758,25 @@ impl<'a> Progress<'a> {
     }
 
     /// The walk to go on from, for a body of `items_key` trimmed for `window` whose `items`
-    /// items hash to `items_hash` (`None`: not located), its last result in item `last_item`.
+    /// items hash to `items_hash` (`None`: not located), the reading of its results ending at
+    /// `next_from`. `None` when it walked no result.
     fn into_walk(
         self,
         (items_key, window): (&'static str, u64),
         items: Option<(usize, u64)>,
-        last_item: Option<usize>,
+        next_from: SlotsFrom,
     ) -> Option<walk::Walk> {
-        let ((items, items_hash), last_item) = items.zip(last_item)?;
+        let (items, items_hash) = items.filter(|_| !self.entered.is_empty())?;
         let entered = self
             .entered
             .into_iter()
             .map(|e| match e {
-                Entered::Slot(_) => None,
-                Entered::Memo(text) => Some(text),
+                Entered::Slot { item, within, .. } => Entered::Whole {
+                    item,
+                    within: within.into(),
+                },
+                Entered::Memo(text) => Entered::Memo(text),
+                Entered::Whole { item, within } => Entered::Whole { item, within },
             })
             .collect();
         Some(walk::Walk {
@@ -719,7 +784,8 @@ impl<'a> Progress<'a> {
             window,
             items,
             items_hash,
-            last_item,
+            next_from,
+            last_group: self.last_group,
             last_turn_start: self.turn_start,
             chain: self.chain,
             repeats: self.repeats,
@@ -735,30 +801,21 @@ impl<'a> Progress<'a> {
     }
 }
 
-impl Entered<'_> {
-    fn text(&self) -> &str {
-        match self {
-            Entered::Slot(text) => text,
-            Entered::Memo(text) => text,
-        }
-    }
-}
-
 /// How the results of one turn enter the history, as the session engine inserts them
 /// (`Session::insert_tool_results`): repeats of what earlier results entered as become
 /// pointers, then the turn is trimmed with its shared budget.
-fn enter_turn(
+fn enter_turn<'e>(
     settings: &RewriteSettings,
     window: u64,
     turn: &[Slot<'_>],
     repeats: &mut RepeatIndex,
-    entered: &[Entered<'_>],
+    entered: &dyn Fn(usize) -> &'e str,
 ) -> TrimmedTurn {
     let metas: Vec<ResultMeta> = turn.iter().map(|s| ResultMeta::of(s.text)).collect();
     let pointed: Vec<Option<String>> = turn
         .iter()
         .zip(&metas)
-        .map(|(s, meta)| repeats.point_to_repeats(s.text, meta.id, &|k| entered[k].text()))
+        .map(|(s, meta)| repeats.point_to_repeats(s.text, meta.id, entered))
         .collect();
     let outputs: Vec<ToolOutput<'_>> = turn
         .iter()

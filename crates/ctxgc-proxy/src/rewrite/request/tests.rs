@@ -308,7 +308,7 @@ fn results_name_their_calls_tool_near_or_far() {
         json!({"type": "function_call", "call_id": "c0", "name": "renamed", "arguments": "{}"}),
     );
     let body = json!({"model": "gpt-5", "input": input});
-    let found = slots(&body, Api::Responses);
+    let (found, _) = slots(&body, Api::Responses, SlotsFrom::START);
     assert_eq!(found.len(), calls);
     for (k, slot) in found.iter().enumerate() {
         assert_eq!(slot.call_id, format!("c{k}"));
@@ -317,7 +317,10 @@ fn results_name_their_calls_tool_near_or_far() {
     // A result whose call is nowhere: the generic tool.
     let orphan = json!({"model": "gpt-5", "input": [
         {"type": "function_call_output", "call_id": "gone", "output": "x"}]});
-    assert_eq!(slots(&orphan, Api::Responses)[0].tool, "tool");
+    assert_eq!(
+        slots(&orphan, Api::Responses, SlotsFrom::START).0[0].tool,
+        "tool"
+    );
 }
 
 /// A session's next request goes on from where its previous walk ended (its splice from where

@@ -19,7 +19,7 @@ use ctxgc_core::ContentId;
 use ctxgc_core::engine::abstracts::ResultMeta;
 use ctxgc_core::engine::repeats::RepeatIndex;
 
-use super::{Slot, Trimmed};
+use super::{Entered, SlotsFrom, Trimmed};
 use crate::rewrite::lineage::HiddenResult;
 
 /// A session's walk as its latest request left it.
@@ -30,22 +30,24 @@ pub(super) struct Walk {
     /// How many items the body held, and the hash of the bytes they lie in.
     pub(super) items: usize,
     pub(super) items_hash: u64,
-    /// The item of its last result.
-    pub(super) last_item: usize,
+    /// Where a reading of the results after its items starts, and the group of its last
+    /// result (a result of the same group joins its last turn).
+    pub(super) next_from: SlotsFrom,
+    pub(super) last_group: usize,
     /// How many results had entered when its last turn began.
     pub(super) last_turn_start: usize,
     /// The memo key of its last turn (each turn's key chains the keys before it).
     pub(super) chain: u64,
     /// The repeats later results can point to.
     pub(super) repeats: RepeatIndex,
-    /// What each result entered the history as when ctxgc changed it (`None`: as sent).
-    pub(super) entered: Vec<Option<Arc<str>>>,
+    /// What each result entered the history as: ctxgc's text, or where the client's lies.
+    pub(super) entered: Vec<Entered<'static>>,
     /// The results that entered as sent, by original id: where they are among the results.
     pub(super) whole: HashMap<ContentId, usize>,
     /// Every result's facts, by call id.
     pub(super) metas: Arc<BTreeMap<String, ResultMeta>>,
-    /// The results ctxgc changed: where they are among the results, and what replaces them.
-    pub(super) replaced: Vec<(usize, Trimmed)>,
+    /// The results ctxgc changed: the JSON pointer of each, and what replaces it.
+    pub(super) replaced: Vec<(String, Trimmed)>,
     /// Where the string each of them replaces lay in the body's bytes (from the start of its
     /// items), when the splice found it: the same bytes lie there in the next body, whose
     /// splice then need not look for it.
@@ -59,28 +61,19 @@ pub(super) struct Walk {
 }
 
 impl Walk {
-    /// Whether the walk of `slots` (the results of a body of `items_key` trimmed for `window`,
-    /// whose first items hash to `prefix_hash` over the span of as many items as this walk
-    /// covered) goes on from this one, with the lineage's `hidden` results (in the order they
-    /// apply) and `stored` telling which originals the store holds.
+    /// Whether a walk of a body of `items_key` trimmed for `window`, whose first items hash to
+    /// `prefix_hash` over the span of as many items as this walk covered, goes on from this
+    /// one, with the lineage's `hidden` results (in the order they apply) and `stored` telling
+    /// which originals the store holds. (Whether its first new result joins the last turn is
+    /// told once its results are read.)
     pub(super) fn goes_on(
         &self,
         (items_key, window): (&str, u64),
-        slots: &[Slot<'_>],
         prefix_hash: Option<u64>,
         hidden: &[&HiddenResult],
         stored: &dyn Fn(ContentId) -> bool,
     ) -> bool {
-        let walked = self.entered.len();
-        let same_items = prefix_hash == Some(self.items_hash)
-            && walked > 0
-            && slots.len() >= walked
-            && slots[walked - 1].item == self.last_item;
-        // A result right after the last one would join its turn, which shares a budget.
-        let turn_ended = same_items
-            && slots.get(walked).is_none_or(|next| {
-                next.item >= self.items && next.group != slots[walked - 1].group
-            });
+        let same_items = prefix_hash == Some(self.items_hash) && !self.entered.is_empty();
         // The hides that apply up to its last turn are the ones it applied.
         let applied = hidden
             .iter()
@@ -91,7 +84,7 @@ impl Walk {
                 .all(|(h, (call_id, from))| h.call_id == *call_id && h.from_result == *from);
         self.items_key == items_key
             && self.window == window
-            && turn_ended
+            && same_items
             && same_hides
             && self.recallable.iter().all(|&id| stored(id))
     }
@@ -104,10 +97,22 @@ impl Walk {
             .map(|(k, m)| 160 + k.len() + m.first_error.as_ref().map_or(0, String::len))
             .sum();
         256 + self.repeats.weight()
-            + self.entered.capacity() * 16
+            + self.entered.capacity() * 24
+            + self
+                .entered
+                .iter()
+                .map(|e| match e {
+                    Entered::Whole { within, .. } => 16 + within.len(),
+                    _ => 0,
+                })
+                .sum::<usize>()
             + self.whole.len() * 32
             + metas
-            + self.replaced.capacity() * 64
+            + self
+                .replaced
+                .iter()
+                .map(|(p, _)| 64 + p.len())
+                .sum::<usize>()
             + self.spans.capacity() * 24
             + self.recallable.capacity() * 8
             + self.hides.iter().map(|(c, _)| 48 + c.len()).sum::<usize>()
