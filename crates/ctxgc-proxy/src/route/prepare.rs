@@ -115,12 +115,12 @@ pub(crate) fn prepare(
     {
         // Taken out, not cloned: it goes back unchanged unless an event or lineage applies.
         let client = std::mem::take(slot);
+        // Borrowed, not cloned (Codex declares some 10 KB of tools on every request).
         let tools = request
             .body
             .get("tools")
             .and_then(serde_json::Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+            .map_or(&[][..], Vec::as_slice);
         // How long the session was silent: past the cache TTL, the next event is free. So it
         // is when the client changed the fixed part of the conversation (its tools, thinking
         // settings, model): every message is written again, whatever an event does. (A new
@@ -206,7 +206,7 @@ pub(crate) fn prepare(
             api: request.api,
             client: &client,
             system: system_key.and_then(|key| request.body.get(key)),
-            tools: &tools,
+            tools,
             // A token count sees the lineage in force but never runs or records an event.
             events: !counting && when,
             fit_window,
