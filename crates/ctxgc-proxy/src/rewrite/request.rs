@@ -460,8 +460,10 @@ pub fn rewrite_within(
     // turn (which shares a budget).
     let went_on = previous.and_then(|w| {
         let (slots, end) = slots(body, request.api, w.next_from);
-        let joins = slots.first().is_some_and(|s| s.group == w.last_group);
-        (!joins).then(|| (slots, end, Progress::resumed(w)))
+        let joins = slots
+            .first()
+            .is_some_and(|s| s.group == w.progress.last_group);
+        (!joins).then_some((slots, end, w.progress))
     });
     #[cfg(test)]
     if went_on.is_some() {
@@ -561,14 +563,15 @@ pub fn rewrite_within(
                     out.originals.push((*id, pointed.to_string()));
                 }
             }
-            p.replaced.push((slot.pointer(items_key), trimmed.clone()));
+            p.replaced
+                .push((slot.pointer(items_key).into(), trimmed.clone()));
         }
         start = end;
     }
     out.bytes_saved = p.bytes_saved;
     // Replacements are decided while the body is borrowed, then applied: tool outputs are
     // never copied, except originals the store does not have yet.
-    let mut replacements: Vec<(String, Trimmed)> = p.replaced.clone();
+    let mut replacements: Vec<(Arc<str>, Trimmed)> = p.replaced.clone();
     out.metas = p.metas.clone();
     // Where the previous body's splice found the strings of the results replaced in it, from
     // the start of the items (the members before them may differ in length).
@@ -618,7 +621,7 @@ pub fn rewrite_within(
         Some(client) if !breakpoints => {
             let encoded: Vec<(&str, &[u8])> = replacements
                 .iter()
-                .map(|(pointer, t)| (pointer.as_str(), &*t.json))
+                .map(|(pointer, t)| (&**pointer, &*t.json))
                 .collect();
             let located = client.item_spans.map(|items| splice_json::Located {
                 key: request.api.wire().items_key(),
@@ -645,7 +648,7 @@ pub fn rewrite_within(
         if let (Some((_, found)), Some(start)) = (&spliced, items_start) {
             let relative =
                 |(from, to): (usize, usize)| Some((from.checked_sub(start)?, to - start));
-            walk.spans = found.iter().map(|&span| relative(span)).collect();
+            walk.progress.spans = found.iter().map(|&span| relative(span)).collect();
         }
         memo.keep_walk(session, walk);
     }
@@ -698,7 +701,7 @@ impl Entered<'_> {
 }
 
 /// A walk of the results so far: from the first turn, or gone on from the session's previous
-/// walk ([`walk::Walk`], whose fields these are while it goes on).
+/// walk ([`walk::Walk`], which keeps one where it ended).
 struct Progress<'a> {
     chain: u64,
     repeats: RepeatIndex,
@@ -706,7 +709,7 @@ struct Progress<'a> {
     whole: HashMap<ContentId, usize>,
     metas: Arc<BTreeMap<String, ResultMeta>>,
     /// The results ctxgc changed: the JSON pointer of each, and what replaces it.
-    replaced: Vec<(String, Trimmed)>,
+    replaced: Vec<(Arc<str>, Trimmed)>,
     /// The group of the latest result.
     last_group: usize,
     /// Where the strings of the first of `replaced` lie in the body's bytes from the start of
@@ -738,25 +741,6 @@ impl<'a> Progress<'a> {
         }
     }
 
-    /// Where `walk` ended ([`walk::Walk::goes_on`]): the results it saw enter as sent are read
-    /// from this body when needed.
-    fn resumed(walk: walk::Walk) -> Progress<'a> {
-        Progress {
-            chain: walk.chain,
-            repeats: walk.repeats,
-            entered: walk.entered,
-            whole: walk.whole,
-            metas: walk.metas,
-            replaced: walk.replaced,
-            last_group: walk.last_group,
-            spans: walk.spans,
-            bytes_saved: walk.bytes_saved,
-            recallable: walk.recallable,
-            hides: walk.hides,
-            turn_start: walk.last_turn_start,
-        }
-    }
-
     /// The walk to go on from, for a body of `items_key` trimmed for `window` whose `items`
     /// items hash to `items_hash` (`None`: not located), the reading of its results ending at
     /// `next_from`. `None` when it walked no result.
@@ -767,8 +751,22 @@ impl<'a> Progress<'a> {
         next_from: SlotsFrom,
     ) -> Option<walk::Walk> {
         let (items, items_hash) = items.filter(|_| !self.entered.is_empty())?;
-        let entered = self
-            .entered
+        let Progress {
+            chain,
+            repeats,
+            entered,
+            whole,
+            metas,
+            replaced,
+            last_group,
+            spans,
+            bytes_saved,
+            recallable,
+            hides,
+            turn_start,
+        } = self;
+        // What entered as sent is read from the next body, where the same bytes lie.
+        let entered = entered
             .into_iter()
             .map(|e| match e {
                 Entered::Slot { item, within, .. } => Entered::Whole {
@@ -779,24 +777,27 @@ impl<'a> Progress<'a> {
                 Entered::Whole { item, within } => Entered::Whole { item, within },
             })
             .collect();
+        let progress = Progress {
+            chain,
+            repeats,
+            entered,
+            whole,
+            metas,
+            replaced,
+            last_group,
+            spans,
+            bytes_saved,
+            recallable,
+            hides,
+            turn_start,
+        };
         Some(walk::Walk {
             items_key,
             window,
             items,
             items_hash,
             next_from,
-            last_group: self.last_group,
-            last_turn_start: self.turn_start,
-            chain: self.chain,
-            repeats: self.repeats,
-            entered,
-            whole: self.whole,
-            metas: self.metas,
-            replaced: self.replaced,
-            spans: Vec::new(),
-            bytes_saved: self.bytes_saved,
-            recallable: self.recallable,
-            hides: self.hides,
+            progress,
         })
     }
 }

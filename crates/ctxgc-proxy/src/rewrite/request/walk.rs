@@ -12,17 +12,12 @@
 //! applied are the same, the first new result does not join its last turn, and every original
 //! it may have had to store is stored: then it gives what a walk from nothing gives.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-
 use ctxgc_core::ContentId;
-use ctxgc_core::engine::abstracts::ResultMeta;
-use ctxgc_core::engine::repeats::RepeatIndex;
 
-use super::{Entered, SlotsFrom, Trimmed};
+use super::{Entered, Progress, SlotsFrom};
 use crate::rewrite::lineage::HiddenResult;
 
-/// A session's walk as its latest request left it.
+/// A session's walk as its latest request left it: where it ended, and the body it walked.
 pub(super) struct Walk {
     /// The key of the conversation array and the window it trimmed for.
     pub(super) items_key: &'static str,
@@ -30,34 +25,10 @@ pub(super) struct Walk {
     /// How many items the body held, and the hash of the bytes they lie in.
     pub(super) items: usize,
     pub(super) items_hash: u64,
-    /// Where a reading of the results after its items starts, and the group of its last
-    /// result (a result of the same group joins its last turn).
+    /// Where a reading of the results after its items starts.
     pub(super) next_from: SlotsFrom,
-    pub(super) last_group: usize,
-    /// How many results had entered when its last turn began.
-    pub(super) last_turn_start: usize,
-    /// The memo key of its last turn (each turn's key chains the keys before it).
-    pub(super) chain: u64,
-    /// The repeats later results can point to.
-    pub(super) repeats: RepeatIndex,
-    /// What each result entered the history as: ctxgc's text, or where the client's lies.
-    pub(super) entered: Vec<Entered<'static>>,
-    /// The results that entered as sent, by original id: where they are among the results.
-    pub(super) whole: HashMap<ContentId, usize>,
-    /// Every result's facts, by call id.
-    pub(super) metas: Arc<BTreeMap<String, ResultMeta>>,
-    /// The results ctxgc changed: the JSON pointer of each, and what replaces it.
-    pub(super) replaced: Vec<(String, Trimmed)>,
-    /// Where the string each of them replaces lay in the body's bytes (from the start of its
-    /// items), when the splice found it: the same bytes lie there in the next body, whose
-    /// splice then need not look for it.
-    pub(super) spans: Vec<Option<(usize, usize)>>,
-    /// Bytes its trims removed.
-    pub(super) bytes_saved: usize,
-    /// Every original it may have had to store (trimmed, pointed to, a pointer cut further).
-    pub(super) recallable: Vec<ContentId>,
-    /// The hides it applied, in order, with where each applied from.
-    pub(super) hides: Vec<(String, usize)>,
+    /// Where it ended: the results it saw enter as sent are read from the next body.
+    pub(super) progress: Progress<'static>,
 }
 
 impl Walk {
@@ -73,49 +44,49 @@ impl Walk {
         hidden: &[&HiddenResult],
         stored: &dyn Fn(ContentId) -> bool,
     ) -> bool {
-        let same_items = prefix_hash == Some(self.items_hash) && !self.entered.is_empty();
+        let p = &self.progress;
+        let same_items = prefix_hash == Some(self.items_hash) && !p.entered.is_empty();
         // The hides that apply up to its last turn are the ones it applied.
-        let applied = hidden
-            .iter()
-            .take_while(|h| h.from_result <= self.last_turn_start);
-        let same_hides = applied.clone().count() == self.hides.len()
+        let applied = hidden.iter().take_while(|h| h.from_result <= p.turn_start);
+        let same_hides = applied.clone().count() == p.hides.len()
             && applied
-                .zip(&self.hides)
+                .zip(&p.hides)
                 .all(|(h, (call_id, from))| h.call_id == *call_id && h.from_result == *from);
         self.items_key == items_key
             && self.window == window
             && same_items
             && same_hides
-            && self.recallable.iter().all(|&id| stored(id))
+            && p.recallable.iter().all(|&id| stored(id))
     }
 
     /// About how many bytes it holds (its memo is bounded by bytes).
     pub(super) fn weight(&self) -> usize {
-        let metas: usize = self
+        let p = &self.progress;
+        let metas: usize = p
             .metas
             .iter()
             .map(|(k, m)| 160 + k.len() + m.first_error.as_ref().map_or(0, String::len))
             .sum();
-        256 + self.repeats.weight()
-            + self.entered.capacity() * 24
-            + self
-                .entered
-                .iter()
-                .map(|e| match e {
-                    Entered::Whole { within, .. } => 16 + within.len(),
-                    _ => 0,
-                })
-                .sum::<usize>()
-            + self.whole.len() * 32
+        let entered: usize = p
+            .entered
+            .iter()
+            .map(|e| match e {
+                Entered::Whole { within, .. } => 16 + within.len(),
+                _ => 0,
+            })
+            .sum();
+        256 + p.repeats.weight()
+            + p.entered.capacity() * 24
+            + entered
+            + p.whole.len() * 32
             + metas
-            + self
-                .replaced
+            + p.replaced
                 .iter()
-                .map(|(p, _)| 64 + p.len())
+                .map(|(at, _)| 64 + at.len())
                 .sum::<usize>()
-            + self.spans.capacity() * 24
-            + self.recallable.capacity() * 8
-            + self.hides.iter().map(|(c, _)| 48 + c.len()).sum::<usize>()
+            + p.spans.capacity() * 24
+            + p.recallable.capacity() * 8
+            + p.hides.iter().map(|(c, _)| 48 + c.len()).sum::<usize>()
     }
 }
 
